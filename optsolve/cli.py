@@ -1,0 +1,171 @@
+"""The ``optsolve`` command line: a Click group with lazily loaded subcommands.
+
+``optsolve --help`` imports only Click: solver commands, numpy, POT and cupy load
+when a command runs. Options also come from the environment (``OPTSOLVE_<COMMAND>_<OPTION>``,
+and ``OPTSOLVE_DEVICE`` for ``--device``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from optsolve import __version__
+from optsolve.core.registry import KINDS
+
+CONTEXT_SETTINGS = {"auto_envvar_prefix": "OPTSOLVE", "help_option_names": ["-h", "--help"],
+                    "max_content_width": 100}
+
+# name -> (import path of the command, one-line help)
+BUILTIN_COMMANDS = {
+    "info": ("optsolve.cli:info", "Versions, BLAS and GPUs this installation sees."),
+    "verify": ("optsolve.cli:verify", "Re-check a solution's certificate from the problem file."),
+    "gen": ("optsolve.cli:gen", "Generate problem files from a benchmark family."),
+    "batch": ("optsolve.cli:batch", "Solve many problem files in worker processes, one JSON line each."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when invoked (Click's lazy-loading recipe)."""
+
+    def __init__(self, *args, lazy: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            target, _ = self.lazy[name]
+            module, attr = target.split(":")
+            return getattr(importlib.import_module(module), attr)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, self.lazy[name][1]) for name in self.list_commands(ctx) if name in self.lazy]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _solver_entries() -> dict:
+    from optsolve.core.registry import available_kinds
+
+    return {k: (f"optsolve.{k}.cli:command", KINDS[k]) for k in available_kinds()}
+
+
+@click.group(cls=LazyGroup, lazy={**BUILTIN_COMMANDS, **_solver_entries()}, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="optsolve")
+def main():
+    """optsolve: solvers for classical optimisation problems.
+
+    Each solver command reads a problem file (.npz, .json, .mat, or - for JSON on
+    stdin) and writes one JSON document: the solution, statistics and a certificate
+    that `optsolve verify` re-checks. Exit codes: 0 optimal, 1 internal error,
+    2 usage, 3 infeasible, 4 unbounded, 5 max_iter/time_limit, 6 inaccurate or
+    numerical error, 7 invalid input, 130 interrupted.
+    """
+
+
+# --------------------------------------------------------------------------- shared solve options
+
+def solve_options(func):
+    """The options every solve command shares, and its PROBLEM argument."""
+    decorators = [
+        click.argument("problem", metavar="PROBLEM", type=str),
+        click.option("-o", "--output", metavar="FILE|-", default="-", show_default=True,
+                     help="Where to write the JSON document ('-' for stdout)."),
+        click.option("--arrays", metavar="FILE.npz", default=None,
+                     help="Also write large arrays (matrices) in binary to this .npz file."),
+        click.option("--max-iter", type=click.IntRange(min=1), default=None,
+                     help="Iteration limit (status max_iter, exit 5, best iterate written)."),
+        click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+                     metavar="SECONDS", help="Wall-clock limit (status time_limit, exit 5)."),
+        click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
+                     show_default=True, envvar="OPTSOLVE_DEVICE",
+                     help="Where to compute; auto uses a GPU when cupy sees one."),
+        click.option("--seed", type=int, default=None, help="Seed of the random generator, for reproducible runs."),
+        click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines."),
+        click.option("-v", "--verbose", count=True, help="Log every iteration on stderr (and tracebacks)."),
+    ]
+    for d in reversed(decorators):
+        func = d(func)
+    return func
+
+
+def run_solve(kind: str, problem: str, params: dict):
+    """Run a solve command and exit with its code (called by each solver's Click command)."""
+    from optsolve.core.runner import run_command
+
+    code = run_command(kind, problem, params)
+    sys.exit(code)
+
+
+# --------------------------------------------------------------------------- info
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def info(as_json):
+    """Versions of optsolve and its dependencies, the BLAS in use, and the GPUs cupy sees."""
+    from optsolve.core.sysinfo import environment, format_environment
+    from optsolve.core.result import dumps
+
+    env = environment()
+    click.echo(dumps(env) if as_json else format_environment(env))
+
+
+# --------------------------------------------------------------------------- verify
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("problem", type=str)
+@click.argument("solution", type=str)
+@click.option("-o", "--output", metavar="FILE|-", default="-", show_default=True,
+              help="Where to write the verification report.")
+@click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
+def verify(problem, solution, output, quiet):
+    """Re-run the certificate checks of SOLUTION (a JSON document, '-' for stdin) against PROBLEM.
+
+    Exit code 0 when every check holds, 6 when one fails, 7 when a file is unreadable.
+    """
+    from optsolve.core.verify import run_verify
+
+    sys.exit(run_verify(problem, solution, output, quiet))
+
+
+# --------------------------------------------------------------------------- gen
+
+class GenGroup(LazyGroup):
+    """`optsolve gen KIND`: one subcommand per solver, built from its problem families."""
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            from optsolve.core.generate import make_gen_command
+
+            return make_gen_command(name)
+        return None
+
+
+@click.group(cls=GenGroup, lazy=_solver_entries(), context_settings=CONTEXT_SETTINGS)
+def gen():
+    """Generate a problem file: optsolve gen KIND --family NAME [options] --seed S -o FILE."""
+
+
+# --------------------------------------------------------------------------- batch
+
+class BatchGroup(LazyGroup):
+    """`optsolve batch KIND`: the solver's own options plus FILES..., --jobs, --out-dir, --order."""
+
+    def get_command(self, ctx, name):
+        if name in self.lazy:
+            from optsolve.core.batch import make_batch_command
+
+            return make_batch_command(name)
+        return None
+
+
+@click.group(cls=BatchGroup, lazy=_solver_entries(), context_settings=CONTEXT_SETTINGS)
+def batch():
+    """Solve many problem files: optsolve batch KIND [solver options] FILES... [--jobs N] [--out-dir DIR]."""

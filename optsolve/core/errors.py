@@ -1,0 +1,33 @@
+"""The exceptions optsolve raises on purpose.
+
+Each carries the exit code and result status the command line reports for it.
+Anything else that escapes a solver is an internal error (exit code 1).
+"""
+
+
+class OptsolveError(Exception):
+    """Base class of optsolve's own errors."""
+
+    exit_code = 1
+    status = "internal_error"
+
+
+class InputError(OptsolveError):
+    """A problem file (or other input data) is unreadable or does not match its schema."""
+
+    exit_code = 7
+    status = "invalid_input"
+
+
+class ParameterError(OptsolveError):
+    """An argument or option has a value the solver cannot accept (including an unavailable device)."""
+
+    exit_code = 7
+    status = "invalid_input"
+
+
+class SolverError(OptsolveError):
+    """A solver failed numerically and has no usable iterate to return."""
+
+    exit_code = 6
+    status = "numerical_error"

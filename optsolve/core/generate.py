@@ -1,0 +1,84 @@
+"""Problem generators: ``optsolve gen KIND --family NAME [options] --seed S -o FILE``.
+
+Each solver's ``problems.FAMILIES`` maps a family name to a :class:`Family`: its
+parameters (which become command-line options) and a function
+``generate(rng, **params) -> dict`` of problem keys.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import click
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: Any  # int, float, str, or a tuple of choices
+    default: Any
+    help: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    help: str
+    generate: Callable[..., dict]
+    params: tuple[Param, ...] = field(default_factory=tuple)
+
+    def defaults(self) -> dict:
+        return {p.name: p.default for p in self.params}
+
+
+def _click_type(p: Param):
+    if isinstance(p.type, tuple):
+        return click.Choice(p.type)
+    return p.type
+
+
+def make_gen_command(kind: str) -> click.Command:
+    from optsolve.core.registry import solver_module
+
+    families = solver_module(kind, "problems").FAMILIES
+    users: dict[str, list[str]] = {}
+    specs: dict[str, Param] = {}
+    for fam in families.values():
+        for p in fam.params:
+            users.setdefault(p.name, []).append(fam.name)
+            specs.setdefault(p.name, p)
+
+    def callback(family, seed, output, **given):
+        import numpy as np
+
+        from optsolve.core.problem import save_problem
+
+        fam = families[family]
+        own = {p.name for p in fam.params}
+        extra = [name for name, v in given.items() if v is not None and name not in own]
+        if extra:
+            raise click.UsageError(f"Option '--{extra[0].replace('_', '-')}' does not apply to family "
+                                   f"{family!r} (it takes: {', '.join('--' + n.replace('_', '-') for n in sorted(own)) or 'no options'}).")
+        values = fam.defaults()
+        values.update({k: v for k, v in given.items() if v is not None})
+        data = fam.generate(np.random.default_rng(seed), **values)
+        save_problem(output, data)
+        sys.stderr.write(f"optsolve gen {kind}: wrote {output} (family {family}, seed {seed}, "
+                         + ", ".join(f"{k}={v}" for k, v in values.items()) + ")\n")
+
+    params = [
+        click.Option(["--family"], type=click.Choice(sorted(families)), required=True,
+                     help="; ".join(f"{f.name}: {f.help}" for f in families.values())),
+        click.Option(["--seed"], type=int, default=0, show_default=True, help="Random seed."),
+        click.Option(["-o", "--output"], required=True, metavar="FILE",
+                     help="Problem file to write (.npz, .json or .mat)."),
+    ]
+    for name, p in specs.items():
+        which = ", ".join(users[name])
+        params.append(click.Option([f"--{name.replace('_', '-')}", name], type=_click_type(p), default=None,
+                                   help=f"{p.help} (families: {which}; default {p.default})"))
+    return click.Command(kind, params=params, callback=callback,
+                         help=f"Generate a problem file for 'optsolve {kind}'.",
+                         context_settings={"auto_envvar_prefix": None})

@@ -1,0 +1,674 @@
+"""Problem files: reading ``.npz``, ``.json``, ``.mat`` (and JSON on stdin), and checking a schema.
+
+Every solver declares a :class:`Schema` (required and optional keys, their shapes,
+dtypes, finiteness, signs and cross-key rules); :func:`load_problem` reads a file and
+checks it before any solver runs. Every failure is an :class:`InputError` whose
+one-line message names the file and the key, says what was expected and what was found.
+
+Layout of the formats:
+
+* ``.npz``: one array per key, read without pickle. A scipy sparse matrix ``A`` is
+  stored in scipy's own layout under prefixed keys: ``A.format`` (``csr``, ``csc`` or
+  ``coo``), ``A.shape`` and ``A.data`` with ``A.indices``/``A.indptr`` (csr, csc) or
+  ``A.row``/``A.col`` (coo). Strings are stored as 0-d string arrays.
+* ``.json``: an object whose values are numbers, strings, (nested) lists, or objects;
+  a sparse matrix is an object ``{"format": "csr", "shape": [m, n], "data": [...],
+  "indices": [...], "indptr": [...]}``.
+* ``.mat``: MATLAB files (v5/v7); column or row vectors are accepted where a vector is
+  expected, 1 x 1 arrays where a scalar is expected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import math
+import os
+import sys
+import zipfile
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from optsolve.core.errors import InputError
+from optsolve.core.progress import get_logger
+from optsolve.core.result import ProblemInfo
+
+EXTENSIONS = (".npz", ".json", ".mat")
+SPARSE_FORMATS = ("csr", "csc", "coo")
+_SPARSE_PARTS = {
+    "csr": ("data", "indices", "indptr", "shape"),
+    "csc": ("data", "indices", "indptr", "shape"),
+    "coo": ("data", "row", "col", "shape"),
+}
+
+
+def memory_limit_bytes() -> int:
+    """Half of this machine's physical memory: the largest single array a problem file may declare."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1024 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PB"
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a problem file.
+
+    kind: ``array`` (dense, or scipy sparse where ``sparse`` is true), ``scalar``,
+    ``string`` or ``object`` (JSON objects and lists, passed through).
+    shape: one entry per dimension: an int, a symbol shared between keys (``"n"``),
+    or ``None`` for any length. dtype: ``float``, ``int`` or ``bool``.
+    """
+
+    name: str
+    kind: str = "array"
+    shape: tuple | None = None
+    dtype: str = "float"
+    required: bool = True
+    finite: bool = True
+    nonneg: bool = False
+    positive: bool = False
+    sparse: bool = False
+    choices: tuple | None = None
+    doc: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "array":
+            shape = "" if self.shape is None else " of shape (" + ", ".join(
+                "?" if s is None else str(s) for s in self.shape) + ("," if len(self.shape) == 1 else "") + ")"
+            what = f"an array{shape}"
+        elif self.kind == "string":
+            what = "a string" + (f" (one of {', '.join(map(repr, self.choices))})" if self.choices else "")
+        elif self.kind == "scalar":
+            what = f"a {self.dtype} number"
+        else:
+            what = "an object"
+        return f"{what}: {self.doc}" if self.doc else what
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The keys of one solver's problem files and the rules that tie them together.
+
+    Each rule is a callable ``rule(problem)`` that raises ``problem.error(...)``.
+    """
+
+    name: str
+    fields: tuple[Field, ...]
+    rules: tuple[Callable[["Problem"], None], ...] = ()
+
+    def field(self, name: str) -> Field:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        raise KeyError(name)
+
+    def validate(self, raw: dict, source: str, path: str | None = None, sha256: str | None = None) -> "Problem":
+        """Check raw values (as read from a file, or given in Python) and return a :class:`Problem`."""
+        problem = Problem(source=source, path=path, sha256=sha256)
+        known = {f.name for f in self.fields}
+        for key in raw:
+            if key not in known:
+                msg = (f"ignoring unknown key {key!r} (known keys: {', '.join(sorted(known))}).")
+                problem.warnings.append(msg)
+                get_logger().warning(f"{source}: {msg}")
+        for f in self.fields:
+            value = raw.get(f.name)
+            if value is None:
+                if f.required:
+                    raise problem.error(f"missing required key {f.name!r} ({f.describe()}).")
+                continue
+            problem.data[f.name] = _coerce(problem, f, value)
+        for rule in self.rules:
+            rule(problem)
+        return problem
+
+
+@dataclass
+class Problem:
+    """A validated problem: arrays and values by key, the bound dimension symbols, provenance."""
+
+    source: str
+    path: str | None = None
+    sha256: str | None = None
+    data: dict = field(default_factory=dict)
+    dims: dict = field(default_factory=dict)
+    dim_origin: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    def __getitem__(self, key):
+        return self.data[key]
+
+    def __contains__(self, key):
+        return key in self.data
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+    def error(self, message: str) -> InputError:
+        return InputError(f"{self.source}: {message}")
+
+    def info(self, **size) -> ProblemInfo:
+        return ProblemInfo(path=self.path, sha256=self.sha256, size={k: int(v) for k, v in size.items()})
+
+
+def one_of(*alternatives: tuple[str, ...]) -> Callable[[Problem], None]:
+    """Rule: exactly one group of keys is given, and all keys of that group."""
+
+    def describe(group):
+        return repr(group[0]) if len(group) == 1 else "all of " + ", ".join(map(repr, group))
+
+    def rule(problem: Problem) -> None:
+        present = [g for g in alternatives if any(k in problem for k in g)]
+        choices = " or ".join(describe(g) for g in alternatives)
+        if not present:
+            raise problem.error(f"missing keys: give {choices}; found none of them.")
+        if len(present) > 1:
+            found = ", ".join(repr(next(k for k in g if k in problem)) for g in present)
+            raise problem.error(f"give {choices}, not several; found {found}.")
+        missing = [k for k in present[0] if k not in problem]
+        if missing:
+            raise problem.error(f"missing required key {missing[0]!r} (it goes with "
+                                f"{', '.join(repr(k) for k in present[0] if k in problem)}).")
+
+    return rule
+
+
+def _shape_str(shape) -> str:
+    return "(" + ", ".join(str(int(s)) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _coerce(problem: Problem, f: Field, value):
+    if f.kind == "object":
+        if not isinstance(value, (dict, list)):
+            raise problem.error(f"key {f.name!r} must be {f.describe()}; found {_kind_of(value)}.")
+        return value
+    if f.kind == "string":
+        text = _as_string(value)
+        if text is None:
+            raise problem.error(f"key {f.name!r} must be a string; found {_kind_of(value)}.")
+        if f.choices and text not in f.choices:
+            raise problem.error(f"key {f.name!r} is {text!r}, expected one of "
+                                f"{', '.join(map(repr, f.choices))}.")
+        return text
+    if f.kind == "scalar":
+        arr = _as_numeric(problem, f, value)
+        if arr.size != 1:
+            raise problem.error(f"key {f.name!r} must be a single number; found an array of shape "
+                                f"{_shape_str(arr.shape)}.")
+        arr = arr.reshape(())
+        _check_values(problem, f, arr)
+        return arr.item()
+    # arrays
+    if _is_sparse(value):
+        if not f.sparse:
+            value = _densify(problem, f, value)
+        else:
+            _check_ndim_shape(problem, f, value.shape)
+            _check_values(problem, f, value.data, sparse=True)
+            if f.dtype == "float" and value.dtype != np.float64:
+                value = value.astype(np.float64)
+            return value
+    arr = _as_numeric(problem, f, value)
+    if f.shape is not None and arr.ndim != len(f.shape):
+        arr = _squeeze_to(arr, len(f.shape))
+    _check_ndim_shape(problem, f, arr.shape)
+    _check_values(problem, f, arr)
+    return arr
+
+
+def _is_sparse(value) -> bool:
+    return type(value).__module__.startswith("scipy.sparse")
+
+
+def _densify(problem, f, value):
+    nbytes = 8 * math.prod(value.shape)
+    if nbytes > memory_limit_bytes():
+        raise problem.error(f"array {f.name!r} is sparse with shape {_shape_str(value.shape)}; "
+                            f"as a dense array it needs {_human_bytes(nbytes)}, more than half this machine's memory.")
+    return value.toarray()
+
+
+def _squeeze_to(arr: np.ndarray, ndim: int) -> np.ndarray:
+    """MATLAB stores vectors as n x 1 or 1 x n and scalars as 1 x 1: drop such unit dimensions."""
+    if arr.ndim > ndim:
+        units = [i for i, s in enumerate(arr.shape) if s == 1]
+        extra = arr.ndim - ndim
+        if len(units) >= extra:
+            return arr.reshape([s for i, s in enumerate(arr.shape) if i not in units[:extra]])
+    return arr
+
+
+def _as_string(value) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.dtype.kind in "US" and value.size == 1:
+        item = value.reshape(()).item()
+        return item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
+    return None
+
+
+def _kind_of(value) -> str:
+    if isinstance(value, str):
+        short = value if len(value) <= 20 else value[:17] + "..."
+        return f"a string ({short!r})"
+    if isinstance(value, bool):
+        return f"a boolean ({value})"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, (int, float)):
+        return f"a number ({value})"
+    if isinstance(value, np.ndarray):
+        return f"an array of dtype {value.dtype} and shape {_shape_str(value.shape)}"
+    return f"a value of type {type(value).__name__}"
+
+
+def _as_numeric(problem: Problem, f: Field, value) -> np.ndarray:
+    what = "a number" if f.kind == "scalar" else "an array of numbers"
+    if isinstance(value, (str, bytes, dict)):
+        raise problem.error(f"key {f.name!r} must be {what}; found {_kind_of(value)}.")
+    if isinstance(value, list):
+        try:
+            arr = np.array(value)
+        except ValueError:
+            raise problem.error(f"array {f.name!r} is ragged: its nested lists have different lengths.") from None
+        if arr.dtype == object or arr.dtype.kind in "US":
+            bad = _first_non_number(value)
+            raise problem.error(f"array {f.name!r} must hold only numbers; found {_kind_of(bad)}.")
+        if arr.size == 0 and arr.ndim == 1 and f.dtype == "float":
+            arr = arr.astype(np.float64)
+    elif isinstance(value, (bool, int, float, np.generic)):
+        arr = np.asarray(value)
+    elif isinstance(value, np.ndarray):
+        arr = value
+    else:
+        raise problem.error(f"key {f.name!r} must be {what}; found {_kind_of(value)}.")
+    kind = arr.dtype.kind
+    if kind in "US":
+        raise problem.error(f"key {f.name!r} must be {what}; found {_kind_of(arr)}.")
+    if kind == "c":
+        raise problem.error(f"array {f.name!r} is complex ({arr.dtype}); expected real {f.dtype} values.")
+    if kind not in "biuf":
+        raise problem.error(f"array {f.name!r} has dtype {arr.dtype}; expected {f.dtype} values.")
+    if f.dtype == "float":
+        return arr.astype(np.float64, copy=False)
+    if f.dtype == "int":
+        if kind == "f":
+            finite = np.isfinite(arr)
+            if not finite.all() or np.any(arr != np.round(arr)):
+                idx = np.flatnonzero(~finite | (arr != np.round(np.where(finite, arr, 0))))[0]
+                raise problem.error(f"array {f.name!r} must hold integers; found {arr.ravel()[idx]!r} "
+                                    f"at flat index {idx}.")
+        return arr.astype(np.int64, copy=False)
+    if f.dtype == "bool":
+        if kind not in "bui" and not np.isin(arr, (0, 1)).all():
+            raise problem.error(f"array {f.name!r} must hold booleans (0 or 1).")
+        return arr.astype(bool, copy=False)
+    return arr
+
+
+def _first_non_number(value):
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(reversed(v))
+        elif v is None or not isinstance(v, (int, float)):
+            return v
+    return None
+
+
+def _check_ndim_shape(problem: Problem, f: Field, shape: tuple) -> None:
+    if f.shape is None:
+        return
+    expected_ndim = len(f.shape)
+    if len(shape) != expected_ndim:
+        want = "(" + ", ".join("?" if s is None else str(s) for s in f.shape) + ("," if expected_ndim == 1 else "") + ")"
+        raise problem.error(f"array {f.name!r} has {len(shape)} dimension{'s' * (len(shape) != 1)} "
+                            f"(shape {_shape_str(shape)}), expected {expected_ndim} {want}.")
+    expected = []
+    mismatch = None
+    for axis, (want, got) in enumerate(zip(f.shape, shape)):
+        if want is None:
+            expected.append(got)
+        elif isinstance(want, int):
+            expected.append(want)
+            if got != want and mismatch is None:
+                mismatch = ""
+        else:  # a symbol
+            if want in problem.dims:
+                expected.append(problem.dims[want])
+                if got != problem.dims[want] and mismatch is None:
+                    origin, oshape = problem.dim_origin[want]
+                    mismatch = f" to match {origin!r} {_shape_str(oshape)}"
+            else:
+                expected.append(got)
+    if mismatch is not None:
+        raise problem.error(f"array {f.name!r} has shape {_shape_str(shape)}, expected "
+                            f"{_shape_str(expected)}{mismatch}.")
+    for want, got in zip(f.shape, shape):
+        if isinstance(want, str) and want not in problem.dims:
+            problem.dims[want] = int(got)
+            problem.dim_origin[want] = (f.name, tuple(int(s) for s in shape))
+
+
+def _check_values(problem: Problem, f: Field, arr: np.ndarray, sparse: bool = False) -> None:
+    if arr.size == 0 or arr.dtype.kind != "f" and not (f.nonneg or f.positive):
+        return
+    where = "among its stored entries " if sparse else ""
+    if f.finite and arr.dtype.kind == "f":
+        finite = np.isfinite(arr)
+        if not finite.all():
+            nan = int(np.isnan(arr).sum())
+            inf = int((~finite).sum()) - nan
+            idx = np.unravel_index(int(np.flatnonzero(~finite)[0]), arr.shape)
+            first = "NaN" if np.isnan(arr[idx]) else str(arr[idx])
+            at = f"index {idx[0]}" if len(idx) == 1 else f"index {tuple(int(i) for i in idx)}"
+            raise problem.error(f"array {f.name!r} contains {first} at {at} {where}({nan} NaN and {inf} "
+                                f"infinite entries in all); expected finite values.")
+    if f.nonneg or f.positive:
+        bad = arr < 0 if f.nonneg else arr <= 0
+        if bad.any():
+            count = int(bad.sum())
+            flat = np.flatnonzero(bad)
+            vals = arr.ravel()[flat]
+            k = int(flat[np.argmin(vals)])
+            idx = np.unravel_index(k, arr.shape)
+            at = f"index {idx[0]}" if len(idx) == 1 else f"index {tuple(int(i) for i in idx)}"
+            word = "negative" if f.nonneg else "non-positive"
+            raise problem.error(f"array {f.name!r} has {count} {word} entr{'y' if count == 1 else 'ies'} "
+                                f"{where}(smallest {arr.ravel()[k]:.6g} at {at}); expected entries "
+                                f"{'>= 0' if f.nonneg else '> 0'}.")
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def file_label(path: str) -> str:
+    return "Problem on stdin" if path == "-" else f"Problem file {path!r}"
+
+
+def load_problem(path: str, schema: Schema, stdin=None) -> Problem:
+    """Read ``path`` (``-`` for JSON on stdin) and check it against ``schema``."""
+    raw, sha = read_raw(path, stdin=stdin)
+    return schema.validate(raw, source=file_label(path), path=None if path == "-" else path, sha256=sha)
+
+
+def read_raw(path: str, stdin=None) -> tuple[dict, str]:
+    """The keys of a problem file, unvalidated, and the sha256 of its bytes."""
+    label = file_label(path)
+    if path == "-":
+        stream = stdin if stdin is not None else sys.stdin
+        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+        if isinstance(data, str):
+            data = data.encode()
+        return _parse_json(data, label), hashlib.sha256(data).hexdigest()
+    ext = os.path.splitext(path)[1].lower()
+    if os.path.isdir(path):
+        raise InputError(f"{label}: is a directory, expected a file.")
+    if not os.path.exists(path):
+        raise InputError(f"{label}: no such file.")
+    if ext not in EXTENSIONS:
+        raise InputError(f"{label}: unknown extension {ext or '(none)'!r}; expected one of "
+                         f"{', '.join(EXTENSIONS)} (or '-' for JSON on stdin).")
+    try:
+        size = os.path.getsize(path)
+        sha = file_sha256(path)
+    except OSError as exc:
+        raise InputError(f"{label}: cannot be read ({exc.strerror or exc}).") from None
+    if size == 0:
+        raise InputError(f"{label}: file is empty; expected a {ext} problem file.")
+    if ext == ".npz":
+        return _read_npz(path, label), sha
+    if ext == ".json":
+        with open(path, "rb") as fh:
+            return _parse_json(fh.read(), label), sha
+    return _read_mat(path, label), sha
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _parse_json(data: bytes, label: str) -> dict:
+    if not data.strip():
+        raise InputError(f"{label}: is empty; expected a JSON object.")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{label}: is not UTF-8 text (byte {exc.start}); expected a JSON object.") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}.") from None
+    except RecursionError:
+        raise InputError(f"{label}: JSON nested too deeply.") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{label}: the top level must be a JSON object of keys; found {_kind_of(doc)}.")
+    out = {}
+    for key, value in doc.items():
+        if isinstance(value, dict) and "format" in value:
+            out[key] = _assemble_sparse(label, key, value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_npz(path: str, label: str) -> dict:
+    limit = memory_limit_bytes()
+    parts: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                name = info.filename
+                if not name.endswith(".npy"):
+                    raise InputError(f"{label}: member {name!r} is not a .npy array; "
+                                     "expected an archive written by numpy.savez.")
+                key = name[:-4]
+                with zf.open(info) as fh:
+                    parts[key] = _read_npy_member(fh, info.file_size, key, label, limit)
+    except InputError:
+        raise
+    except zipfile.BadZipFile as exc:
+        raise InputError(f"{label}: is not a valid .npz archive (truncated or corrupted: {exc}).") from None
+    except (zlib.error, EOFError, OSError, ValueError, NotImplementedError) as exc:
+        raise InputError(f"{label}: is truncated or corrupted ({type(exc).__name__}: {exc}).") from None
+    return _group_sparse(parts, label)
+
+
+def _read_npy_member(fh, file_size: int, key: str, label: str, limit: int) -> np.ndarray:
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, fortran, dtype = fmt.read_array_header_2_0(fh)
+        else:
+            raise InputError(f"{label}: array {key!r} uses .npy format version {version}, "
+                             "which optsolve does not read; save it with numpy.savez.")
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise InputError(f"{label}: array {key!r} has a malformed .npy header ({exc}).") from None
+    if dtype.hasobject:
+        raise InputError(f"{label}: array {key!r} holds Python objects (dtype {dtype}); optsolve never "
+                         "unpickles problem files. Store numbers or strings.")
+    header = fh.tell()
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > limit:
+        raise InputError(f"{label}: array {key!r} declares shape {_shape_str(shape)} "
+                         f"({_human_bytes(nbytes)}), more than half this machine's memory "
+                         f"({_human_bytes(limit)}).")
+    if nbytes > file_size - header:
+        raise InputError(f"{label}: array {key!r} declares shape {_shape_str(shape)} ({nbytes} bytes) "
+                         f"but holds only {max(file_size - header, 0)} bytes (truncated or corrupted).")
+    data = fh.read(nbytes)
+    if len(data) != nbytes:
+        raise InputError(f"{label}: array {key!r} is truncated: expected {nbytes} bytes, read {len(data)}.")
+    arr = np.frombuffer(data, dtype=dtype)
+    return arr.reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _group_sparse(parts: dict, label: str) -> dict:
+    out: dict[str, Any] = {}
+    groups: dict[str, dict] = {}
+    for key, arr in parts.items():
+        if "." in key:
+            prefix, part = key.rsplit(".", 1)
+            groups.setdefault(prefix, {})[part] = arr
+        else:
+            out[key] = arr.reshape(()).item() if arr.dtype.kind in "US" and arr.size == 1 else arr
+    for prefix, group in groups.items():
+        if "format" not in group:
+            keys = ", ".join(repr(f"{prefix}.{p}") for p in sorted(group))
+            raise InputError(f"{label}: keys {keys} look like a sparse matrix but {prefix + '.format'!r} "
+                             f"is missing; expected one of {', '.join(SPARSE_FORMATS)}.")
+        if prefix in out:
+            raise InputError(f"{label}: key {prefix!r} is given both as a dense array and as a sparse matrix.")
+        out[prefix] = _assemble_sparse(label, prefix, group)
+    return out
+
+
+def _assemble_sparse(label: str, key: str, parts: dict):
+    import scipy.sparse as sp
+
+    fmt = _as_string(parts.get("format"))
+    if fmt not in SPARSE_FORMATS:
+        raise InputError(f"{label}: sparse matrix {key!r} has format {fmt!r}; expected one of "
+                         f"{', '.join(SPARSE_FORMATS)}.")
+    needed = _SPARSE_PARTS[fmt]
+    missing = [p for p in needed if p not in parts]
+    if missing:
+        raise InputError(f"{label}: sparse matrix {key!r} ({fmt}) lacks {missing[0]!r}; a {fmt} matrix needs "
+                         f"{', '.join(needed)}.")
+    unknown = sorted(set(parts) - set(needed) - {"format"})
+    if unknown:
+        raise InputError(f"{label}: sparse matrix {key!r} ({fmt}) has unknown part {unknown[0]!r}; "
+                         f"expected {', '.join(needed)}.")
+    try:
+        shape = tuple(int(s) for s in np.asarray(parts["shape"]).ravel())
+        arrays = {p: np.asarray(parts[p]) for p in needed if p != "shape"}
+        for p, a in arrays.items():
+            if a.dtype == object or a.dtype.kind in "USc":
+                raise ValueError(f"part {p!r} must hold numbers")
+            if p != "data" and a.dtype.kind == "f":
+                if np.any(a != np.round(a)):
+                    raise ValueError(f"part {p!r} must hold integers")
+                arrays[p] = a.astype(np.int64)
+            if a.ndim != 1:
+                raise ValueError(f"part {p!r} must be one-dimensional, found shape {_shape_str(a.shape)}")
+        if len(shape) != 2 or min(shape) < 0:
+            raise ValueError(f"shape must be two non-negative integers, found {list(shape)}")
+        if fmt == "coo":
+            m = sp.coo_matrix((arrays["data"], (arrays["row"], arrays["col"])), shape=shape)
+        else:
+            cls = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
+            m = cls((arrays["data"], arrays["indices"], arrays["indptr"]), shape=shape)
+            m.check_format(full_check=True)
+    except (ValueError, TypeError, IndexError, OverflowError) as exc:
+        raise InputError(f"{label}: sparse matrix {key!r} ({fmt}) is malformed: {exc}.") from None
+    return m
+
+
+def _read_mat(path: str, label: str) -> dict:
+    import scipy.io
+
+    try:
+        raw = scipy.io.loadmat(path, squeeze_me=False, chars_as_strings=True, mat_dtype=False)
+    except NotImplementedError:
+        raise InputError(f"{label}: is a MATLAB v7.3 (HDF5) file, which optsolve does not read; "
+                         "save it with MATLAB's -v7 option.") from None
+    except Exception as exc:  # scipy raises several types for corrupt files
+        raise InputError(f"{label}: is not a readable MATLAB .mat file ({type(exc).__name__}: {exc}).") from None
+    out = {}
+    for key, value in raw.items():
+        if key.startswith("__"):
+            continue
+        if isinstance(value, np.ndarray) and value.dtype.kind == "U":
+            value = "".join(value.ravel().tolist()) if value.size else ""
+        elif isinstance(value, np.ndarray) and value.dtype == object:
+            raise InputError(f"{label}: variable {key!r} is a MATLAB cell array or struct; expected a "
+                             "numeric array, a sparse matrix or a string.")
+        out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def flatten_arrays(data: dict) -> dict:
+    """Arrays for ``numpy.savez``: sparse matrices under prefixed keys, strings as string arrays."""
+    flat = {}
+    for key, value in data.items():
+        if _is_sparse(value):
+            fmt = value.format if value.format in SPARSE_FORMATS else "csr"
+            m = value.asformat(fmt)
+            flat[f"{key}.format"] = np.array(fmt)
+            flat[f"{key}.shape"] = np.array(m.shape, dtype=np.int64)
+            flat[f"{key}.data"] = m.data
+            if fmt == "coo":
+                flat[f"{key}.row"], flat[f"{key}.col"] = m.row, m.col
+            else:
+                flat[f"{key}.indices"], flat[f"{key}.indptr"] = m.indices, m.indptr
+        elif isinstance(value, str):
+            flat[key] = np.array(value)
+        else:
+            flat[key] = np.asarray(value)
+    return flat
+
+
+def _json_value(value):
+    if _is_sparse(value):
+        m = value.tocsr()
+        return {"format": "csr", "shape": list(m.shape), "data": m.data.tolist(),
+                "indices": m.indices.tolist(), "indptr": m.indptr.tolist()}
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def save_problem(path: str, data: dict) -> None:
+    """Write a problem file (``.npz``, ``.json`` or ``.mat`` by extension) atomically."""
+    from optsolve.core.result import write_atomic, write_atomic_with
+
+    ext = os.path.splitext(path)[1].lower()
+    if ext == ".npz":
+        flat = flatten_arrays(data)
+        write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))
+    elif ext == ".json":
+        write_atomic(path, json.dumps({k: _json_value(v) for k, v in data.items()}) + "\n")
+    elif ext == ".mat":
+        import scipy.io
+
+        buf = io.BytesIO()
+        scipy.io.savemat(buf, {k: v for k, v in data.items()}, do_compression=True)
+        write_atomic(path, buf.getvalue())
+    else:
+        raise InputError(f"Output file {path!r}: unknown extension {ext or '(none)'!r}; "
+                         f"expected one of {', '.join(EXTENSIONS)}.")

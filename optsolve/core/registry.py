@@ -1,0 +1,49 @@
+"""The solver commands and the interface every solver package provides.
+
+A solver package ``optsolve.<kind>`` exposes:
+
+* ``SCHEMA``: the :class:`optsolve.core.problem.Schema` of its problem files;
+* ``METHODS`` and ``DEFAULT_METHOD``;
+* ``solve_problem(problem, *, method, ..., progress)``: a :class:`Result` with its
+  certificate attached;
+* ``certificate.check(problem, solution, *, method, objective, settings)``: the
+  independent checks, run by the solver and by ``optsolve verify``;
+* ``problems.FAMILIES``: generators for ``optsolve gen``;
+* ``cli.command``: its Click command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from optsolve.core.errors import ParameterError
+
+# command -> one-line description (shown by `optsolve --help` without importing anything)
+KINDS = {
+    "ot": "Optimal transport between two histograms (exact network simplex, Sinkhorn).",
+    "qp": "Convex quadratic programs, network-structured (DistributedQP).",
+    "cover": "Fair submodular cover (bicriteria greedy, threshold, continuous).",
+    "kmeans": "k-means with predicted labels (learning-augmented sampling).",
+    "truncated": "Estimation from truncated samples (oracle-efficient MLE).",
+    "mvi": "Nonmonotone variational inequalities (error-corrected proximal point).",
+}
+
+
+def available_kinds() -> list[str]:
+    """The solver commands installed in this version, in table order."""
+    return [k for k in KINDS if importlib.util.find_spec(f"optsolve.{k}") is not None]
+
+
+def solver_package(kind: str):
+    """Import and return ``optsolve.<kind>``; an unknown kind is a ParameterError."""
+    kinds = available_kinds()
+    if kind not in kinds:
+        raise ParameterError(f"Unknown command {kind!r}; expected one of {', '.join(kinds)}.")
+    return importlib.import_module(f"optsolve.{kind}")
+
+
+def solver_module(kind: str, module: str):
+    """Import ``optsolve.<kind>.<module>`` (``cli``, ``problems``, ``certificate``)."""
+    solver_package(kind)
+    return importlib.import_module(f"optsolve.{kind}.{module}")

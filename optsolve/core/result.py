@@ -1,0 +1,300 @@
+"""Results, statuses, certificates and the JSON document every command writes.
+
+A :class:`Result` serialises to one strict JSON document (schema
+``optsolve.solution/1``): never ``NaN`` or ``Infinity`` (such values are written as
+``null`` and named in ``message``). Vectors are written inline; matrices are kept in
+``Result.arrays`` and written only to the ``--arrays`` file.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from optsolve import __version__
+
+SCHEMA_ID = "optsolve.solution/1"
+VERIFICATION_SCHEMA_ID = "optsolve.verification/1"
+
+
+class Status(str, enum.Enum):
+    """Outcome of a solve (cvxpy's vocabulary with OSQP's split of the limits)."""
+
+    OPTIMAL = "optimal"
+    OPTIMAL_INACCURATE = "optimal_inaccurate"
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    MAX_ITER = "max_iter"
+    TIME_LIMIT = "time_limit"
+    INTERRUPTED = "interrupted"
+    NUMERICAL_ERROR = "numerical_error"
+    INVALID_INPUT = "invalid_input"
+    INTERNAL_ERROR = "internal_error"
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self]
+
+    def __str__(self) -> str:
+        return self.value
+
+
+EXIT_CODES = {
+    Status.OPTIMAL: 0,
+    Status.INTERNAL_ERROR: 1,
+    Status.INFEASIBLE: 3,
+    Status.UNBOUNDED: 4,
+    Status.MAX_ITER: 5,
+    Status.TIME_LIMIT: 5,
+    Status.OPTIMAL_INACCURATE: 6,
+    Status.NUMERICAL_ERROR: 6,
+    Status.INVALID_INPUT: 7,
+    Status.INTERRUPTED: 130,
+}
+USAGE_EXIT_CODE = 2
+
+# From best to worst: the order `optsolve batch` uses to pick its exit code.
+EXIT_CODE_SEVERITY = (0, 6, 5, 3, 4, 7, 1, 130)
+
+
+def worst_exit_code(codes) -> int:
+    """The most severe of several exit codes (0 when there are none)."""
+    rank = {code: i for i, code in enumerate(EXIT_CODE_SEVERITY)}
+    return max(codes, key=lambda c: rank.get(c, len(rank)), default=0)
+
+
+@dataclass
+class Check:
+    """One certificate check: a recomputed quantity, its limit, and whether it holds."""
+
+    name: str
+    value: Any
+    limit: float | None = None
+    holds: bool = True
+    note: str = ""
+
+    @classmethod
+    def at_most(cls, name: str, value, limit: float, note: str = "") -> "Check":
+        """Holds when ``value <= limit``; a missing or non-finite value never holds."""
+        ok = value is not None and math.isfinite(float(value)) and float(value) <= limit
+        return cls(name, _scalar(value), float(limit), bool(ok), note)
+
+    @classmethod
+    def info(cls, name: str, value, note: str = "") -> "Check":
+        """A reported quantity with no limit attached."""
+        return cls(name, _scalar(value), None, True, note)
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "value": self.value, "limit": self.limit, "holds": self.holds}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+
+@dataclass
+class Certificate:
+    """The checks recomputed from the problem and the returned solution only."""
+
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def holds(self) -> bool:
+        return all(c.holds for c in self.checks)
+
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.holds]
+
+    def __getitem__(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_dict(self) -> dict:
+        return {"holds": self.holds, "checks": [c.to_dict() for c in self.checks]}
+
+    def describe_failures(self) -> str:
+        parts = []
+        for c in self.failed():
+            limit = "" if c.limit is None else f" > limit {c.limit:.3g}"
+            parts.append(f"{c.name} = {_fmt(c.value)}{limit}")
+        return "; ".join(parts)
+
+
+@dataclass
+class ProblemInfo:
+    path: str | None = None
+    sha256: str | None = None
+    size: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "sha256": self.sha256, "size": dict(self.size)}
+
+
+@dataclass
+class Result:
+    """What a solve returns; ``to_json`` gives the document the command line writes."""
+
+    command: str
+    method: str | None
+    status: Status
+    message: str = ""
+    problem: ProblemInfo | None = None
+    objective: float | None = None
+    solution: dict | None = None
+    certificate: Certificate | None = None
+    stats: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.status = Status(self.status)
+
+    @property
+    def exit_code(self) -> int:
+        return self.status.exit_code
+
+    def attach_certificate(self, certificate: Certificate) -> None:
+        """Store the certificate; a claimed ``optimal`` whose checks fail becomes ``optimal_inaccurate``."""
+        self.certificate = certificate
+        if self.status is Status.OPTIMAL and not certificate.holds:
+            self.status = Status.OPTIMAL_INACCURATE
+            self.add_message(f"Certificate checks failed: {certificate.describe_failures()}.")
+
+    def add_message(self, text: str) -> None:
+        self.message = f"{self.message} {text}".strip() if self.message else text
+
+    def to_dict(self, arrays_path: str | None = None) -> dict:
+        nonfinite: list[str] = []
+        doc = {
+            "schema": SCHEMA_ID,
+            "optsolve_version": __version__,
+            "command": self.command,
+            "method": self.method,
+            "status": self.status.value,
+            "message": self.message,
+            "problem": self.problem.to_dict() if self.problem else None,
+            "objective": to_jsonable(self.objective, "objective", nonfinite),
+            "solution": to_jsonable(self.solution, "solution", nonfinite),
+            "certificate": to_jsonable(
+                self.certificate.to_dict() if self.certificate else None, "certificate", nonfinite
+            ),
+            "stats": to_jsonable(self.stats, "stats", nonfinite),
+            "settings": to_jsonable(self.settings, "settings", nonfinite),
+        }
+        if self.arrays:
+            doc["arrays"] = {
+                "path": arrays_path,
+                "keys": {k: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
+                         for k, v in self.arrays.items()},
+            }
+        if nonfinite:
+            shown = ", ".join(nonfinite[:5]) + (f" and {len(nonfinite) - 5} more" if len(nonfinite) > 5 else "")
+            note = f"Non-finite values written as null: {shown}."
+            doc["message"] = f"{doc['message']} {note}".strip()
+        return doc
+
+    def to_json(self, arrays_path: str | None = None, indent: int | None = 2) -> str:
+        return dumps(self.to_dict(arrays_path), indent=indent)
+
+
+def dumps(doc, indent: int | None = 2) -> str:
+    """Strict JSON text (raises ValueError on NaN/Infinity, which ``to_jsonable`` removes)."""
+    seps = (",", ": ") if indent else (",", ":")
+    return json.dumps(doc, indent=indent, allow_nan=False, separators=seps)
+
+
+def to_jsonable(obj, path: str = "", nonfinite: list | None = None):
+    """Plain JSON values from numpy scalars/vectors, dicts, lists and enums.
+
+    Non-finite floats become ``None``; their paths are appended to ``nonfinite``.
+    Arrays of two or more dimensions are refused: matrices belong in ``Result.arrays``.
+    """
+    if nonfinite is None:
+        nonfinite = []
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (int, np.integer)) and not isinstance(obj, np.bool_):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if math.isfinite(x):
+            return x
+        nonfinite.append(f"{path} ({x})")
+        return None
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v, f"{path}.{k}", nonfinite) for k, v in obj.items()}
+    if isinstance(obj, np.ndarray):
+        if obj.ndim > 1:
+            raise TypeError(f"{path}: a {obj.ndim}-d array cannot be written inline; put it in Result.arrays")
+        if obj.dtype.kind == "f":
+            finite = np.isfinite(obj)
+            if not finite.all():
+                bad = np.flatnonzero(~finite)
+                nonfinite.append(f"{path}[{bad[0]}] ({obj[bad[0]]})" + (f" and {bad.size - 1} more entries" if bad.size > 1 else ""))
+                return [float(v) if ok else None for v, ok in zip(obj.tolist(), finite.tolist())]
+        if obj.dtype.kind in "fiub":
+            return obj.tolist()
+        return [to_jsonable(v, f"{path}[{i}]", nonfinite) for i, v in enumerate(obj.tolist())]
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v, f"{path}[{i}]", nonfinite) for i, v in enumerate(obj)]
+    if type(obj).__module__.split(".")[0] == "cupy":
+        from optsolve.core.backend import to_numpy
+
+        return to_jsonable(to_numpy(obj), path, nonfinite)
+    raise TypeError(f"{path}: cannot write an object of type {type(obj).__name__} to JSON")
+
+
+def _scalar(value):
+    if isinstance(value, (np.generic,)):
+        return value.item()
+    return value
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write a file so that readers see either the old file or the whole new one."""
+    write_atomic_with(path, lambda f: f.write(data.encode() if isinstance(data, str) else data))
+
+
+def write_atomic_with(path: str, writer) -> None:
+    """Call ``writer(binary_file)`` on a temporary file beside ``path``, then rename it into place."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".optsolve-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            writer(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_arrays(path: str, arrays: dict) -> None:
+    """Write named arrays to an ``.npz`` file atomically (dense arrays; scipy sparse in prefixed keys)."""
+    from optsolve.core.problem import flatten_arrays
+
+    flat = flatten_arrays(arrays)
+    write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))

@@ -1,0 +1,103 @@
+"""Running one solve from a problem file: load, solve, certify, write, exit code.
+
+Shared by the solver commands and by ``optsolve batch``. Every outcome but a usage
+error produces a :class:`Result`, so a JSON document is always written.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+
+from optsolve.core.errors import OptsolveError
+from optsolve.core.problem import file_label, read_raw
+from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
+from optsolve.core.registry import solver_package
+from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
+
+# Options every solve command has that are about output, not about the solve.
+OUTPUT_OPTIONS = ("output", "arrays", "quiet", "verbose")
+
+
+def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILENT, stdin=None) -> Result:
+    """Solve the problem in ``path`` with solver options ``params``; never raises for bad input."""
+    t0 = time.perf_counter()
+    info = ProblemInfo(path=None if path == "-" else path)
+    method = params.get("method")
+    load_s = None
+    try:
+        pkg = solver_package(kind)
+        method = method or pkg.DEFAULT_METHOD
+        raw, info.sha256 = read_raw(path, stdin=stdin)
+        problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
+        load_s = time.perf_counter() - t0
+        result = pkg.solve_problem(problem, progress=progress, **params)
+    except OptsolveError as exc:
+        result = Result(kind, method, exc.status, str(exc), problem=info)
+    except KeyboardInterrupt:
+        result = Result(kind, method, Status.INTERRUPTED, "Interrupted before a first iterate was available.",
+                        problem=info)
+    except Exception as exc:  # a bug: report it as a result, traceback only in the debug log
+        get_logger().debug("".join(traceback.format_exc()))
+        result = Result(kind, method, Status.INTERNAL_ERROR,
+                        f"Internal error: {type(exc).__name__}: {exc} (run with -v for the traceback).",
+                        problem=info)
+    finally:
+        progress.close()
+    times = result.stats.setdefault("time_s", {})
+    if load_s is not None:
+        times["load"] = load_s
+    times["total"] = time.perf_counter() - t0
+    return result
+
+
+def write_result(result: Result, output: str | None, arrays: str | None, indent: int | None = 2) -> None:
+    """Write the arrays file (if asked) and then the JSON document, each atomically; ``-`` is stdout."""
+    arrays_path = None
+    if arrays and result.arrays:
+        write_arrays(arrays, result.arrays)
+        arrays_path = arrays
+    text = result.to_json(arrays_path=arrays_path, indent=indent) + "\n"
+    if output in (None, "-"):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_atomic(output, text)
+
+
+def summary_line(kind: str, result: Result) -> str:
+    parts = [f"optsolve {kind}: {result.status.value}"]
+    if result.objective is not None:
+        parts.append(f"objective {result.objective:.10g}")
+    if result.certificate is not None:
+        cert = result.certificate
+        parts.append("certificate holds" if cert.holds else f"certificate fails ({cert.describe_failures()})")
+    total = result.stats.get("time_s", {}).get("total")
+    if total is not None:
+        parts.append(f"{total:.3g} s")
+    line = ", ".join(parts)
+    if result.message and result.exit_code != 0:
+        line += f": {result.message}"
+    return " ".join(line.split())
+
+
+def verbosity_of(quiet: bool, verbose: int) -> int:
+    if quiet:
+        return QUIET
+    return VERBOSE if verbose else NORMAL
+
+
+def run_command(kind: str, problem: str, params: dict) -> int:
+    """The body of ``optsolve KIND PROBLEM [options]``: returns the exit code."""
+    output = params.pop("output", None)
+    arrays = params.pop("arrays", None)
+    verbosity = verbosity_of(params.pop("quiet", False), params.pop("verbose", 0))
+    configure_logging(verbosity)
+    progress = Progress(label=kind, verbosity=verbosity)
+    result = solve_file(kind, problem, params, progress=progress)
+    write_result(result, output, arrays)
+    line = summary_line(kind, result)
+    if result.exit_code != 0 or verbosity > QUIET:
+        sys.stderr.write(line + "\n")
+    return result.exit_code

@@ -1,0 +1,143 @@
+"""Independent checks of an OT solution, recomputed from the problem and the solution only.
+
+The plan is rebuilt from the solution document: a sparse list of entries
+(``plan.format == "coo"``), or the rounded Gibbs plan of entropic methods
+(``plan.format == "gibbs_rounded"``): ``K = exp((f_i + g_j - C_ij)/reg)`` plus the
+rank-one term ``err_a err_b^T / |err_a|_1`` with ``err_a = a - K 1``,
+``err_b = b - K^T 1`` (Altschuler, Weed and Rigollet 2017).
+
+Checks: L1 marginal error and nonnegativity of the plan; its cost ``U = <C, P>``
+against the reported objective; an LP dual lower bound ``D`` from the potentials by
+c-transforms (``g~_j = min_i C_ij - f_i`` is dual feasible for any f, so
+``D = <f, a> + <g~, b>`` is a valid lower bound; the same from g, and the better of
+the two is kept) against the reported ``dual_bound``; the certified gap ``U - D``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from optsolve.core.result import Certificate, Check
+from optsolve.ot.problems import prepare
+
+MARGINAL_LIMIT = 1e-8
+NONNEG_LIMIT = 1e-12
+MATCH_RTOL = 1e-9
+EXACT_GAP_RTOL = 1e-9  # methods that claim the LP optimum
+
+
+def _vector(solution: dict, key: str, size: int) -> np.ndarray:
+    values = solution.get(key)
+    if values is None:
+        raise KeyError(f"solution has no {key!r}")
+    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    if arr.shape != (size,):
+        raise ValueError(f"solution {key!r} has {arr.size} entries, expected {size}")
+    return arr
+
+
+def _plan(solution: dict, a, b, C, f, g) -> np.ndarray:
+    spec = solution.get("plan")
+    if not isinstance(spec, dict):
+        raise KeyError("solution has no 'plan' object")
+    n, m = C.shape
+    fmt = spec.get("format")
+    if fmt == "coo":
+        row = np.asarray(spec["row"], dtype=np.int64)
+        col = np.asarray(spec["col"], dtype=np.int64)
+        val = np.asarray(spec["value"], dtype=np.float64)
+        if not (row.shape == col.shape == val.shape):
+            raise ValueError("plan 'row', 'col' and 'value' differ in length")
+        if row.size and (row.min() < 0 or row.max() >= n or col.min() < 0 or col.max() >= m):
+            raise ValueError("plan indices out of range")
+        P = np.zeros((n, m))
+        np.add.at(P, (row, col), val)
+        return P
+    if fmt == "gibbs_rounded":
+        reg = float(spec["reg"])
+        if not reg > 0:
+            raise ValueError("plan 'reg' must be positive")
+        with np.errstate(over="ignore", invalid="ignore"):
+            fz = np.where(np.isnan(f), -np.inf, f)
+            gz = np.where(np.isnan(g), -np.inf, g)
+            K = np.exp((fz[:, None] + gz[None, :] - C) / reg)
+        err_a = a - K.sum(1)
+        err_b = b - K.sum(0)
+        total = err_a.sum()
+        if total > 0:
+            K += np.outer(err_a, err_b) / total
+        return K
+    raise ValueError(f"unknown plan format {fmt!r}")
+
+
+def dual_bound(a, b, C, f, g) -> float:
+    """max(<f,a> + <f^c,b>, <g^c,a> + <g,b>) over the supports; -inf when a potential is not finite there."""
+    ia, ib = a > 0, b > 0
+    fs, gs = f[ia], g[ib]
+    Cs = C[np.ix_(ia, ib)]
+    best = -math.inf
+    if np.all(np.isfinite(fs)):
+        gt = (Cs - fs[:, None]).min(0)
+        best = max(best, float(fs @ a[ia] + gt @ b[ib]))
+    if np.all(np.isfinite(gs)):
+        ft = (Cs - gs[None, :]).min(1)
+        best = max(best, float(ft @ a[ia] + gs @ b[ib]))
+    return best
+
+
+def _rel(x: float, scale: float) -> float:
+    return abs(x) / scale
+
+
+def entropy(p: np.ndarray) -> float:
+    q = p[p > 0]
+    return float(-(q * np.log(q)).sum())
+
+
+def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
+    ot = prepare(problem)
+    a, b, C = ot.a, ot.b, ot.C
+    f = _vector(solution, "f", ot.n)
+    g = _vector(solution, "g", ot.m)
+    P = _plan(solution, a, b, C, f, g)
+    scale = max(float(np.abs(C).max()) if C.size else 0.0, 1e-300)
+
+    marg = float(np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum())
+    neg = float(max(0.0, -P.min())) if P.size else 0.0
+    U = float((C * P).sum())
+    D = dual_bound(a, b, C, f, g)
+    checks = [
+        Check.at_most("marginal_l1", marg, MARGINAL_LIMIT, "||P 1 - a||_1 + ||P^T 1 - b||_1 (unit mass)"),
+        Check.at_most("nonnegativity", neg, NONNEG_LIMIT, "largest negative entry of the plan"),
+    ]
+    claimed = None if objective is None else float(objective)
+    mismatch = math.inf if claimed is None else _rel(U - claimed, max(abs(U), scale * 1e-12))
+    checks.append(Check.at_most("objective_matches", mismatch, MATCH_RTOL,
+                                f"relative difference between <C, P> = {U:.12g} and the reported objective"))
+    claimed_d = solution.get("dual_bound")
+    d_mismatch = math.inf if claimed_d is None or not math.isfinite(D) else _rel(D - float(claimed_d),
+                                                                                 max(abs(D), scale * 1e-12))
+    checks.append(Check.at_most("dual_bound_matches", d_mismatch, MATCH_RTOL,
+                                f"relative difference between the c-transform bound D = {D:.12g} and the "
+                                "reported dual_bound"))
+    gap = U - D if math.isfinite(D) else math.inf
+    rel_gap = gap / max(abs(U), scale * 1e-12)
+    exact = method == "emd"
+    if exact:
+        checks.append(Check.at_most("relative_gap", rel_gap, EXACT_GAP_RTOL,
+                                    "(U - D) / U: certified distance to the LP optimum"))
+    else:
+        # any value is a valid certificate; a bound above the cost would mean an error
+        checks.append(Check("relative_gap", rel_gap if math.isfinite(rel_gap) else None, None,
+                            math.isfinite(rel_gap) and rel_gap >= -MATCH_RTOL,
+                            "(U - D) / U: certified distance to the LP optimum"))
+    checks.append(Check.info("gap_upper_bound", gap if math.isfinite(gap) else None,
+                             "U - D >= true gap, in cost units"))
+    checks.append(Check.info("dual_lower_bound", D if math.isfinite(D) else None, "D <= optimal cost"))
+    reg = (solution.get("plan") or {}).get("reg")
+    if reg is not None:
+        checks.append(Check.info("entropic_bias_bound", float(reg) * min(entropy(a), entropy(b)),
+                                 "reg * min(H(a), H(b)): bound on the entropic optimum's bias"))
+    return Certificate(checks)

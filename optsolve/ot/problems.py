@@ -1,0 +1,157 @@
+"""Problem files of ``optsolve ot`` and generators of its benchmark families.
+
+Keys: ``a`` (n) and ``b`` (m), nonnegative masses with equal sums, and either the
+cost matrix ``C`` (n x m) or point clouds ``x`` (n x d), ``y`` (m x d) with a
+``cost`` name (``sqeuclidean``, ``euclidean``), from which C is computed.
+Masses are normalised to probability vectors, so objectives are costs per unit mass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optsolve.core.generate import Family, Param
+from optsolve.core.problem import Field, Problem, Schema, memory_limit_bytes, one_of
+
+COSTS = ("sqeuclidean", "euclidean")
+MASS_RTOL = 1e-6
+
+
+def _masses_rule(problem: Problem) -> None:
+    sa, sb = float(problem["a"].sum()), float(problem["b"].sum())
+    for key, s in (("a", sa), ("b", sb)):
+        if s <= 0:
+            raise problem.error(f"array {key!r} has total mass {s:g}; expected a positive sum.")
+    if abs(sa - sb) > MASS_RTOL * max(sa, sb):
+        raise problem.error(f"arrays 'a' and 'b' must have equal sums (total mass); found {sa:.10g} and "
+                            f"{sb:.10g} (relative difference {abs(sa - sb) / max(sa, sb):.2g} > {MASS_RTOL:g}). "
+                            "Rescale one of them.")
+
+
+def _size_rule(problem: Problem) -> None:
+    n, m = problem.dims["n"], problem.dims["m"]
+    nbytes = 8 * n * m
+    if nbytes > memory_limit_bytes() // 2:
+        raise problem.error(f"n x m = {n} x {m}: the dense cost matrix needs {nbytes / 2**30:.1f} GB, more than "
+                            "a quarter of this machine's memory.")
+
+
+SCHEMA = Schema(
+    name="ot",
+    fields=(
+        Field("C", shape=("n", "m"), required=False, doc="the cost matrix"),
+        Field("x", shape=("n", "d"), required=False, doc="source points, with 'y' and 'cost' instead of 'C'"),
+        Field("y", shape=("m", "d"), required=False, doc="target points"),
+        Field("cost", kind="string", required=False, choices=COSTS, doc="ground cost between 'x' and 'y'"),
+        Field("a", shape=("n",), nonneg=True, doc="source masses"),
+        Field("b", shape=("m",), nonneg=True, doc="target masses"),
+    ),
+    rules=(one_of(("C",), ("x", "y", "cost")), _masses_rule, _size_rule),
+)
+
+
+@dataclass
+class OTProblem:
+    """An OT problem in the form solvers and certificates use: unit-mass marginals and a dense cost."""
+
+    a: np.ndarray
+    b: np.ndarray
+    C: np.ndarray
+    mass: float
+
+    @property
+    def n(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.b.shape[0]
+
+
+def cost_matrix(x: np.ndarray, y: np.ndarray, cost: str) -> np.ndarray:
+    """Pairwise ground costs; squared distances are clipped at 0 against rounding."""
+    sq = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * (x @ y.T)
+    np.maximum(sq, 0.0, out=sq)
+    if cost == "sqeuclidean":
+        return sq
+    if cost == "euclidean":
+        return np.sqrt(sq, out=sq)
+    raise ValueError(f"unknown cost {cost!r}")
+
+
+def prepare(problem: Problem) -> OTProblem:
+    a, b = problem["a"], problem["b"]
+    mass = float(a.sum())
+    C = problem["C"] if "C" in problem else cost_matrix(problem["x"], problem["y"], problem["cost"])
+    return OTProblem(a=a / a.sum(), b=b / b.sum(), C=np.ascontiguousarray(C, dtype=np.float64), mass=mass)
+
+
+# --------------------------------------------------------------------------- generators
+
+IMAGE_KINDS = ("whitenoise", "grf", "cauchy")
+
+
+def _image(rng: np.random.Generator, k: int, kind: str, smoothness: float) -> np.ndarray:
+    """A positive k x k density in the style of the DOTmark classes."""
+    if kind == "whitenoise":
+        img = rng.random((k, k))
+    elif kind == "grf":
+        # Gaussian random field with power spectrum |w|^-smoothness, exponentiated to a density
+        w = np.fft.fftfreq(k)[:, None] ** 2 + np.fft.fftfreq(k)[None, :] ** 2
+        w[0, 0] = np.inf
+        spectrum = w ** (-smoothness / 2)
+        field = np.fft.ifft2(spectrum * np.fft.fft2(rng.standard_normal((k, k)))).real
+        img = np.exp(field / (field.std() + 1e-300))
+    elif kind == "cauchy":
+        g = (np.arange(k) + 0.5) / k
+        X, Y = np.meshgrid(g, g, indexing="ij")
+        img = np.zeros((k, k))
+        for _ in range(rng.integers(2, 6)):
+            cx, cy = rng.random(2)
+            s = 0.02 + 0.1 * rng.random()
+            img += rng.random() / (1 + ((X - cx) ** 2 + (Y - cy) ** 2) / s**2)
+    else:
+        raise ValueError(f"unknown image kind {kind!r}")
+    return img / img.sum()
+
+
+def _finish(data: dict, x: np.ndarray, y: np.ndarray, cost: str, store: str) -> dict:
+    if store == "matrix":
+        data["C"] = cost_matrix(x, y, cost)
+    else:
+        data.update(x=x, y=y, cost=cost)
+    return data
+
+
+def gen_images(rng, *, size: int, kind: str, smoothness: float, cost: str, store: str) -> dict:
+    g = (np.arange(size) + 0.5) / size
+    grid = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
+    a = _image(rng, size, kind, smoothness).ravel()
+    b = _image(rng, size, kind, smoothness).ravel()
+    return _finish({"a": a, "b": b}, grid, grid.copy(), cost, store)
+
+
+def gen_clouds(rng, *, n: int, m: int, dim: int, cost: str, store: str) -> dict:
+    x = rng.random((n, dim))
+    y = rng.random((m, dim))
+    a = rng.dirichlet(np.ones(n))
+    b = rng.dirichlet(np.ones(m))
+    return _finish({"a": a, "b": b}, x, y, cost, store)
+
+
+_STORE = Param("store", ("points", "matrix"), "points", "write point clouds and a cost name, or the matrix C")
+_COST = Param("cost", COSTS, "sqeuclidean", "ground cost")
+
+FAMILIES = {
+    "images": Family("images", "two k x k images (DOTmark-like) on the unit square",
+                     gen_images, (Param("size", int, 32, "image side k (n = m = k^2)"),
+                                  Param("kind", IMAGE_KINDS, "grf", "image class"),
+                                  Param("smoothness", float, 2.0, "GRF spectral decay exponent"),
+                                  _COST, _STORE)),
+    "clouds": Family("clouds", "uniform random points in [0,1]^dim with Dirichlet weights",
+                     gen_clouds, (Param("n", int, 200, "number of source points"),
+                                  Param("m", int, 200, "number of target points"),
+                                  Param("dim", int, 2, "dimension"), _COST, _STORE)),
+}
