@@ -15,8 +15,9 @@ import click
 from optsolve import __version__
 from optsolve.core.registry import KINDS
 
-CONTEXT_SETTINGS = {"auto_envvar_prefix": "OPTSOLVE", "help_option_names": ["-h", "--help"],
-                    "max_content_width": 100}
+# Subcommands inherit the environment prefix from the root: OPTSOLVE_<COMMAND>_<OPTION>.
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+ROOT_CONTEXT_SETTINGS = dict(CONTEXT_SETTINGS, auto_envvar_prefix="OPTSOLVE")
 
 # name -> (import path of the command, one-line help)
 BUILTIN_COMMANDS = {
@@ -57,7 +58,7 @@ def _solver_entries() -> dict:
     return {k: (f"optsolve.{k}.cli:command", KINDS[k]) for k in available_kinds()}
 
 
-@click.group(cls=LazyGroup, lazy={**BUILTIN_COMMANDS, **_solver_entries()}, context_settings=CONTEXT_SETTINGS)
+@click.group(cls=LazyGroup, lazy={**BUILTIN_COMMANDS, **_solver_entries()}, context_settings=ROOT_CONTEXT_SETTINGS)
 @click.version_option(__version__, "-V", "--version", prog_name="optsolve")
 def main():
     """optsolve: solvers for classical optimisation problems.

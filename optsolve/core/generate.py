@@ -80,5 +80,4 @@ def make_gen_command(kind: str) -> click.Command:
         params.append(click.Option([f"--{name.replace('_', '-')}", name], type=_click_type(p), default=None,
                                    help=f"{p.help} (families: {which}; default {p.default})"))
     return click.Command(kind, params=params, callback=callback,
-                         help=f"Generate a problem file for 'optsolve {kind}'.",
-                         context_settings={"auto_envvar_prefix": None})
+                         help=f"Generate a problem file for 'optsolve {kind}'.")

@@ -74,7 +74,7 @@ def summary_line(kind: str, result: Result) -> str:
         cert = result.certificate
         parts.append("certificate holds" if cert.holds else f"certificate fails ({cert.describe_failures()})")
     total = result.stats.get("time_s", {}).get("total")
-    if total is not None:
+    if total is not None and result.solution is not None:
         parts.append(f"{total:.3g} s")
     line = ", ".join(parts)
     if result.message and result.exit_code != 0:

@@ -93,7 +93,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     objective = float((ot.C * P).sum())
     from optsolve.ot.certificate import dual_bound
 
-    solution = {"f": out["f"], "g": out["g"], "dual_bound": dual_bound(ot.a, ot.b, ot.C, out["f"], out["g"])}
+    solution = {"f": out["f"], "g": out["g"], "dual_bound": dual_bound(ot.a, ot.b, ot.C, out["f"])}
     if method == "emd":
         row, col = np.nonzero(P)
         solution["plan"] = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": P[row, col]}
@@ -108,12 +108,13 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     result = Result("ot", method, Status(out["status"]), out.get("message", ""),
                     problem=problem.info(n=ot.n, m=ot.m), objective=objective, solution=solution,
                     stats=stats, settings=settings, arrays={"plan": P})
+    rounded = "" if method == "emd" else "; the plan is the rounded last iterate"
     if result.status is Status.MAX_ITER:
-        result.add_message(f"Iteration limit {max_iter} reached; the plan is the rounded last iterate.")
+        result.add_message(f"Iteration limit {max_iter} reached{rounded}.")
     elif result.status is Status.TIME_LIMIT:
-        result.add_message(f"Time limit {time_limit:g} s reached; the plan is the rounded last iterate.")
+        result.add_message(f"Time limit {time_limit:g} s reached{rounded}.")
     elif result.status is Status.INTERRUPTED:
-        result.add_message("Interrupted; the plan is the rounded last iterate.")
+        result.add_message(f"Interrupted{rounded}.")
     t_cert = time.perf_counter()
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=objective,
                                                 settings=settings))

@@ -8,9 +8,11 @@ rank-one term ``err_a err_b^T / |err_a|_1`` with ``err_a = a - K 1``,
 
 Checks: L1 marginal error and nonnegativity of the plan; its cost ``U = <C, P>``
 against the reported objective; an LP dual lower bound ``D`` from the potentials by
-c-transforms (``g~_j = min_i C_ij - f_i`` is dual feasible for any f, so
-``D = <f, a> + <g~, b>`` is a valid lower bound; the same from g, and the better of
-the two is kept) against the reported ``dual_bound``; the certified gap ``U - D``.
+the c-transform (``g~_j = min_i C_ij - f_i`` makes ``(f, g~)`` dual feasible for
+any f, so ``D = <f, a> + <g~, b>`` is a valid lower bound) against the reported
+``dual_bound``; the certified gap ``U - D``. For the exact method, also the LP
+optimality conditions of the reported pair (f, g): dual feasibility and
+complementary slackness.
 """
 
 from __future__ import annotations
@@ -72,19 +74,14 @@ def _plan(solution: dict, a, b, C, f, g) -> np.ndarray:
     raise ValueError(f"unknown plan format {fmt!r}")
 
 
-def dual_bound(a, b, C, f, g) -> float:
-    """max(<f,a> + <f^c,b>, <g^c,a> + <g,b>) over the supports; -inf when a potential is not finite there."""
+def dual_bound(a, b, C, f) -> float:
+    """<f, a> + <f^c, b> with the c-transform over the supports; -inf when f is not finite there."""
     ia, ib = a > 0, b > 0
-    fs, gs = f[ia], g[ib]
-    Cs = C[np.ix_(ia, ib)]
-    best = -math.inf
-    if np.all(np.isfinite(fs)):
-        gt = (Cs - fs[:, None]).min(0)
-        best = max(best, float(fs @ a[ia] + gt @ b[ib]))
-    if np.all(np.isfinite(gs)):
-        ft = (Cs - gs[None, :]).min(1)
-        best = max(best, float(ft @ a[ia] + gs @ b[ib]))
-    return best
+    fs = f[ia]
+    if not np.all(np.isfinite(fs)):
+        return -math.inf
+    gt = (C[np.ix_(ia, ib)] - fs[:, None]).min(0)
+    return float(fs @ a[ia] + gt @ b[ib])
 
 
 def _rel(x: float, scale: float) -> float:
@@ -107,7 +104,7 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     marg = float(np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum())
     neg = float(max(0.0, -P.min())) if P.size else 0.0
     U = float((C * P).sum())
-    D = dual_bound(a, b, C, f, g)
+    D = dual_bound(a, b, C, f)
     checks = [
         Check.at_most("marginal_l1", marg, MARGINAL_LIMIT, "||P 1 - a||_1 + ||P^T 1 - b||_1 (unit mass)"),
         Check.at_most("nonnegativity", neg, NONNEG_LIMIT, "largest negative entry of the plan"),
@@ -126,6 +123,17 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     rel_gap = gap / max(abs(U), scale * 1e-12)
     exact = method == "emd"
     if exact:
+        # LP optimality conditions for the reported pair (f, g) on the supports
+        ia, ib = a > 0, b > 0
+        slack = C[np.ix_(ia, ib)] - f[ia][:, None] - g[ib][None, :]
+        infeasible = float(max(0.0, -np.nanmin(slack))) if slack.size else 0.0
+        if not np.all(np.isfinite(slack)):
+            infeasible = math.inf
+        cs = float(np.abs(P[np.ix_(ia, ib)] * slack).sum())
+        checks.append(Check.at_most("dual_feasibility", infeasible / scale, EXACT_GAP_RTOL,
+                                    "max(f_i + g_j - C_ij, 0) / max C"))
+        checks.append(Check.at_most("complementary_slackness", cs / scale, EXACT_GAP_RTOL,
+                                    "sum P_ij |C_ij - f_i - g_j| / max C"))
         checks.append(Check.at_most("relative_gap", rel_gap, EXACT_GAP_RTOL,
                                     "(U - D) / U: certified distance to the LP optimum"))
     else:

@@ -21,5 +21,6 @@ def solve_emd(a: np.ndarray, b: np.ndarray, C: np.ndarray, *, max_iter: int) -> 
     code = int(log.get("result_code", 1))
     status = {1: "optimal", 3: "max_iter", 0: "infeasible", 2: "unbounded"}.get(code, "numerical_error")
     return {"plan": np.asarray(G), "f": np.asarray(log["u"]), "g": np.asarray(log["v"]),
-            "status": status, "message": "" if code == 1 else str(log.get("warning") or ""),
-            "iterations": None}
+            "status": status, "iterations": None,
+            "message": "" if code == 1 else "The network simplex stopped before optimality: the plan is its "
+                                            "last iterate, not optimal, and may violate the marginals."}

@@ -1,0 +1,70 @@
+"""optsolve batch: one line per file, failures isolated, order, out-dir, worst exit code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from optsolve.core.batch import output_paths
+from optsolve.core.problem import save_problem
+
+
+@pytest.fixture
+def mixed_files(tmp_path, small_ot):
+    good, arrays = small_ot
+    other = tmp_path / "other.npz"
+    save_problem(str(other), dict(arrays, cost="euclidean"))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"a": [1.0], "b": [1.0], "C": [[NaN]]}')
+    return [good, bad, tmp_path / "missing.npz", other]
+
+
+def test_batch_one_line_per_file_in_input_order(cli, mixed_files):
+    r = cli("batch", "ot", "--method", "sinkhorn", "--reg", "0.05", "-j", "2", *mixed_files)
+    assert r.exit_code == 7  # the worst: invalid input
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [d["problem"]["path"] for d in lines] == [str(p) for p in mixed_files]
+    assert [d["status"] for d in lines] == ["optimal", "invalid_input", "invalid_input", "optimal"]
+    assert all(d["method"] == "sinkhorn" for d in lines)
+    assert lines[0]["certificate"]["holds"]
+    assert "4 files" in r.stderr and "2 optimal" in r.stderr and "2 invalid_input" in r.stderr
+
+
+def test_batch_out_dir_and_completed_order(cli, mixed_files, tmp_path):
+    out = tmp_path / "out"
+    r = cli("batch", "ot", "--out-dir", out, "--order", "completed", "-j", "2", "-q", *mixed_files)
+    assert r.exit_code == 7
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert sorted(d["file"] for d in lines) == sorted(str(p) for p in mixed_files)
+    for d in lines:
+        doc = json.loads(open(d["output"]).read())
+        assert doc["status"] == d["status"]
+        assert d["exit_code"] == {"optimal": 0, "invalid_input": 7}[d["status"]]
+    assert r.stderr.strip().endswith("exit code 7")  # -q still reports a non-zero outcome
+
+
+def test_batch_all_good_exit_0(cli, small_ot):
+    path, _ = small_ot
+    r = cli("batch", "ot", "-j", "1", path, path)
+    assert r.exit_code == 0
+    assert len(r.stdout.splitlines()) == 2
+
+
+def test_batch_max_iter_exit_5(cli, small_ot):
+    path, _ = small_ot
+    r = cli("batch", "ot", "--method", "sinkhorn", "--reg", "0.001", "--max-iter", "2", path)
+    assert r.exit_code == 5
+
+
+def test_batch_usage_errors(cli, small_ot):
+    path, _ = small_ot
+    assert cli("batch", "ot").exit_code == 2  # no files
+    assert cli("batch", "ot", "--reg", "-3", path).exit_code == 2
+    assert cli("batch", "ot", "-o", "x.json", path).exit_code == 2  # batch has no single output
+
+
+def test_output_paths_disambiguate_names(tmp_path):
+    paths = output_paths(["a/p.npz", "b/p.npz", "c/q.json"], str(tmp_path))
+    assert len(set(paths)) == 3
+    assert paths[2].endswith("q.json")
