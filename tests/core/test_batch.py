@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
+import numpy as np
 import pytest
 
 from optsolve.core.batch import output_paths
@@ -68,3 +74,45 @@ def test_output_paths_disambiguate_names(tmp_path):
     paths = output_paths(["a/p.npz", "b/p.npz", "c/q.json"], str(tmp_path))
     assert len(set(paths)) == 3
     assert paths[2].endswith("q.json")
+
+
+def _grandchildren(pid: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    parents[int(entry)] = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    children = {p for p, pp in parents.items() if pp == pid}
+    return [p for p, pp in parents.items() if pp in children]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find worker processes")
+def test_batch_survives_a_killed_worker(tmp_path, small_ot):
+    rng = np.random.default_rng(1)
+    slow = tmp_path / "slow.npz"
+    save_problem(str(slow), {"a": rng.dirichlet(np.ones(150)), "b": rng.dirichlet(np.ones(150)),
+                             "x": rng.random((150, 2)), "y": rng.random((150, 2)), "cost": "sqeuclidean"})
+    good, _ = small_ot
+    proc = subprocess.Popen([sys.executable, "-m", "optsolve", "batch", "ot", "--method", "sinkhorn", "--reg", "1e-5",
+                             "--tol", "1e-300", "--max-iter", "1500", "-j", "2", str(slow), str(good)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    workers = []
+    while time.monotonic() < deadline and len(workers) < 2 and proc.poll() is None:
+        time.sleep(0.2)
+        workers = _grandchildren(proc.pid)
+    assert workers, "no worker processes found"
+    time.sleep(0.5)
+    for w in workers:
+        try:
+            os.kill(w, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    out, err = proc.communicate(timeout=120)
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [d["problem"]["path"] for d in lines] == [str(slow), str(good)]
+    assert all(d["status"] in ("max_iter", "optimal") for d in lines), lines
+    assert proc.returncode == 5

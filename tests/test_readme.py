@@ -1,0 +1,36 @@
+"""The README's commands and examples stay true."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import ROOT
+
+README = (ROOT / "README.md").read_text()
+
+
+def test_two_setup_commands():
+    assert "pip install . && optsolve ot data/ot/example.npz" in README
+    assert "pip install '.[test]' && pytest" in README
+
+
+def test_ci_runs_the_readme_test_command():
+    assert "pip install '.[test]' && pytest" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_python_example_runs(capsys):
+    block = re.search(r"## Python API\s+```python\n(.*?)```", README, re.S).group(1)
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.startswith("optimal ")
+
+
+def test_exit_code_table_matches_the_code():
+    from optsolve.core.result import EXIT_CODES, USAGE_EXIT_CODE
+
+    table = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", README.split("## Exit codes", 1)[1], re.M))
+    for status, code in EXIT_CODES.items():
+        if status.value == "internal_error":
+            assert "internal error" in table[str(code)]
+        else:
+            assert status.value in table[str(code)] or status.value.replace("_", " ") in table[str(code)], status
+    assert "usage" in table[str(USAGE_EXIT_CODE)]
