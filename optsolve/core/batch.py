@@ -151,6 +151,8 @@ def make_batch_command(kind: str) -> click.Command:
 
     def callback(files, jobs, out_dir, order, quiet, **solver_params):
         solver_params.pop("verbose", None)
+        if "-" in files:
+            raise click.UsageError("'-' (stdin) cannot be one of the FILES of a batch; save it to a file.")
         if jobs is None:
             jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if out_dir:

@@ -266,15 +266,19 @@ def _as_string(value) -> str | None:
 
 
 def _kind_of(value) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, str):
         short = value if len(value) <= 20 else value[:17] + "..."
         return f"a string ({short!r})"
-    if isinstance(value, bool):
-        return f"a boolean ({value})"
+    if isinstance(value, (bool, np.bool_)):
+        return f"a boolean ({bool(value)})"
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, int) and abs(value) >= 10**20:
+        return f"an integer of {len(str(abs(value)))} digits"
     if isinstance(value, (int, float)):
         return f"a number ({value})"
     if isinstance(value, np.ndarray):
@@ -284,16 +288,30 @@ def _kind_of(value) -> str:
 
 def _as_numeric(problem: Problem, f: Field, value) -> np.ndarray:
     what = "a number" if f.kind == "scalar" else "an array of numbers"
-    if isinstance(value, (str, bytes, dict)):
+    if isinstance(value, (str, bytes, dict)) or isinstance(value, (bool, np.bool_)) and f.dtype != "bool":
         raise problem.error(f"key {f.name!r} must be {what}; found {_kind_of(value)}.")
     if isinstance(value, list):
+        bad = _first_non_number(value, allow_bool=f.dtype == "bool")
+        if bad:
+            raise problem.error(f"array {f.name!r} must hold only numbers; found {_kind_of(bad[0])}.")
         try:
             arr = np.array(value)
         except ValueError:
+            depth = _list_depth(value)
+            if depth > 32:
+                raise problem.error(f"array {f.name!r} has lists nested {depth} deep, more dimensions than "
+                                    f"an array can have; expected {f.describe()}.") from None
             raise problem.error(f"array {f.name!r} is ragged: its nested lists have different lengths.") from None
-        if arr.dtype == object or arr.dtype.kind in "US":
-            bad = _first_non_number(value)
-            raise problem.error(f"array {f.name!r} must hold only numbers; found {_kind_of(bad)}.")
+        if arr.dtype == object:  # integers beyond int64: convert them, or say which one does not fit
+            try:
+                arr = np.array(value, dtype=np.float64 if f.dtype == "float" else np.int64)
+            except (OverflowError, ValueError, TypeError):
+                big = _first_huge_int(value)
+                found = (f"holds {_kind_of(big)}, too large for {f.dtype} values" if big is not None
+                         else "must hold only numbers; found Python objects")
+                raise problem.error(f"array {f.name!r} {found}.") from None
+        if arr.dtype.kind in "US":
+            raise problem.error(f"array {f.name!r} must hold only numbers; found {_kind_of(arr)}.")
         if arr.size == 0 and arr.ndim == 1 and f.dtype == "float":
             arr = arr.astype(np.float64)
     elif isinstance(value, (bool, int, float, np.generic)):
@@ -318,6 +336,10 @@ def _as_numeric(problem: Problem, f: Field, value) -> np.ndarray:
                 idx = np.flatnonzero(~finite | (arr != np.round(np.where(finite, arr, 0))))[0]
                 raise problem.error(f"array {f.name!r} must hold integers; found {arr.ravel()[idx]!r} "
                                     f"at flat index {idx}.")
+        if kind in "fu" and arr.size and (np.abs(arr) >= 2.0**63).any():
+            idx = int(np.flatnonzero(np.abs(arr) >= 2.0**63)[0])
+            raise problem.error(f"array {f.name!r} holds {arr.ravel()[idx]:.6g} at flat index {idx}, beyond "
+                                "the 64-bit integer range.")
         return arr.astype(np.int64, copy=False)
     if f.dtype == "bool":
         if kind not in "bui" and not np.isin(arr, (0, 1)).all():
@@ -326,15 +348,39 @@ def _as_numeric(problem: Problem, f: Field, value) -> np.ndarray:
     return arr
 
 
-def _first_non_number(value):
+def _first_non_number(value, allow_bool: bool = False) -> tuple:
+    """The first leaf of nested lists that is not a number (null, a string, an object, a boolean), as a
+    1-tuple; ``()`` when every leaf is a number. Numpy numbers and arrays count as numbers here."""
     stack = [value]
     while stack:
         v = stack.pop()
-        if isinstance(v, list):
+        if isinstance(v, (list, tuple)):
             stack.extend(reversed(v))
-        elif v is None or not isinstance(v, (int, float)):
+        elif isinstance(v, (bool, np.bool_)):
+            if not allow_bool:
+                return (v,)
+        elif not isinstance(v, (int, float, np.number, np.ndarray)):
+            return (v,)
+    return ()
+
+
+def _first_huge_int(value):
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(reversed(v))
+        elif isinstance(v, int) and not -2**63 <= v < 2**64:
             return v
     return None
+
+
+def _list_depth(value) -> int:
+    depth = 0
+    while isinstance(value, (list, tuple)) and depth <= 1000:
+        depth += 1
+        value = value[0] if value else None
+    return depth
 
 
 def _check_ndim_shape(problem: Problem, f: Field, shape: tuple) -> None:
@@ -514,6 +560,9 @@ def _read_npy_member(fh, file_size: int, key: str, label: str, limit: int) -> np
         raise
     except ValueError as exc:
         raise InputError(f"{label}: array {key!r} has a malformed .npy header ({exc}).") from None
+    if any(s < 0 for s in shape):
+        raise InputError(f"{label}: array {key!r} has a malformed .npy header (negative shape "
+                         f"{tuple(int(s) for s in shape)}).")
     if dtype.hasobject:
         raise InputError(f"{label}: array {key!r} holds Python objects (dtype {dtype}); optsolve never "
                          "unpickles problem files. Store numbers or strings.")
@@ -558,7 +607,8 @@ def _assemble_sparse(label: str, key: str, parts: dict):
 
     fmt = _as_string(parts.get("format"))
     if fmt not in SPARSE_FORMATS:
-        raise InputError(f"{label}: sparse matrix {key!r} has format {fmt!r}; expected one of "
+        found = repr(fmt) if fmt is not None else _kind_of(parts.get("format"))
+        raise InputError(f"{label}: sparse matrix {key!r} has format {found}; expected one of "
                          f"{', '.join(SPARSE_FORMATS)}.")
     needed = _SPARSE_PARTS[fmt]
     missing = [p for p in needed if p not in parts]

@@ -33,6 +33,8 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
         load_s = time.perf_counter() - t0
         result = pkg.solve_problem(problem, progress=progress, **params)
+        for warning in problem.warnings:
+            result.add_message(f"{problem.source}: {warning}")
     except OptsolveError as exc:
         result = Result(kind, method, exc.status, str(exc), problem=info)
     except KeyboardInterrupt:

@@ -131,7 +131,6 @@ def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METH
     Bad input raises :class:`optsolve.core.errors.InputError`.
     """
     raw = {k: v for k, v in dict(a=a, b=b, C=C, x=x, y=y, cost=cost).items() if v is not None}
-    raw = {k: (v if isinstance(v, str) else np.asarray(v) if not hasattr(v, "tocsr") else v) for k, v in raw.items()}
     problem = SCHEMA.validate(raw, source="Problem data")
     return solve_problem(problem, method=method, reg=reg, tol=tol, max_iter=max_iter, time_limit=time_limit,
                          device=device, seed=seed, progress=progress)
