@@ -97,10 +97,27 @@ def solve_options(func):
     return func
 
 
+def check_writable(path: str | None, option: str) -> None:
+    """A usage error, before any work, when an output path cannot be written."""
+    import os
+
+    if path in (None, "-"):
+        return
+    if os.path.isdir(path):
+        raise click.BadParameter(f"{path!r} is a directory; expected a file name.", param_hint=option)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise click.BadParameter(f"the directory of {path!r} does not exist.", param_hint=option)
+    if not os.access(directory, os.W_OK):
+        raise click.BadParameter(f"the directory of {path!r} is not writable.", param_hint=option)
+
+
 def run_solve(kind: str, problem: str, params: dict):
     """Run a solve command and exit with its code (called by each solver's Click command)."""
     from optsolve.core.runner import run_command
 
+    check_writable(params.get("output"), "'-o' / '--output'")
+    check_writable(params.get("arrays"), "'--arrays'")
     code = run_command(kind, problem, params)
     sys.exit(code)
 

@@ -98,7 +98,11 @@ def run_command(kind: str, problem: str, params: dict) -> int:
     configure_logging(verbosity)
     progress = Progress(label=kind, verbosity=verbosity)
     result = solve_file(kind, problem, params, progress=progress)
-    write_result(result, output, arrays)
+    try:
+        write_result(result, output, arrays)
+    except OSError as exc:
+        sys.stderr.write(f"optsolve {kind}: error: cannot write the result ({exc}).\n")
+        return Status.INTERNAL_ERROR.exit_code
     line = summary_line(kind, result)
     if result.exit_code != 0 or verbosity > QUIET:
         sys.stderr.write(line + "\n")

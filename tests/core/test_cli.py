@@ -116,6 +116,9 @@ def test_invalid_input_written_to_output_file(cli, tmp_path):
     ["ot", "x.npz", "--reg", "-1"],
     ["ot", "x.npz", "--method", "simplex"],
     ["ot", "x.npz", "--max-iter", "0"],
+    ["ot", "x.npz", "-o", "no/such/dir/out.json"],
+    ["ot", "x.npz", "--arrays", "no/such/dir/plan.npz"],
+    ["ot", "x.npz", "-o", "."],
     ["no-such-command"],
 ])
 def test_usage_errors_exit_2_without_json(cli, args):
