@@ -334,7 +334,7 @@ def _as_numeric(problem: Problem, f: Field, value) -> np.ndarray:
             finite = np.isfinite(arr)
             if not finite.all() or np.any(arr != np.round(arr)):
                 idx = np.flatnonzero(~finite | (arr != np.round(np.where(finite, arr, 0))))[0]
-                raise problem.error(f"array {f.name!r} must hold integers; found {arr.ravel()[idx]!r} "
+                raise problem.error(f"array {f.name!r} must hold integers; found {arr.ravel()[idx].item()!r} "
                                     f"at flat index {idx}.")
         if kind in "fu" and arr.size and (np.abs(arr) >= 2.0**63).any():
             idx = int(np.flatnonzero(np.abs(arr) >= 2.0**63)[0])

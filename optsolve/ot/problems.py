@@ -20,14 +20,37 @@ MASS_RTOL = 1e-6
 
 
 def _masses_rule(problem: Problem) -> None:
-    sa, sb = float(problem["a"].sum()), float(problem["b"].sum())
+    with np.errstate(over="ignore"):
+        sa, sb = float(problem["a"].sum()), float(problem["b"].sum())
     for key, s in (("a", sa), ("b", sb)):
+        if not np.isfinite(s):
+            raise problem.error(f"array {key!r} has a total mass that overflows ({s:g}); rescale it.")
         if s <= 0:
             raise problem.error(f"array {key!r} has total mass {s:g}; expected a positive sum.")
     if abs(sa - sb) > MASS_RTOL * max(sa, sb):
         raise problem.error(f"arrays 'a' and 'b' must have equal sums (total mass); found {sa:.10g} and "
                             f"{sb:.10g} (relative difference {abs(sa - sb) / max(sa, sb):.2g} > {MASS_RTOL:g}). "
                             "Rescale one of them.")
+
+
+MAX_COST = 1e150  # costs beyond this overflow when multiplied and summed
+
+
+def _cost_range_rule(problem: Problem) -> None:
+    if "C" in problem:
+        big = float(np.abs(problem["C"]).max()) if problem["C"].size else 0.0
+        if big > MAX_COST:
+            raise problem.error(f"array 'C' has entries up to {big:.3g} in magnitude; expected at most "
+                                f"{MAX_COST:g}. Rescale the costs.")
+        return
+    with np.errstate(over="ignore"):
+        radius = {k: float(np.sqrt((problem[k] ** 2).sum(1)).max()) if problem[k].size else 0.0
+                  for k in ("x", "y")}
+        bound = (radius["x"] + radius["y"]) ** 2
+    if not bound <= MAX_COST:
+        key = max(radius, key=radius.get)
+        raise problem.error(f"array {key!r} has points of norm up to {radius[key]:.3g}: the {problem['cost']} "
+                            f"costs would exceed {MAX_COST:g}. Rescale the coordinates.")
 
 
 def _size_rule(problem: Problem) -> None:
@@ -48,7 +71,7 @@ SCHEMA = Schema(
         Field("a", shape=("n",), nonneg=True, doc="source masses"),
         Field("b", shape=("m",), nonneg=True, doc="target masses"),
     ),
-    rules=(one_of(("C",), ("x", "y", "cost")), _masses_rule, _size_rule),
+    rules=(one_of(("C",), ("x", "y", "cost")), _masses_rule, _cost_range_rule, _size_rule),
 )
 
 
