@@ -153,37 +153,30 @@ def verify(problem, solution, output, quiet):
     sys.exit(run_verify(problem, solution, output, quiet))
 
 
-# --------------------------------------------------------------------------- gen
+# --------------------------------------------------------------------------- gen and batch
 
-class GenGroup(LazyGroup):
-    """`optsolve gen KIND`: one subcommand per solver, built from its problem families."""
+class PerKindGroup(LazyGroup):
+    """A group with one subcommand per solver, built on demand by ``factory(kind)`` ("module:function")."""
+
+    def __init__(self, *args, factory: str, **kwargs):
+        super().__init__(*args, lazy=_solver_entries(), **kwargs)
+        self.factory = factory
 
     def get_command(self, ctx, name):
-        if name in self.lazy:
-            from optsolve.core.generate import make_gen_command
+        if name not in self.lazy:
+            return None
+        module, attr = self.factory.split(":")
+        return getattr(importlib.import_module(module), attr)(name)
 
-            return make_gen_command(name)
-        return None
 
-
-@click.group(cls=GenGroup, lazy=_solver_entries(), context_settings=CONTEXT_SETTINGS)
+@click.group(cls=PerKindGroup, factory="optsolve.core.generate:make_gen_command", context_settings=CONTEXT_SETTINGS)
 def gen():
     """Generate a problem file: optsolve gen KIND --family NAME [options] --seed S -o FILE."""
 
 
-# --------------------------------------------------------------------------- batch
-
-class BatchGroup(LazyGroup):
-    """`optsolve batch KIND`: the solver's own options plus FILES..., --jobs, --out-dir, --order."""
-
-    def get_command(self, ctx, name):
-        if name in self.lazy:
-            from optsolve.core.batch import make_batch_command
-
-            return make_batch_command(name)
-        return None
-
-
-@click.group(cls=BatchGroup, lazy=_solver_entries(), context_settings=CONTEXT_SETTINGS)
+@click.group(cls=PerKindGroup, factory="optsolve.core.batch:make_batch_command", context_settings=CONTEXT_SETTINGS)
 def batch():
-    """Solve many problem files: optsolve batch KIND [solver options] FILES... [--jobs N] [--out-dir DIR]."""
+    """Solve many problem files: optsolve batch KIND [solver options] FILES... [--jobs N] [--out-dir DIR].
+
+    The solver options are those of `optsolve KIND`; each file is solved in a worker process.
+    """
