@@ -133,10 +133,11 @@ def make_batch_command(kind: str) -> click.Command:
     from optsolve.core.registry import solver_module
     from optsolve.core.runner import OUTPUT_OPTIONS
 
-    solver_cmd = solver_module(kind, "cli").command
+    cli_module = solver_module(kind, "cli")
+    skip = set(OUTPUT_OPTIONS) | set(getattr(cli_module, "OUTPUT_OPTIONS", ()))
     params = [click.Argument(["files"], nargs=-1, required=True, metavar="FILES...")]
-    for p in solver_cmd.params:
-        if isinstance(p, click.Argument) or p.name in OUTPUT_OPTIONS:
+    for p in cli_module.command.params:
+        if isinstance(p, click.Argument) or p.name in skip:
             continue
         params.append(p)
     params += [

@@ -9,7 +9,8 @@ A solver package ``optsolve.<kind>`` exposes:
 * ``certificate.check(problem, solution, *, method, objective, settings)``: the
   independent checks, run by the solver and by ``optsolve verify``;
 * ``problems.FAMILIES``: generators for ``optsolve gen``;
-* ``cli.command``: its Click command.
+* ``cli.command``: its Click command (and optionally ``cli.OUTPUT_OPTIONS``, names of
+  options that write per-solve files, which ``optsolve batch`` does not offer).
 """
 
 from __future__ import annotations

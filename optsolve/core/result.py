@@ -190,11 +190,7 @@ class Result:
             "settings": to_jsonable(self.settings, "settings", nonfinite),
         }
         if self.arrays:
-            doc["arrays"] = {
-                "path": arrays_path,
-                "keys": {k: {"shape": list(np.shape(v)), "dtype": str(np.asarray(v).dtype)}
-                         for k, v in self.arrays.items()},
-            }
+            doc["arrays"] = {"path": arrays_path, "keys": {k: _array_info(v) for k, v in self.arrays.items()}}
         if nonfinite:
             shown = ", ".join(nonfinite[:5]) + (f" and {len(nonfinite) - 5} more" if len(nonfinite) > 5 else "")
             note = f"Non-finite values written as null: {shown}."
@@ -254,6 +250,13 @@ def to_jsonable(obj, path: str = "", nonfinite: list | None = None):
 
         return to_jsonable(to_numpy(obj), path, nonfinite)
     raise TypeError(f"{path}: cannot write an object of type {type(obj).__name__} to JSON")
+
+
+def _array_info(value) -> dict:
+    info = {"shape": [int(s) for s in value.shape], "dtype": str(value.dtype)}
+    if hasattr(value, "nnz"):
+        info.update(format=value.format, nnz=int(value.nnz))
+    return info
 
 
 def _scalar(value):

@@ -8,9 +8,9 @@ rank-one term ``err_a err_b^T / |err_a|_1`` with ``err_a = a - K 1``,
 
 Checks: L1 marginal error and nonnegativity of the plan; its cost ``U = <C, P>``
 against the reported objective; an LP dual lower bound ``D`` from the potentials by
-the c-transform (``g~_j = min_i C_ij - f_i`` makes ``(f, g~)`` dual feasible for
-any f, so ``D = <f, a> + <g~, b>`` is a valid lower bound) against the reported
-``dual_bound``; the certified gap ``U - D``. For the exact method, also the LP
+c-transforms (``g~_j = min_i C_ij - f_i`` makes ``(f, g~)`` dual feasible for any f,
+and ``f~_i = min_j C_ij - g~_j >= f_i`` keeps it so: ``D = <f~, a> + <g~, b>`` is a
+valid lower bound) against the reported ``dual_bound``; the certified gap ``U - D``. For the exact method, also the LP
 optimality conditions of the reported pair (f, g): dual feasibility and
 complementary slackness.
 """
@@ -75,13 +75,19 @@ def _plan(solution: dict, a, b, C, f, g) -> np.ndarray:
 
 
 def dual_bound(a, b, C, f) -> float:
-    """<f, a> + <f^c, b> with the c-transform over the supports; -inf when f is not finite there."""
+    """The LP dual bound of f by two c-transforms over the supports; -inf when f is not finite there.
+
+    ``g~ = f^c`` makes (f, g~) feasible; ``f~ = (g~)^c >= f`` keeps it feasible, so
+    ``<f~, a> + <g~, b>`` is a lower bound at least as tight as ``<f, a> + <g~, b>``.
+    """
     ia, ib = a > 0, b > 0
     fs = f[ia]
     if not np.all(np.isfinite(fs)):
         return -math.inf
-    gt = (C[np.ix_(ia, ib)] - fs[:, None]).min(0)
-    return float(fs @ a[ia] + gt @ b[ib])
+    Cs = C[np.ix_(ia, ib)]
+    gt = (Cs - fs[:, None]).min(0)
+    ft = (Cs - gt[None, :]).min(1)
+    return float(ft @ a[ia] + gt @ b[ib])
 
 
 def _rel(x: float, scale: float) -> float:
@@ -94,7 +100,7 @@ def entropy(p: np.ndarray) -> float:
 
 
 def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
-    ot = prepare(problem)
+    ot = prepare(problem, normalize=bool((settings or {}).get("normalize", False)))
     a, b, C = ot.a, ot.b, ot.C
     f = _vector(solution, "f", ot.n)
     g = _vector(solution, "g", ot.m)
@@ -147,5 +153,5 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     reg = (solution.get("plan") or {}).get("reg")
     if reg is not None:
         checks.append(Check.info("entropic_bias_bound", float(reg) * min(entropy(a), entropy(b)),
-                                 "reg * min(H(a), H(b)): bound on the entropic optimum's bias"))
+                                 "min(H(a), H(b)) / gamma in cost units: bound on the entropic optimum's bias"))
     return Certificate(checks)

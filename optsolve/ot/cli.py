@@ -3,22 +3,45 @@
 import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.ot import DEFAULT_METHOD, DTYPES, METHODS, PCG_MODES
+
+POSITIVE = click.FloatRange(min=0, min_open=True)
+OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve batch`
 
 
 @click.command("ot", context_settings=CONTEXT_SETTINGS)
 @solve_options
-@click.option("--method", type=click.Choice(["emd", "sinkhorn"]), default="emd", show_default=True,
-              help="emd: exact network simplex (POT). sinkhorn: entropic, log-domain (POT), rounded.")
-@click.option("--reg", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Entropic regularisation in cost units (sinkhorn; default max(C)/1024).")
-@click.option("--tol", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="L1 marginal tolerance before rounding (sinkhorn; default 1e-9).")
-def command(problem, **params):
+@click.option("--method", type=click.Choice(sorted(METHODS)), default=DEFAULT_METHOD, show_default=True,
+              help="tnt: MDOT truncated Newton (entropic, rounded). emd: exact network simplex (POT). "
+                   "sinkhorn: log-domain Sinkhorn (POT), rounded.")
+@click.option("--gamma", type=POSITIVE, default=None,
+              help="Final temperature gamma_f = max(C)/reg of the entropic methods [default: 1024].")
+@click.option("--reg", type=POSITIVE, default=None,
+              help="Entropic regularisation in cost units (instead of --gamma).")
+@click.option("--target-gap", type=POSITIVE, default=None, metavar="REL",
+              help="tnt: raise gamma stage by stage until the certified relative gap (U - D)/U <= REL.")
+@click.option("--tol", type=POSITIVE, default=None,
+              help="L1 marginal tolerance before rounding [tnt: H/gamma^1.5/2; sinkhorn: 1e-9].")
+@click.option("--pcg", type=click.Choice(PCG_MODES), default="discounted", show_default=True,
+              help="tnt: the conjugate-gradient variant for the Newton systems.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+              help="tnt: float32 (auto on a GPU up to gamma 2^10) or float64.")
+@click.option("--normalize", is_flag=True, help="Scale a and b to unit mass each, even when their sums differ.")
+@click.option("--plan", "plan_file", metavar="FILE.npz", default=None,
+              help="Write the plan to this .npz file (key 'plan'); the same as --arrays.")
+@click.option("--plan-threshold", type=click.FloatRange(min=0), default=None,
+              help="Store the plan sparse: only entries above this value (CSR keys 'plan.*').")
+def command(problem, plan_file, **params):
     """Optimal transport between masses a and b with cost C (or points x, y and a cost name).
 
-    Writes the plan's cost, dual potentials f and g, the plan (sparse for emd, as
-    rounded potentials for sinkhorn; dense with --arrays) and a certificate: marginal
-    error, nonnegativity, and the certified gap to the LP optimum. --time-limit
-    applies to sinkhorn; emd runs to completion or --max-iter.
+    Writes the plan's cost, dual potentials f and g, the plan (sparse entries for emd,
+    rounded potentials for tnt and sinkhorn; as a matrix with --plan or --arrays) and a
+    certificate: marginal error, nonnegativity, and the certified gap to the LP optimum.
+    --time-limit applies to tnt and sinkhorn; emd runs to completion or --max-iter.
+    --max-iter counts Newton steps for tnt, iterations for sinkhorn and emd.
     """
+    if plan_file is not None:
+        if params.get("arrays") not in (None, plan_file):
+            raise click.UsageError("Give at most one of --plan and --arrays (they write the same file).")
+        params["arrays"] = plan_file
     run_solve("ot", problem, params)

@@ -1,6 +1,7 @@
 """Problem files of ``optsolve ot`` and generators of its benchmark families.
 
-Keys: ``a`` (n) and ``b`` (m), nonnegative masses with equal sums, and either the
+Keys: ``a`` (n) and ``b`` (m), nonnegative masses with equal sums (within a relative
+1e-6, or any positive sums with ``--normalize``), and either the
 cost matrix ``C`` (n x m) or point clouds ``x`` (n x d), ``y`` (m x d) with a
 ``cost`` name (``sqeuclidean``, ``euclidean``), from which C is computed.
 Masses are normalised to probability vectors, so objectives are costs per unit mass.
@@ -27,10 +28,6 @@ def _masses_rule(problem: Problem) -> None:
             raise problem.error(f"array {key!r} has a total mass that overflows ({s:g}); rescale it.")
         if s <= 0:
             raise problem.error(f"array {key!r} has total mass {s:g}; expected a positive sum.")
-    if abs(sa - sb) > MASS_RTOL * max(sa, sb):
-        raise problem.error(f"arrays 'a' and 'b' must have equal sums (total mass); found {sa:.10g} and "
-                            f"{sb:.10g} (relative difference {abs(sa - sb) / max(sa, sb):.2g} > {MASS_RTOL:g}). "
-                            "Rescale one of them.")
 
 
 MAX_COST = 1e150  # costs beyond this overflow when multiplied and summed
@@ -104,7 +101,18 @@ def cost_matrix(x: np.ndarray, y: np.ndarray, cost: str) -> np.ndarray:
     raise ValueError(f"unknown cost {cost!r}")
 
 
-def prepare(problem: Problem) -> OTProblem:
+def check_equal_mass(problem: Problem) -> None:
+    sa, sb = float(problem["a"].sum()), float(problem["b"].sum())
+    if abs(sa - sb) > MASS_RTOL * max(sa, sb):
+        raise problem.error(f"arrays 'a' and 'b' must have equal sums (total mass); found {sa:.10g} and "
+                            f"{sb:.10g} (relative difference {abs(sa - sb) / max(sa, sb):.2g} > {MASS_RTOL:g}). "
+                            "Rescale one of them, or pass --normalize to scale each to unit mass.")
+
+
+def prepare(problem: Problem, normalize: bool = False) -> OTProblem:
+    """Unit-mass marginals and the dense cost; sums must agree to 1e-6 unless ``normalize``."""
+    if not normalize:
+        check_equal_mass(problem)
     a, b = problem["a"], problem["b"]
     mass = float(a.sum())
     C = problem["C"] if "C" in problem else cost_matrix(problem["x"], problem["y"], problem["cost"])

@@ -46,7 +46,7 @@ def test_solve_example_stdout_is_one_json_document(cli):
     doc = r.json()
     assert SCHEMA_FIELDS <= set(doc)
     assert doc["schema"] == "optsolve.solution/1"
-    assert doc["status"] == "optimal" and doc["command"] == "ot" and doc["method"] == "emd"
+    assert doc["status"] == "optimal" and doc["command"] == "ot" and doc["method"] == "tnt"
     assert doc["problem"]["size"] == {"n": 1024, "m": 1024}
     assert len(doc["problem"]["sha256"]) == 64
     assert doc["certificate"]["holds"] is True
@@ -155,7 +155,7 @@ def test_internal_error_has_traceback_only_with_verbose(cli, small_ot, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(optsolve.ot.METHODS, "emd", broken)
+    monkeypatch.setitem(optsolve.ot.METHODS, "tnt", broken)
     path, _ = small_ot
     r = cli("ot", path)
     assert r.exit_code == 1
@@ -178,7 +178,7 @@ def test_info(cli):
 
 def test_verify_agrees_with_solver(cli, small_ot, tmp_path):
     path, _ = small_ot
-    for method in ("emd", "sinkhorn"):
+    for method in ("tnt", "emd", "sinkhorn"):
         sol = tmp_path / f"{method}.json"
         assert cli("ot", path, "--method", method, "--reg", "0.05", "-o", sol).exit_code == 0
         r = cli("verify", path, sol)

@@ -302,13 +302,30 @@ def test_malformed_file_exits_7(cli, tmp_path, writer, keys):
     assert_invalid(run, path, keys)
 
 
-@pytest.mark.parametrize("writer, keys", [pytest.param(w, k, id=i) for i, w, k in CASES])
+# Unequal sums are a property of the solve (--normalize accepts them), not of the file's schema.
+SOLVE_TIME = {"sums-differ"}
+
+
+@pytest.mark.parametrize("writer, keys", [pytest.param(w, k, id=i) for i, w, k in CASES if i not in SOLVE_TIME])
 def test_malformed_file_raises_input_error(tmp_path, writer, keys):
     """The same files through the Python API: an InputError naming the file, nothing else."""
     path = writer(tmp_path)
     with pytest.raises(InputError) as info:
         load_problem(path, SCHEMA)
     assert path in str(info.value)
+
+
+def test_unequal_sums_hint_and_normalize(cli, tmp_path):
+    path = json_file(good(b=[0.5, 0.5, 0.5]))(tmp_path)
+    run = cli("ot", path)
+    assert run.exit_code == 7 and "--normalize" in run.stderr
+    run = cli("ot", path, "--normalize", "--method", "emd")
+    assert run.exit_code == 0, run.stderr
+    doc = run.json()
+    assert doc["settings"]["normalize"] is True
+    sol = tmp_path / "s.json"
+    sol.write_text(run.stdout)
+    assert cli("verify", path, sol).exit_code == 0
 
 
 # Finite inputs whose derived quantities (total mass, costs) would overflow.

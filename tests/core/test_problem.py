@@ -374,7 +374,7 @@ def test_same_ot_problem_in_every_format_gives_the_same_objective(cli, tmp_path)
     for ext in (".npz", ".json", ".mat"):
         path = str(tmp_path / f"ot{ext}")
         save_problem(path, {"a": a, "b": b, "C": C})
-        run = cli("ot", path, "-q")
+        run = cli("ot", path, "-q", "--method", "emd")
         assert run.exit_code == 0, run.stderr
         docs[ext] = run.json()
         assert docs[ext]["status"] == "optimal"

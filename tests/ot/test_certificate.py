@@ -92,7 +92,7 @@ def test_suboptimal_emd_plan_fails_the_gap(rng):
     problem = SCHEMA.validate({"a": a, "b": b, "C": C}, source="test")
     P = np.outer(a, b)  # feasible, not optimal
     row, col = np.nonzero(P)
-    res = optsolve.ot.solve(a, b, C)
+    res = optsolve.ot.solve(a, b, C, method="emd")
     sol = dict(res.solution, plan={"format": "coo", "row": row, "col": col, "value": P[row, col]})
     cert = certificate.check(problem, sol, method="emd", objective=float((C * P).sum()), settings={})
     assert cert["marginal_l1"].holds and cert["objective_matches"].holds

@@ -39,7 +39,7 @@ def random_problem(rng, n, m, d=2, zeros=0):
 def test_emd_matches_lp(rng, n, m, zeros):
     a, b, x, y = random_problem(rng, n, m, zeros=zeros)
     C = cost_matrix(x, y, "sqeuclidean")
-    res = optsolve.ot.solve(a, b, C)
+    res = optsolve.ot.solve(a, b, C, method="emd")
     assert res.status.value == "optimal"
     assert res.certificate.holds
     assert res.objective == pytest.approx(lp_optimum(a, b, C), rel=1e-9, abs=1e-12)
@@ -55,16 +55,16 @@ def test_points_and_matrix_agree(rng):
         C = np.array([[np.sum((xi - yj) ** 2) for yj in y] for xi in x])
         if cost == "euclidean":
             C = np.sqrt(C)
-        r1 = optsolve.ot.solve(a, b, x=x, y=y, cost=cost)
-        r2 = optsolve.ot.solve(a, b, C)
+        r1 = optsolve.ot.solve(a, b, x=x, y=y, cost=cost, method="emd")
+        r2 = optsolve.ot.solve(a, b, C, method="emd")
         assert r1.objective == pytest.approx(r2.objective, rel=1e-12)
 
 
 def test_unnormalised_masses_are_costs_per_unit_mass(rng):
     a, b, x, y = random_problem(rng, 10, 8)
     C = cost_matrix(x, y, "euclidean")
-    r1 = optsolve.ot.solve(a, b, C)
-    r2 = optsolve.ot.solve(7 * a, 7 * b, C)
+    r1 = optsolve.ot.solve(a, b, C, method="emd")
+    r2 = optsolve.ot.solve(7 * a, 7 * b, C, method="emd")
     assert r1.objective == pytest.approx(r2.objective, rel=1e-12)
     assert r2.problem.size == {"n": 10, "m": 8}
 
@@ -151,7 +151,7 @@ def test_sinkhorn_interrupt_returns_last_iterate(rng):
 
 def test_emd_max_iter(rng):
     a, b, x, y = random_problem(rng, 30, 30)
-    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", max_iter=5)
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", method="emd", max_iter=5)
     assert res.status.value == "max_iter"
     assert res.exit_code == 5
     assert "not optimal" in res.message
@@ -171,7 +171,7 @@ def test_python_api_errors(rng):
 def test_identical_marginals_cost_zero():
     a = np.array([0.2, 0.3, 0.5])
     x = np.array([[0.0], [1.0], [2.0]])
-    res = optsolve.ot.solve(a, a, x=x, y=x, cost="euclidean")
+    res = optsolve.ot.solve(a, a, x=x, y=x, cost="euclidean", method="emd")
     assert res.objective == pytest.approx(0.0, abs=1e-15)
     assert res.certificate.holds
 
