@@ -5,7 +5,8 @@ import click
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
 from optsolve.ot import DEFAULT_METHOD, DTYPES, METHODS, PCG_MODES
 
-POSITIVE = click.FloatRange(min=0, min_open=True)
+# Range checks happen in the solver, so that a bad value is invalid input (exit 7, a JSON document).
+POSITIVE = float
 OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve batch`
 
 
@@ -29,7 +30,7 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
 @click.option("--normalize", is_flag=True, help="Scale a and b to unit mass each, even when their sums differ.")
 @click.option("--plan", "plan_file", metavar="FILE.npz", default=None,
               help="Write the plan to this .npz file (key 'plan'); the same as --arrays.")
-@click.option("--plan-threshold", type=click.FloatRange(min=0), default=None,
+@click.option("--plan-threshold", type=float, default=None,
               help="Store the plan sparse: only entries above this value (CSR keys 'plan.*').")
 def command(problem, plan_file, **params):
     """Optimal transport between masses a and b with cost C (or points x, y and a cost name).

@@ -61,7 +61,7 @@ def _size_rule(problem: Problem) -> None:
 SCHEMA = Schema(
     name="ot",
     fields=(
-        Field("C", shape=("n", "m"), required=False, doc="the cost matrix"),
+        Field("C", shape=("n", "m"), required=False, nonneg=True, doc="the cost matrix"),
         Field("x", shape=("n", "d"), required=False, doc="source points, with 'y' and 'cost' instead of 'C'"),
         Field("y", shape=("m", "d"), required=False, doc="target points"),
         Field("cost", kind="string", required=False, choices=COSTS, doc="ground cost between 'x' and 'y'"),

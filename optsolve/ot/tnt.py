@@ -50,6 +50,8 @@ CG_CAP = 5000
 CHI_SWEEPS = 100
 ARMIJO = 0.99  # 1 - sigma, sigma = 0.01
 ALPHA_MIN = 1e-9
+STALL_STEPS = 3  # Newton steps without a decrease of the error before a stage is declared failed
+NEWTON_CAP = 500  # per stage
 
 
 class StageFailed(Exception):
@@ -292,6 +294,11 @@ def _chi_sinkhorn(plan: Plan, log_rh, log_ch, rh, tol, u, v, stats):
     return u, v, lr
 
 
+def tolerance_floor(K: DenseKernel) -> float:
+    """The smallest L1 marginal error worth asking for: rounding noise of sums in the working dtype."""
+    return 4.0 * math.sqrt(max(K.n, K.m)) * float(np.finfo(K.dtype).eps)
+
+
 def project(K: DenseKernel, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts: dict,
             deadline: float | None, newton_budget: int | None):
     """Project (u, v) onto the marginals (rh, ch) at temperature gamma to L1 row error <= tol.
@@ -300,6 +307,7 @@ def project(K: DenseKernel, gamma, rh, ch, tol, u, v, state: PCGState, stats: TN
     stopped it early. Raises StageFailed when no progress is possible.
     """
     xp = K.xp
+    tol = max(tol, tolerance_floor(K))
     log_rh, log_ch = xp.log(rh), xp.log(ch)
     v = v + (log_ch - K.log_cols(u, v, gamma))
     plan = Plan(K, gamma, opts["shift_limit"])
@@ -307,7 +315,7 @@ def project(K: DenseKernel, gamma, rh, ch, tol, u, v, state: PCGState, stats: TN
     u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats)
     err = _l1(xp, xp.exp(lr) - rh)
     deltas = []
-    steps = 0
+    steps = stalled = 0
     while err > tol:
         if not math.isfinite(err):
             raise StageFailed("non-finite marginal error")
@@ -326,12 +334,14 @@ def project(K: DenseKernel, gamma, rh, ch, tol, u, v, state: PCGState, stats: TN
         slope = -float(g @ du)
         if not slope > 0:
             raise StageFailed("no descent direction")
+        total0 = float(rP.sum())  # sum of P, 1 up to rounding after the column update
         alpha = 1.0
         while True:
-            eu, ev = xp.exp(alpha * du), xp.exp(alpha * dv)
-            Pev = K.matvec(ev)
-            total = float(eu @ Pev)
-            if math.isfinite(total) and total - 1.0 <= ARMIJO * alpha * slope:
+            with np.errstate(over="ignore", invalid="ignore"):
+                eu, ev = xp.exp(alpha * du), xp.exp(alpha * dv)
+                Pev = K.matvec(ev)
+                total = float(eu @ Pev)
+            if math.isfinite(total) and total - total0 <= ARMIJO * alpha * slope:
                 break
             alpha /= 2.0
             if alpha < ALPHA_MIN:
@@ -346,6 +356,12 @@ def project(K: DenseKernel, gamma, rh, ch, tol, u, v, state: PCGState, stats: TN
         u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats)
         err_new = _l1(xp, xp.exp(lr) - rh)
         deltas.append((err - err_pre) / ((1.0 - eta) * err))
+        stalled = stalled + 1 if err_new >= err else 0
+        if stalled >= STALL_STEPS:
+            raise StageFailed(f"no progress in {STALL_STEPS} Newton steps at error {err_new:.2e} "
+                              f"(the precision limit of {np.dtype(K.dtype).name}?)")
+        if steps >= NEWTON_CAP:
+            raise StageFailed(f"no convergence in {NEWTON_CAP} Newton steps")
         err = err_new
         steps += 1
         stats.newton_steps += 1
@@ -421,11 +437,11 @@ def solve_tnt(a, b, C, *, gamma_f: float, tol: float | None = None, pcg_mode: st
         while True:
             t_stage = time.perf_counter()
             eps_d = H_min / gamma ** P_EXPONENT if H_min > 0 else 1e-12
-            e = min(eps_d / 2.0, 1.0)
-            rh = (1.0 - 0.9 * e) * r + 0.9 * e / n
-            ch = (1.0 - 0.1 * e) * c + 0.1 * e / m
             last = gamma >= ceiling * (1 - 1e-12)
             stage_tol = tol if (last and tol is not None) else eps_d / 2.0
+            e = min(eps_d / 2.0, 1.0, stage_tol)  # the smoothing stays within the stage's tolerance
+            rh = (1.0 - 0.9 * e) * r + 0.9 * e / n
+            ch = (1.0 - 0.1 * e) * c + 0.1 * e / m
             if u is None:
                 u, v = xp.log(rh), xp.log(ch)
             budget = None if max_iter is None else max(0, max_iter - stats.newton_steps)

@@ -66,7 +66,7 @@ def test_batch_max_iter_exit_5(cli, small_ot):
 def test_batch_usage_errors(cli, small_ot):
     path, _ = small_ot
     assert cli("batch", "ot").exit_code == 2  # no files
-    assert cli("batch", "ot", "--reg", "-3", path).exit_code == 2
+    assert cli("batch", "ot", "--reg", "abc", path).exit_code == 2
     assert cli("batch", "ot", "-o", "x.json", path).exit_code == 2  # batch has no single output
     r = cli("batch", "ot", path, "-")
     assert r.exit_code == 2 and "stdin" in r.stderr

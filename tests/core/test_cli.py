@@ -113,7 +113,6 @@ def test_invalid_input_written_to_output_file(cli, tmp_path):
     ["ot"],  # missing PROBLEM
     ["ot", "x.npz", "--no-such-option"],
     ["ot", "x.npz", "--reg", "abc"],
-    ["ot", "x.npz", "--reg", "-1"],
     ["ot", "x.npz", "--method", "simplex"],
     ["ot", "x.npz", "--max-iter", "0"],
     ["ot", "x.npz", "-o", "no/such/dir/out.json"],
@@ -126,6 +125,16 @@ def test_usage_errors_exit_2_without_json(cli, args):
     assert r.exit_code == 2
     assert r.stdout == ""
     assert "Usage" in r.stderr or "Error" in r.stderr
+
+
+@pytest.mark.parametrize("option,value", [("--gamma", "-1"), ("--gamma", "0"), ("--reg", "-1"), ("--tol", "0"),
+                                          ("--target-gap", "-0.1"), ("--plan-threshold", "-1")])
+def test_out_of_range_values_are_invalid_input(cli, small_ot, option, value):
+    path, _ = small_ot
+    r = cli("ot", path, option, value)
+    assert r.exit_code == 7
+    assert r.json()["status"] == "invalid_input"
+    assert f"'{option}' option must be a float" in r.stderr and value in r.stderr
 
 
 def test_options_from_environment(cli, small_ot):

@@ -1,0 +1,199 @@
+"""MDOT-TNT: certified gaps against POT's exact emd, schedule behaviour, dtypes, limits, edge cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import ot as pot
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import optsolve.ot
+from optsolve.core.errors import ParameterError
+from optsolve.ot.problems import FAMILIES, cost_matrix
+
+
+def family_problem(name, seed, **params):
+    fam = FAMILIES[name]
+    values = dict(fam.defaults(), **params)
+    data = fam.generate(np.random.default_rng(seed), **values)
+    C = data["C"] if "C" in data else cost_matrix(data["x"], data["y"], data["cost"])
+    return data["a"] / data["a"].sum(), data["b"] / data["b"].sum(), C
+
+
+FAMILY_CASES = [
+    ("images", {"size": 8, "kind": "whitenoise"}),
+    ("images", {"size": 8, "kind": "grf", "cost": "euclidean"}),
+    ("images", {"size": 8, "kind": "cauchy"}),
+    ("clouds", {"n": 50, "m": 35, "dim": 3}),
+    ("clouds", {"n": 40, "m": 60, "dim": 2, "cost": "euclidean"}),
+]
+
+
+@pytest.mark.parametrize("name,params", FAMILY_CASES)
+def test_certified_gap_contains_emd_and_shrinks_with_gamma(name, params):
+    a, b, C = family_problem(name, 1, **params)
+    opt = pot.emd2(a, b, C)
+    gaps = []
+    for gamma in (2.0 ** 6, 2.0 ** 9, 2.0 ** 12):
+        res = optsolve.ot.solve(a, b, C, gamma=gamma)
+        assert res.status.value == "optimal", res.message
+        assert res.certificate.holds
+        lower = res.certificate["dual_lower_bound"].value
+        assert lower <= opt * (1 + 1e-12) + 1e-15
+        assert res.objective >= opt * (1 - 1e-12) - 1e-15
+        assert res.certificate["gap_upper_bound"].value >= res.objective - opt - 1e-15
+        P = res.arrays["plan"]
+        np.testing.assert_allclose(P.sum(1), a, atol=1e-12)
+        np.testing.assert_allclose(P.sum(0), b, atol=1e-12)
+        gaps.append(res.objective - opt)
+    assert gaps[2] < gaps[0]
+    assert gaps[2] <= 0.05 * opt + 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(2, 25), m=st.integers(2, 25),
+       gamma=st.sampled_from([4.0, 64.0, 1024.0, 16384.0]))
+def test_certificate_sound_on_random_problems(seed, n, m, gamma):
+    rng = np.random.default_rng(seed)
+    a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
+    C = rng.random((n, m)) ** 2
+    res = optsolve.ot.solve(a, b, C, gamma=gamma)
+    opt = pot.emd2(a, b, C)
+    assert res.certificate["dual_lower_bound"].value <= opt + 1e-12
+    assert res.objective >= opt - 1e-12
+    assert res.certificate["marginal_l1"].value <= 1e-12
+
+
+@pytest.mark.parametrize("pcg", ["discounted", "plain"])
+def test_both_pcg_variants_agree(pcg):
+    a, b, C = family_problem("images", 3, size=10, kind="grf")
+    res = optsolve.ot.solve(a, b, C, gamma=4096.0, pcg=pcg, tol=1e-9)
+    ref = pot.sinkhorn(a, b, C, C.max() / 4096.0, stopThr=1e-12, numItermax=100000, method="sinkhorn_stabilized")
+    assert res.certificate.holds
+    # the same entropic problem: the plans agree to the marginal tolerances
+    assert np.abs(res.arrays["plan"] - ref).sum() < 1e-6
+    assert res.stats["cg_iterations"] > 0 and res.stats["newton_steps"] > 0
+
+
+def test_matches_entropic_optimum_at_tight_tolerance():
+    a, b, C = family_problem("clouds", 4, n=30, m=30)
+    gamma = 256.0
+    res = optsolve.ot.solve(a, b, C, gamma=gamma, tol=1e-11)
+    reg = C.max() / gamma
+    ref = pot.sinkhorn(a, b, C, reg, stopThr=1e-13, numItermax=200000)
+    assert np.abs(res.arrays["plan"] - ref).sum() < 1e-8
+
+
+def test_float32_path():
+    a, b, C = family_problem("images", 5, size=8, kind="cauchy")
+    r32 = optsolve.ot.solve(a, b, C, gamma=512.0, dtype="float32")
+    r64 = optsolve.ot.solve(a, b, C, gamma=512.0, dtype="float64")
+    assert r32.stats["dtype"] == "float32" and r64.stats["dtype"] == "float64"
+    assert r32.certificate.holds  # the certificate is recomputed in float64 from the rounded potentials
+    assert r32.objective == pytest.approx(r64.objective, rel=1e-3)
+
+
+def test_float32_beyond_its_range_warns(caplog):
+    a, b, C = family_problem("clouds", 5, n=10, m=10)
+    import logging
+
+    logging.getLogger("optsolve").propagate = True
+    with caplog.at_level(logging.WARNING, logger="optsolve"):
+        optsolve.ot.solve(a, b, C, gamma=2.0 ** 12, dtype="float32")
+    assert any("float32" in r.message for r in caplog.records)
+
+
+def test_zero_marginal_entries_are_dropped_and_restored(rng):
+    a, b, C = family_problem("clouds", 6, n=30, m=25)
+    a[[0, 5, 7]] = 0
+    b[[3, 4]] = 0
+    a, b = a / a.sum(), b / b.sum()
+    res = optsolve.ot.solve(a, b, C, gamma=1024.0)
+    assert res.certificate.holds
+    f, g = res.solution["f"], res.solution["g"]
+    assert np.all(np.isneginf(f[[0, 5, 7]])) and np.all(np.isneginf(g[[3, 4]]))
+    P = res.arrays["plan"]
+    assert np.all(P[[0, 5, 7]] == 0) and np.all(P[:, [3, 4]] == 0)
+    assert res.objective >= pot.emd2(a, b, C) - 1e-12
+
+
+def test_duplicated_points_and_n_neq_m():
+    rng = np.random.default_rng(8)
+    x = rng.random((20, 2))
+    x = np.vstack([x, x[:5]])  # duplicates
+    y = rng.random((12, 2))
+    a, b = np.full(25, 1 / 25), np.full(12, 1 / 12)
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", gamma=2048.0)
+    assert res.status.value == "optimal" and res.certificate.holds
+    assert res.problem.size == {"n": 25, "m": 12}
+
+
+def test_target_gap_is_met_and_certified():
+    a, b, C = family_problem("images", 2, size=8, kind="grf")
+    res = optsolve.ot.solve(a, b, C, target_gap=1e-3)
+    assert res.status.value == "optimal"
+    assert res.certificate["relative_gap"].value <= 1e-3
+    assert res.stats["stage_log"][-1]["relative_gap"] <= 1e-3
+    assert res.stats["final_gamma"] > 16
+    opt = pot.emd2(a, b, C)
+    assert (res.objective - opt) / opt <= 1e-3
+
+
+def test_time_limit_returns_last_completed_stage():
+    a, b, C = family_problem("images", 2, size=12, kind="whitenoise")
+    res = optsolve.ot.solve(a, b, C, gamma=2.0 ** 16, time_limit=1e-9)
+    assert res.status.value == "time_limit"
+    assert res.exit_code == 5
+    assert res.certificate["marginal_l1"].holds  # the rounded plan of whatever stage is returned
+
+
+def test_max_iter_counts_newton_steps():
+    a, b, C = family_problem("images", 2, size=10, kind="grf")
+    res = optsolve.ot.solve(a, b, C, gamma=2.0 ** 14, max_iter=3)
+    assert res.status.value == "max_iter"
+    assert res.stats["newton_steps"] <= 3
+    assert res.certificate["marginal_l1"].holds
+
+
+def test_stats_and_settings_are_reported():
+    a, b, C = family_problem("clouds", 9, n=20, m=20)
+    res = optsolve.ot.solve(a, b, 3.0 * C, gamma=512.0)
+    st_ = res.stats
+    for key in ("stages", "newton_steps", "cg_iterations", "passes", "final_gamma", "stage_log"):
+        assert key in st_
+    assert st_["final_gamma"] == 512.0
+    assert res.settings["reg"] == pytest.approx(3.0 * C.max() / 512.0)
+    assert [s["gamma"] for s in st_["stage_log"]] == sorted(s["gamma"] for s in st_["stage_log"])
+    assert res.certificate["entropic_bias_bound"].value == pytest.approx(
+        res.settings["reg"] * min(-(a * np.log(a)).sum(), -(b * np.log(b)).sum()))
+
+
+def test_reported_costs_in_user_units():
+    a, b, C = family_problem("clouds", 10, n=15, m=15)
+    r1 = optsolve.ot.solve(a, b, C, gamma=1024.0)
+    r2 = optsolve.ot.solve(a, b, 1000.0 * C, gamma=1024.0)
+    assert r2.objective == pytest.approx(1000.0 * r1.objective, rel=1e-9)
+    assert np.allclose(r2.solution["f"], 1000.0 * r1.solution["f"], rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"gamma": -1.0}, "'--gamma' option must be a float in \\(0, inf\\); got -1.0"),
+    ({"gamma": 0.0}, "'--gamma' option"),
+    ({"gamma": 10.0, "reg": 0.1}, "at most one of '--reg' and '--gamma'"),
+    ({"pcg": "fancy"}, "'--pcg' option must be one of"),
+    ({"dtype": "float16"}, "'--dtype' option must be one of"),
+    ({"target_gap": 0.01, "method": "sinkhorn"}, "applies to '--method tnt' only"),
+])
+def test_bad_options(kw, match):
+    a, b, C = family_problem("clouds", 1, n=5, m=5)
+    with pytest.raises(ParameterError, match=match):
+        optsolve.ot.solve(a, b, C, **kw)
+
+
+def test_tnt_on_backend(backend):
+    a, b, C = family_problem("clouds", 11, n=40, m=30)
+    res = optsolve.ot.solve(a, b, C, gamma=1024.0, device=backend.device)
+    assert res.stats["device"] == backend.device
+    assert res.certificate.holds
+    assert res.objective >= pot.emd2(a, b, C) - 1e-12
