@@ -70,7 +70,7 @@ def _relative_gap(ot, f, g, reg) -> float:
     from optsolve.ot.certificate import dual_bound
     from optsolve.ot.rounding import round_potentials
 
-    f, g, P = round_potentials(ot.a, ot.b, ot.C, f, g, reg)
+    f, g, P, _ = round_potentials(ot.a, ot.b, ot.C, f, g, reg)
     U = float((ot.C * P).sum())
     D = dual_bound(ot.a, ot.b, ot.C, f)
     return (U - D) / max(abs(U), 1e-300)
@@ -164,7 +164,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     t_prep = time.perf_counter()
     out = METHODS[method](ot, s, backend, progress)
     if method in ENTROPIC:
-        out["f"], out["g"], out["plan"] = round_potentials(ot.a, ot.b, ot.C, out["f"], out["g"], s["reg"])
+        out["f"], out["g"], out["plan"], out["marginal_error"] = round_potentials(ot.a, ot.b, ot.C, out["f"],
+                                                                                  out["g"], s["reg"])
     t_solve = time.perf_counter()
 
     P = out["plan"]

@@ -3,7 +3,7 @@
 Keys: ``a`` (n) and ``b`` (m), nonnegative masses with equal sums (within a relative
 1e-6, or any positive sums with ``--normalize``), and either the
 cost matrix ``C`` (n x m) or point clouds ``x`` (n x d), ``y`` (m x d) with a
-``cost`` name (``sqeuclidean``, ``euclidean``), from which C is computed.
+``cost`` name (``sqeuclidean``, ``euclidean``, ``l1``), from which C is computed.
 Masses are normalised to probability vectors, so objectives are costs per unit mass.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema, memory_limit_bytes, one_of
 
-COSTS = ("sqeuclidean", "euclidean")
+COSTS = ("sqeuclidean", "euclidean", "l1")
 MASS_RTOL = 1e-6
 
 
@@ -92,6 +92,11 @@ class OTProblem:
 
 def cost_matrix(x: np.ndarray, y: np.ndarray, cost: str) -> np.ndarray:
     """Pairwise ground costs; squared distances are clipped at 0 against rounding."""
+    if cost == "l1":
+        out = np.zeros((x.shape[0], y.shape[0]))
+        for k in range(x.shape[1]):
+            out += np.abs(x[:, k, None] - y[None, :, k])
+        return out
     sq = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * (x @ y.T)
     np.maximum(sq, 0.0, out=sq)
     if cost == "sqeuclidean":

@@ -14,12 +14,14 @@ import numpy as np
 def round_potentials(a, b, C, f, g, reg):
     """Altschuler's rounding in the log domain: lower f, then g, until no marginal is exceeded.
 
-    Returns the new potentials and the rounded plan
-    ``P = exp((f_i + g_j - C_ij)/reg) + err_a err_b^T / |err_a|_1``.
+    Returns the new potentials, the rounded plan
+    ``P = exp((f_i + g_j - C_ij)/reg) + err_a err_b^T / |err_a|_1`` and the L1 marginal error
+    of the plan before rounding.
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         K = np.exp((f[:, None] + g[None, :] - C) / reg)
         r = K.sum(1)
+        before = float(np.abs(r - a).sum() + np.abs(K.sum(0) - b).sum())
         shift = np.where(r > a, reg * (np.log(a) - np.log(r)), 0.0)
         f = f + shift
         K *= np.exp(shift / reg)[:, None]
@@ -32,4 +34,4 @@ def round_potentials(a, b, C, f, g, reg):
     s = err_a.sum()
     if s > 0:
         K += np.outer(err_a, err_b) / s
-    return f, g, K
+    return f, g, K, before

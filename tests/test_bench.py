@@ -1,0 +1,20 @@
+"""Each benchmark's --quick mode runs and prints its table (so the scripts never rot)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_bench_ot_quick():
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--quick", "--families", "grid-sq",
+                           "cloud-l1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# bench-ot:") and "threads" in lines[0]
+    rows = [line for line in lines if line.startswith("| grid-sq") or line.startswith("| cloud-l1")]
+    methods = {row.split("|")[4].strip().split(" (")[0] for row in rows}
+    assert {"emd", "tnt discounted", "tnt plain", "POT sinkhorn", "POT sinkhorn_log"} <= methods
+    assert all(len(row.split("|")) == 13 for row in rows)
