@@ -252,10 +252,28 @@ def to_jsonable(obj, path: str = "", nonfinite: list | None = None):
     raise TypeError(f"{path}: cannot write an object of type {type(obj).__name__} to JSON")
 
 
+class LazyArray:
+    """An array computed only when written (``--arrays``) or converted (``numpy.asarray``)."""
+
+    def __init__(self, shape, dtype, compute, format: str | None = None):
+        self.shape, self.dtype, self._compute, self.format = tuple(shape), np.dtype(dtype), compute, format
+
+    def __call__(self):
+        return self._compute()
+
+    def __array__(self, dtype=None, copy=None):
+        value = self._compute()
+        if hasattr(value, "toarray"):
+            value = value.toarray()
+        return np.asarray(value, dtype=dtype)
+
+
 def _array_info(value) -> dict:
     info = {"shape": [int(s) for s in value.shape], "dtype": str(value.dtype)}
     if hasattr(value, "nnz"):
         info.update(format=value.format, nnz=int(value.nnz))
+    elif getattr(value, "format", None):
+        info["format"] = value.format
     return info
 
 
@@ -299,5 +317,5 @@ def write_arrays(path: str, arrays: dict) -> None:
     """Write named arrays to an ``.npz`` file atomically (dense arrays; scipy sparse in prefixed keys)."""
     from optsolve.core.problem import flatten_arrays
 
-    flat = flatten_arrays(arrays)
+    flat = flatten_arrays({k: v() if isinstance(v, LazyArray) else v for k, v in arrays.items()})
     write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))

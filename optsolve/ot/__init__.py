@@ -21,13 +21,14 @@ import numpy as np
 from optsolve.core.backend import get_backend
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress, get_logger
-from optsolve.core.result import Result, Status
+from optsolve.core.result import LazyArray, Result, Status
 from optsolve.ot.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "tnt"
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
 FLOAT32_MAX_GAMMA = 2.0 ** 10
-PCG_MODES = ("discounted", "plain")
+PCG_MODES = ("plain", "discounted")
+DEFAULT_PCG = "plain"  # fewer CG iterations and less time than "discounted" in bin/bench-ot
 DTYPES = ("auto", "float32", "float64")
 
 
@@ -54,7 +55,7 @@ def _tnt(ot, s, backend, progress):
         def gap_fn(f, g, reg):
             return _relative_gap(ot, f, g, reg)
 
-    res = solve_tnt(ot.a, ot.b, ot.C, gamma_f=s["gamma"], tol=s["tol"], pcg_mode=s["pcg"],
+    res = solve_tnt(ot, gamma_f=s["gamma"], tol=s["tol"], pcg_mode=s["pcg"],
                     dtype=np.dtype(s["dtype"]), max_iter=s["max_iter"], time_limit=s["time_limit"],
                     target_gap=s["target_gap"], gap_fn=gap_fn, backend=backend, progress=progress)
     s["reg"] = res.reg
@@ -67,13 +68,11 @@ def _tnt(ot, s, backend, progress):
 
 def _relative_gap(ot, f, g, reg) -> float:
     """(U - D) / U of the rounded plan: the quantity --target-gap bounds."""
-    from optsolve.ot.certificate import dual_bound
-    from optsolve.ot.rounding import round_potentials
+    from optsolve.ot.certificate import dual_bound_of
+    from optsolve.ot.rounding import round_problem
 
-    f, g, P, _ = round_potentials(ot.a, ot.b, ot.C, f, g, reg)
-    U = float((ot.C * P).sum())
-    D = dual_bound(ot.a, ot.b, ot.C, f)
-    return (U - D) / max(abs(U), 1e-300)
+    rd = round_problem(ot, f, g, reg)
+    return (rd.objective - dual_bound_of(ot, rd.f)) / max(abs(rd.objective), 1e-300)
 
 
 METHODS = {"tnt": _tnt, "emd": _emd, "sinkhorn": _sinkhorn}
@@ -100,7 +99,8 @@ def _choice(name: str, value, choices):
     return value
 
 
-def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, time_limit, pcg, dtype, backend):
+def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, time_limit, pcg, dtype, backend,
+                     low_memory=False):
     """Check the options and fill in defaults that depend on the problem (max C) and the device."""
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
@@ -110,6 +110,9 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
     if target_gap is not None and method != "tnt":
         raise ParameterError("The '--target-gap' option applies to '--method tnt' only.")
+    if low_memory and method != "tnt":
+        raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
+                             "'--method tnt'.")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     scale = cmax if cmax > 0 else 1.0
@@ -136,67 +139,79 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
 
 
 def solve_problem(problem, *, method: str | None = None, reg: float | None = None, gamma: float | None = None,
-                  target_gap: float | None = None, tol: float | None = None, pcg: str = "discounted",
-                  dtype: str = "auto", normalize: bool = False, plan_threshold: float | None = None,
+                  target_gap: float | None = None, tol: float | None = None, pcg: str = DEFAULT_PCG,
+                  dtype: str = "auto", normalize: bool = False, low_memory: bool | None = None,
+                  block_size: int | None = None, plan_threshold: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
                   seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.ot.problems.SCHEMA`); the certificate is attached.
 
     ``result.arrays["plan"]`` is the dense plan, or with ``plan_threshold`` a scipy CSR matrix of
-    its entries above the threshold.
+    its entries above the threshold (in low-memory mode computed only when written).
+    ``low_memory``: never build the n x m cost (point clouds; None: when the dense path
+    would not fit in memory), reading it in blocks of ``block_size`` columns.
     """
     from optsolve.ot import certificate
-    from optsolve.ot.rounding import round_potentials
+    from optsolve.ot.rounding import round_problem
 
     method = method or DEFAULT_METHOD
     backend = get_backend(device)
     if method == "emd" and device in (None, "auto") and backend.device != "cpu":
         backend = get_backend("cpu")
-    t0 = time.perf_counter()
-    ot = prepare(problem, normalize=normalize)
-    s = resolve_settings(method, float(ot.C.max()) if ot.C.size else 0.0, reg=reg, gamma=gamma,
-                         target_gap=target_gap, tol=tol, max_iter=max_iter, time_limit=time_limit, pcg=pcg,
-                         dtype=dtype, backend=backend)
-    s["seed"] = seed
-    s["normalize"] = bool(normalize)
+    if block_size is not None and (int(block_size) != block_size or block_size < 1):
+        raise ParameterError(f"The '--block-size' option must be a positive integer; got {block_size!r}.")
     if plan_threshold is not None and not (float(plan_threshold) >= 0):
         raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
+    t0 = time.perf_counter()
+    ot = prepare(problem, normalize=normalize, low_memory=low_memory, block_size=block_size)
+    s = resolve_settings(method, ot.max_cost(), reg=reg, gamma=gamma, target_gap=target_gap, tol=tol,
+                         max_iter=max_iter, time_limit=time_limit, pcg=pcg, dtype=dtype, backend=backend,
+                         low_memory=ot.low_memory)
+    s.update(seed=seed, normalize=bool(normalize), low_memory=ot.low_memory,
+             block_size=ot.block if ot.low_memory else None, plan_threshold=plan_threshold)
     t_prep = time.perf_counter()
     out = METHODS[method](ot, s, backend, progress)
-    if method in ENTROPIC:
-        out["f"], out["g"], out["plan"], out["marginal_error"] = round_potentials(ot.a, ot.b, ot.C, out["f"],
-                                                                                  out["g"], s["reg"])
     t_solve = time.perf_counter()
 
-    P = out["plan"]
-    objective = float((ot.C * P).sum())
-    solution = {"f": out["f"], "g": out["g"], "dual_bound": certificate.dual_bound(ot.a, ot.b, ot.C, out["f"])}
-    if method == "emd":
-        row, col = np.nonzero(P)
-        solution["plan"] = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": P[row, col]}
+    if method in ENTROPIC:
+        rd = round_problem(ot, out["f"], out["g"], s["reg"])
+        out["f"], out["g"] = rd.f, rd.g
+        objective = rd.objective
+        plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
+        if plan_threshold is not None:
+            plan = LazyArray((ot.n, ot.m), "float64", lambda: sparse_plan(ot, rd, plan_threshold), "csr")
+        elif not ot.low_memory:
+            plan = plan()
+        solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
     else:
-        solution["plan"] = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
-    stats = {"iterations": out.get("iterations"), "device": backend.device, "dtype": s["dtype"],
-             "time_s": {"prepare": t_prep - t0, "solve": t_solve - t_prep}}
-    if out.get("marginal_error") is not None:
-        stats["marginal_error_before_rounding"] = out["marginal_error"]
-    stats.update(out.get("extra", {}))
-    if plan_threshold is not None:
-        import scipy.sparse as sp
+        P = out["plan"]
+        objective = float((ot.C * P).sum())
+        row, col = np.nonzero(P)
+        solution_plan = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": P[row, col]}
+        plan = P
+        if plan_threshold is not None:
+            import scipy.sparse as sp
 
-        P = sp.csr_matrix(np.where(P > plan_threshold, P, 0.0))
+            plan = sp.csr_matrix(np.where(P > plan_threshold, P, 0.0))
+    t_round = time.perf_counter()
+    solution = {"f": out["f"], "g": out["g"], "dual_bound": certificate.dual_bound_of(ot, out["f"]),
+                "plan": solution_plan}
+    stats = {"iterations": out.get("iterations"), "device": backend.device, "dtype": s["dtype"],
+             "time_s": {"prepare": t_prep - t0, "solve": t_solve - t_prep, "round": t_round - t_solve}}
+    if method in ENTROPIC:
+        stats["marginal_error_before_rounding"] = rd.marginal_error_before
+    stats.update(out.get("extra", {}))
     result = Result("ot", method, Status(out["status"]), out.get("message", ""),
                     problem=problem.info(n=ot.n, m=ot.m), objective=objective, solution=solution,
-                    stats=stats, settings=s, arrays={"plan": P})
+                    stats=stats, settings=s, arrays={"plan": plan})
     rounded = "" if method == "emd" else "; the plan is the rounded last iterate"
-    if method == "tnt":
-        pass  # its messages name the stage returned
-    elif result.status is Status.MAX_ITER:
-        result.add_message(f"Iteration limit {s['max_iter']} reached{rounded}.")
-    elif result.status is Status.TIME_LIMIT:
-        result.add_message(f"Time limit {s['time_limit']:g} s reached{rounded}.")
-    elif result.status is Status.INTERRUPTED:
-        result.add_message(f"Interrupted{rounded}.")
+    if method != "tnt":  # tnt's messages name the stage it returned
+        if result.status is Status.MAX_ITER:
+            result.add_message(f"Iteration limit {s['max_iter']} reached{rounded}.")
+        elif result.status is Status.TIME_LIMIT:
+            result.add_message(f"Time limit {s['time_limit']:g} s reached{rounded}.")
+        elif result.status is Status.INTERRUPTED:
+            result.add_message(f"Interrupted{rounded}.")
     t_cert = time.perf_counter()
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=objective,
                                                 settings=s))
@@ -204,10 +219,30 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     return result
 
 
+def sparse_plan(ot, rd, threshold: float):
+    """The rounded plan's entries above ``threshold`` as a CSR matrix, built block by block."""
+    import scipy.sparse as sp
+
+    from optsolve.ot.rounding import gibbs_block
+
+    s = rd.err_a.sum()
+    rows, cols, vals = [], [], []
+    for j0, j1, Cb in ot.blocks():
+        Pb = gibbs_block(rd.f, rd.g[j0:j1], Cb, rd.reg)
+        if s > 0:
+            Pb += np.outer(rd.err_a, rd.err_b[j0:j1]) / s
+        i, j = np.nonzero(Pb > threshold)
+        rows.append(i)
+        cols.append(j + j0)
+        vals.append(Pb[i, j])
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(ot.n, ot.m))
+
+
 def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METHOD, reg: float | None = None,
           gamma: float | None = None, target_gap: float | None = None, tol: float | None = None,
-          pcg: str = "discounted", dtype: str = "auto", normalize: bool = False,
-          plan_threshold: float | None = None, max_iter: int | None = None, time_limit: float | None = None,
+          pcg: str = DEFAULT_PCG, dtype: str = "auto", normalize: bool = False, low_memory: bool | None = None,
+          block_size: int | None = None, plan_threshold: float | None = None, max_iter: int | None = None,
+          time_limit: float | None = None,
           device: str = "auto", seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Optimal transport between masses ``a`` and ``b`` with cost ``C`` (or points ``x``, ``y`` and ``cost``).
 
@@ -217,7 +252,8 @@ def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METH
     raw = {k: v for k, v in dict(a=a, b=b, C=C, x=x, y=y, cost=cost).items() if v is not None}
     problem = SCHEMA.validate(raw, source="Problem data")
     return solve_problem(problem, method=method, reg=reg, gamma=gamma, target_gap=target_gap, tol=tol, pcg=pcg,
-                         dtype=dtype, normalize=normalize, plan_threshold=plan_threshold, max_iter=max_iter, time_limit=time_limit, device=device, seed=seed,
+                         dtype=dtype, normalize=normalize, low_memory=low_memory, block_size=block_size,
+                         plan_threshold=plan_threshold, max_iter=max_iter, time_limit=time_limit, device=device, seed=seed,
                          progress=progress)
 
 

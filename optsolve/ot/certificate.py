@@ -40,54 +40,89 @@ def _vector(solution: dict, key: str, size: int) -> np.ndarray:
     return arr
 
 
-def _plan(solution: dict, a, b, C, f, g) -> np.ndarray:
+def _coo_plan(spec: dict, n: int, m: int):
+    import scipy.sparse as sp
+
+    row = np.asarray(spec["row"], dtype=np.int64)
+    col = np.asarray(spec["col"], dtype=np.int64)
+    val = np.asarray(spec["value"], dtype=np.float64)
+    if not (row.shape == col.shape == val.shape):
+        raise ValueError("plan 'row', 'col' and 'value' differ in length")
+    if row.size and (row.min() < 0 or row.max() >= n or col.min() < 0 or col.max() >= m):
+        raise ValueError("plan indices out of range")
+    return sp.csc_matrix((val, (row, col)), shape=(n, m))
+
+
+def _gibbs(f, g, Cb, reg):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.exp((f[:, None] + g[None, :] - Cb) / reg)
+
+
+def plan_blocks(ot, solution: dict, f, g):
+    """Yield ``(j0, j1, C block, plan block)``: the plan rebuilt from the solution, block by block."""
     spec = solution.get("plan")
     if not isinstance(spec, dict):
         raise KeyError("solution has no 'plan' object")
-    n, m = C.shape
     fmt = spec.get("format")
     if fmt == "coo":
-        row = np.asarray(spec["row"], dtype=np.int64)
-        col = np.asarray(spec["col"], dtype=np.int64)
-        val = np.asarray(spec["value"], dtype=np.float64)
-        if not (row.shape == col.shape == val.shape):
-            raise ValueError("plan 'row', 'col' and 'value' differ in length")
-        if row.size and (row.min() < 0 or row.max() >= n or col.min() < 0 or col.max() >= m):
-            raise ValueError("plan indices out of range")
-        P = np.zeros((n, m))
-        np.add.at(P, (row, col), val)
-        return P
-    if fmt == "gibbs_rounded":
-        reg = float(spec["reg"])
-        if not reg > 0:
-            raise ValueError("plan 'reg' must be positive")
-        with np.errstate(over="ignore", invalid="ignore"):
-            fz = np.where(np.isnan(f), -np.inf, f)
-            gz = np.where(np.isnan(g), -np.inf, g)
-            K = np.exp((fz[:, None] + gz[None, :] - C) / reg)
-        err_a = a - K.sum(1)
-        err_b = b - K.sum(0)
-        total = err_a.sum()
+        P = _coo_plan(spec, ot.n, ot.m)
+        for j0, j1, Cb in ot.blocks():
+            yield j0, j1, Cb, P[:, j0:j1].toarray()
+        return
+    if fmt != "gibbs_rounded":
+        raise ValueError(f"unknown plan format {fmt!r}")
+    reg = float(spec["reg"])
+    if not reg > 0:
+        raise ValueError("plan 'reg' must be positive")
+    fz = np.where(np.isnan(f), -np.inf, f)
+    gz = np.where(np.isnan(g), -np.inf, g)
+    r, c = np.zeros(ot.n), np.zeros(ot.m)
+    for j0, j1, Cb in ot.blocks():
+        K = _gibbs(fz, gz[j0:j1], Cb, reg)
+        r += K.sum(1)
+        c[j0:j1] = K.sum(0)
+    err_a, err_b = ot.a - r, ot.b - c
+    total = err_a.sum()
+    for j0, j1, Cb in ot.blocks():
+        K = _gibbs(fz, gz[j0:j1], Cb, reg)
         if total > 0:
-            K += np.outer(err_a, err_b) / total
-        return K
-    raise ValueError(f"unknown plan format {fmt!r}")
+            K += np.outer(err_a, err_b[j0:j1]) / total
+        yield j0, j1, Cb, K
 
 
-def dual_bound(a, b, C, f) -> float:
+def _c_transform_bound(ot, f, blocks) -> float:
+    """The two-c-transform bound from (C block) iterator ``blocks``; -inf when f is not finite on the support."""
+    ia, ib = ot.a > 0, ot.b > 0
+    fs = f[ia]
+    if not np.all(np.isfinite(fs)):
+        return -math.inf
+    ft = np.full(fs.shape, np.inf)
+    total_g = 0.0
+    for j0, j1, Cb in blocks:
+        keep = ib[j0:j1]
+        Cs = Cb[ia][:, keep]
+        if Cs.shape[1] == 0:
+            continue
+        gt = (Cs - fs[:, None]).min(0)
+        total_g += float(gt @ ot.b[j0:j1][keep])
+        np.minimum(ft, (Cs - gt[None, :]).min(1), out=ft)
+    return float(ft @ ot.a[ia]) + total_g
+
+
+def dual_bound_of(ot, f) -> float:
     """The LP dual bound of f by two c-transforms over the supports; -inf when f is not finite there.
 
     ``g~ = f^c`` makes (f, g~) feasible; ``f~ = (g~)^c >= f`` keeps it feasible, so
     ``<f~, a> + <g~, b>`` is a lower bound at least as tight as ``<f, a> + <g~, b>``.
     """
-    ia, ib = a > 0, b > 0
-    fs = f[ia]
-    if not np.all(np.isfinite(fs)):
-        return -math.inf
-    Cs = C[np.ix_(ia, ib)]
-    gt = (Cs - fs[:, None]).min(0)
-    ft = (Cs - gt[None, :]).min(1)
-    return float(ft @ a[ia] + gt @ b[ib])
+    return _c_transform_bound(ot, f, ot.blocks())
+
+
+def dual_bound(a, b, C, f) -> float:
+    """:func:`dual_bound_of` for a dense cost matrix."""
+    from optsolve.ot.problems import OTProblem
+
+    return dual_bound_of(OTProblem(a=a, b=b, C=np.asarray(C, dtype=np.float64), mass=1.0), f)
 
 
 def _rel(x: float, scale: float) -> float:
@@ -100,20 +135,38 @@ def entropy(p: np.ndarray) -> float:
 
 
 def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
-    ot = prepare(problem, normalize=bool((settings or {}).get("normalize", False)))
-    a, b, C = ot.a, ot.b, ot.C
+    settings = settings or {}
+    ot = prepare(problem, normalize=bool(settings.get("normalize", False)), low_memory=settings.get("low_memory"),
+                 block_size=settings.get("block_size"))
+    a, b = ot.a, ot.b
     f = _vector(solution, "f", ot.n)
     g = _vector(solution, "g", ot.m)
-    P = _plan(solution, a, b, C, f, g)
-    scale = max(float(np.abs(C).max()) if C.size else 0.0, 1e-300)
+    exact = method == "emd"
+    ia, ib = a > 0, b > 0
 
-    marg = float(np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum())
-    neg = float(max(0.0, -P.min())) if P.size else 0.0
-    U = float((C * P).sum())
-    D = dual_bound(a, b, C, f)
+    rows, cols = np.zeros(ot.n), np.zeros(ot.m)
+    U, neg, cmax = 0.0, 0.0, 0.0
+    infeasible, cs = 0.0, 0.0
+    for j0, j1, Cb, Pb in plan_blocks(ot, solution, f, g):
+        rows += Pb.sum(1)
+        cols[j0:j1] = Pb.sum(0)
+        U += float((Cb * Pb).sum())
+        if Pb.size:
+            neg = max(neg, float(-Pb.min()))
+            cmax = max(cmax, float(Cb.max()))
+        if exact:
+            keep = ib[j0:j1]
+            with np.errstate(invalid="ignore"):
+                slack = Cb[ia][:, keep] - f[ia][:, None] - g[j0:j1][keep][None, :]
+            if slack.size:
+                infeasible = max(infeasible, float(-np.nanmin(slack)) if np.all(np.isfinite(slack)) else math.inf)
+                cs += float(np.abs(Pb[ia][:, keep] * slack).sum())
+    D = dual_bound_of(ot, f)
+    scale = max(cmax, 1e-300)
+    marg = float(np.abs(rows - a).sum() + np.abs(cols - b).sum())
     checks = [
         Check.at_most("marginal_l1", marg, MARGINAL_LIMIT, "||P 1 - a||_1 + ||P^T 1 - b||_1 (unit mass)"),
-        Check.at_most("nonnegativity", neg, NONNEG_LIMIT, "largest negative entry of the plan"),
+        Check.at_most("nonnegativity", max(neg, 0.0), NONNEG_LIMIT, "largest negative entry of the plan"),
     ]
     claimed = None if objective is None else float(objective)
     mismatch = math.inf if claimed is None else _rel(U - claimed, max(abs(U), scale * 1e-12))
@@ -127,15 +180,8 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
                                 "reported dual_bound"))
     gap = U - D if math.isfinite(D) else math.inf
     rel_gap = gap / max(abs(U), scale * 1e-12)
-    exact = method == "emd"
     if exact:
         # LP optimality conditions for the reported pair (f, g) on the supports
-        ia, ib = a > 0, b > 0
-        slack = C[np.ix_(ia, ib)] - f[ia][:, None] - g[ib][None, :]
-        infeasible = float(max(0.0, -np.nanmin(slack))) if slack.size else 0.0
-        if not np.all(np.isfinite(slack)):
-            infeasible = math.inf
-        cs = float(np.abs(P[np.ix_(ia, ib)] * slack).sum())
         checks.append(Check.at_most("dual_feasibility", infeasible / scale, EXACT_GAP_RTOL,
                                     "max(f_i + g_j - C_ij, 0) / max C"))
         checks.append(Check.at_most("complementary_slackness", cs / scale, EXACT_GAP_RTOL,

@@ -3,7 +3,7 @@
 import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
-from optsolve.ot import DEFAULT_METHOD, DTYPES, METHODS, PCG_MODES
+from optsolve.ot import DEFAULT_METHOD, DEFAULT_PCG, DTYPES, METHODS, PCG_MODES
 
 # Range checks happen in the solver, so that a bad value is invalid input (exit 7, a JSON document).
 POSITIVE = float
@@ -23,11 +23,16 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
               help="tnt: raise gamma stage by stage until the certified relative gap (U - D)/U <= REL.")
 @click.option("--tol", type=POSITIVE, default=None,
               help="L1 marginal tolerance before rounding [tnt: H/gamma^1.5/2; sinkhorn: 1e-9].")
-@click.option("--pcg", type=click.Choice(PCG_MODES), default="discounted", show_default=True,
+@click.option("--pcg", type=click.Choice(PCG_MODES), default=DEFAULT_PCG, show_default=True,
               help="tnt: the conjugate-gradient variant for the Newton systems.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
               help="tnt: float32 (auto on a GPU up to gamma 2^10) or float64.")
 @click.option("--normalize", is_flag=True, help="Scale a and b to unit mass each, even when their sums differ.")
+@click.option("--low-memory/--dense", "low_memory", default=None,
+              help="tnt with point clouds: never build the n x m cost, stream column blocks [default: only "
+                   "when the dense path would not fit in memory].")
+@click.option("--block-size", type=int, default=None,
+              help="Columns per block in low-memory mode [default: from the free memory].")
 @click.option("--plan", "plan_file", metavar="FILE.npz", default=None,
               help="Write the plan to this .npz file (key 'plan'); the same as --arrays.")
 @click.option("--plan-threshold", type=float, default=None,

@@ -51,6 +51,8 @@ def _cost_range_rule(problem: Problem) -> None:
 
 
 def _size_rule(problem: Problem) -> None:
+    if "C" not in problem:
+        return  # point clouds: the low-memory mode never builds the matrix
     n, m = problem.dims["n"], problem.dims["m"]
     nbytes = 8 * n * m
     if nbytes > memory_limit_bytes() // 2:
@@ -74,12 +76,20 @@ SCHEMA = Schema(
 
 @dataclass
 class OTProblem:
-    """An OT problem in the form solvers and certificates use: unit-mass marginals and a dense cost."""
+    """An OT problem in the form solvers and certificates use: unit-mass marginals and the cost.
+
+    The cost is the dense matrix ``C`` or, in low-memory mode (``C is None``), point clouds
+    ``x``, ``y`` and a cost name, read in column blocks by :meth:`blocks`.
+    """
 
     a: np.ndarray
     b: np.ndarray
-    C: np.ndarray
+    C: np.ndarray | None
     mass: float
+    x: np.ndarray | None = None
+    y: np.ndarray | None = None
+    cost: str | None = None
+    block: int = 0
 
     @property
     def n(self) -> int:
@@ -89,20 +99,51 @@ class OTProblem:
     def m(self) -> int:
         return self.b.shape[0]
 
+    @property
+    def low_memory(self) -> bool:
+        return self.C is None
 
-def cost_matrix(x: np.ndarray, y: np.ndarray, cost: str) -> np.ndarray:
-    """Pairwise ground costs; squared distances are clipped at 0 against rounding."""
+    def blocks(self, rows=None, cols=None, xp=np, dtype=np.float64):
+        """Yield ``(j0, j1, C[rows][:, cols][:, j0:j1])`` column block by column block, in ``xp``.
+
+        ``rows``/``cols`` are index arrays (None: all). A dense C is sliced; points are costed.
+        """
+        cols = np.arange(self.m) if cols is None else np.asarray(cols)
+        if self.C is not None:
+            C = self.C if rows is None else self.C[rows]
+            step = cols.size if self.block <= 0 else self.block
+            for j0 in range(0, cols.size, max(step, 1)):
+                j1 = min(j0 + step, cols.size)
+                yield j0, j1, xp.asarray(C[:, cols[j0:j1]], dtype=dtype)
+            return
+        x = xp.asarray(self.x if rows is None else self.x[rows], dtype=dtype)
+        step = self.block if self.block > 0 else cols.size
+        for j0 in range(0, cols.size, max(step, 1)):
+            j1 = min(j0 + step, cols.size)
+            yield j0, j1, cost_matrix(x, xp.asarray(self.y[cols[j0:j1]], dtype=dtype), self.cost, xp)
+
+    def max_cost(self) -> float:
+        if self.C is not None:
+            return float(self.C.max()) if self.C.size else 0.0
+        return max((float(blk.max()) for _, _, blk in self.blocks()), default=0.0)
+
+    def dense_cost(self) -> np.ndarray:
+        return self.C if self.C is not None else cost_matrix(self.x, self.y, self.cost)
+
+
+def cost_matrix(x, y, cost: str, xp=np):
+    """Pairwise ground costs between the rows of x and y; squared distances are clipped at 0."""
     if cost == "l1":
-        out = np.zeros((x.shape[0], y.shape[0]))
+        out = xp.zeros((x.shape[0], y.shape[0]), dtype=x.dtype)
         for k in range(x.shape[1]):
-            out += np.abs(x[:, k, None] - y[None, :, k])
+            out += xp.abs(x[:, k, None] - y[None, :, k])
         return out
     sq = (x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2.0 * (x @ y.T)
-    np.maximum(sq, 0.0, out=sq)
+    xp.maximum(sq, 0.0, out=sq)
     if cost == "sqeuclidean":
         return sq
     if cost == "euclidean":
-        return np.sqrt(sq, out=sq)
+        return xp.sqrt(sq, out=sq)
     raise ValueError(f"unknown cost {cost!r}")
 
 
@@ -114,14 +155,52 @@ def check_equal_mass(problem: Problem) -> None:
                             "Rescale one of them, or pass --normalize to scale each to unit mass.")
 
 
-def prepare(problem: Problem, normalize: bool = False) -> OTProblem:
-    """Unit-mass marginals and the dense cost; sums must agree to 1e-6 unless ``normalize``."""
+def available_memory_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return memory_limit_bytes()
+
+
+DENSE_COPIES = 4  # n x m float64 arrays the dense path holds at once (cost, plan, scratch, rounding)
+
+
+def auto_block(n: int, m: int, itemsize: int = 8) -> int:
+    """Columns per block so that a few n x block arrays use about 1/8 of the free memory."""
+    budget = available_memory_bytes() // 8
+    return int(max(1, min(m, budget // max(1, 4 * n * itemsize))))
+
+
+def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None = None,
+            block_size: int | None = None) -> OTProblem:
+    """Unit-mass marginals and the cost; sums must agree to 1e-6 unless ``normalize``.
+
+    ``low_memory``: never build the n x m cost (point clouds only); None picks it when the
+    dense path would not fit in the free memory. ``block_size``: columns per block (default
+    from the free memory).
+    """
     if not normalize:
         check_equal_mass(problem)
     a, b = problem["a"], problem["b"]
     mass = float(a.sum())
-    C = problem["C"] if "C" in problem else cost_matrix(problem["x"], problem["y"], problem["cost"])
-    return OTProblem(a=a / a.sum(), b=b / b.sum(), C=np.ascontiguousarray(C, dtype=np.float64), mass=mass)
+    n, m = a.shape[0], b.shape[0]
+    points = "x" in problem
+    if low_memory is None:
+        low_memory = points and DENSE_COPIES * 8 * n * m > available_memory_bytes()
+    if low_memory and not points:
+        raise problem.error("low-memory mode needs point clouds 'x', 'y' and a 'cost' instead of 'C'.")
+    block = int(block_size) if block_size else (auto_block(n, m) if low_memory else 0)
+    if low_memory:
+        C = None
+    else:
+        C = problem["C"] if "C" in problem else cost_matrix(problem["x"], problem["y"], problem["cost"])
+        C = np.ascontiguousarray(C, dtype=np.float64)
+    return OTProblem(a=a / a.sum(), b=b / b.sum(), C=C, mass=mass, x=problem.get("x"), y=problem.get("y"),
+                     cost=problem.get("cost"), block=block)
 
 
 # --------------------------------------------------------------------------- generators

@@ -4,34 +4,100 @@ Altschuler, Weed and Rigollet (2017), Algorithm 2, in the log domain: potentials
 lowered where a marginal is exceeded (rows, then columns); the remaining deficit is the
 rank-one term ``err_a err_b^T / |err_a|_1``. The rounded plan is exactly feasible and is
 determined by the rounded potentials, so the certificate can recompute it.
+
+Everything is computed column block by column block (:meth:`OTProblem.blocks`), so the
+plan is never formed unless asked for; with a dense cost in one block, the Gibbs kernel
+is kept between the passes instead of being recomputed.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from optsolve.ot.problems import OTProblem
+
+
+@dataclass
+class Rounded:
+    f: np.ndarray  # rounded potentials, cost units
+    g: np.ndarray
+    reg: float
+    objective: float  # <C, P> of the rounded plan
+    marginal_error_before: float  # L1 error of the unrounded Gibbs plan
+    err_a: np.ndarray
+    err_b: np.ndarray
+    kernel: np.ndarray | None = None  # exp((f + g - C)/reg) after rounding, when kept (dense)
+
+    def plan(self, ot: OTProblem) -> np.ndarray:
+        """The dense rounded plan (n x m)."""
+        K = self.kernel if self.kernel is not None else gibbs_dense(ot, self.f, self.g, self.reg)
+        P = K.copy()
+        s = self.err_a.sum()
+        if s > 0:
+            P += np.outer(self.err_a, self.err_b) / s
+        return P
+
+
+def gibbs_block(f, g, C, reg):
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.exp((f[:, None] + g[None, :] - C) / reg)
+
+
+def gibbs_dense(ot: OTProblem, f, g, reg) -> np.ndarray:
+    out = np.empty((ot.n, ot.m))
+    for j0, j1, Cb in ot.blocks():
+        out[:, j0:j1] = gibbs_block(f, g[j0:j1], Cb, reg)
+    return out
+
+
+def round_problem(ot: OTProblem, f, g, reg) -> Rounded:
+    """Round potentials (cost units; -inf where the mass is zero) for problem ``ot``."""
+    a, b = ot.a, ot.b
+    keep = ot.C is not None  # one dense pass: keep the kernel
+    K = gibbs_dense(ot, f, g, reg) if keep else None
+
+    def kernel_blocks(f_, g_):
+        if keep:
+            yield 0, ot.m, None, K
+            return
+        for j0, j1, Cb in ot.blocks():
+            yield j0, j1, Cb, gibbs_block(f_, g_[j0:j1], Cb, reg)
+
+    r, c = np.zeros(ot.n), np.zeros(ot.m)
+    for j0, j1, _, Kb in kernel_blocks(f, g):
+        r += Kb.sum(1)
+        c[j0:j1] = Kb.sum(0)
+    before = float(np.abs(r - a).sum() + np.abs(c - b).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift = np.where(r > a, reg * (np.log(a) - np.log(r)), 0.0)
+    f = f + shift
+    x = np.exp(shift / reg)
+    for j0, j1, _, Kb in kernel_blocks(f - shift, g):
+        c[j0:j1] = x @ Kb
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift_g = np.where(c > b, reg * (np.log(b) - np.log(c)), 0.0)
+    g = g + shift_g
+    if keep:
+        K *= x[:, None]
+        K *= np.exp(shift_g / reg)[None, :]
+    r[:] = 0.0
+    U = 0.0
+    for j0, j1, Cb, Kb in kernel_blocks(f, g):
+        r += Kb.sum(1)
+        c[j0:j1] = Kb.sum(0)
+        U += float(((ot.C if keep else Cb) * Kb).sum())
+    err_a, err_b = a - r, b - c
+    s = err_a.sum()
+    if s > 0:
+        for j0, j1, Cb in ot.blocks():
+            U += float(err_a @ (Cb @ err_b[j0:j1])) / s
+    return Rounded(f, g, reg, U, before, err_a, err_b, K)
 
 
 def round_potentials(a, b, C, f, g, reg):
-    """Altschuler's rounding in the log domain: lower f, then g, until no marginal is exceeded.
-
-    Returns the new potentials, the rounded plan
-    ``P = exp((f_i + g_j - C_ij)/reg) + err_a err_b^T / |err_a|_1`` and the L1 marginal error
-    of the plan before rounding.
-    """
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        K = np.exp((f[:, None] + g[None, :] - C) / reg)
-        r = K.sum(1)
-        before = float(np.abs(r - a).sum() + np.abs(K.sum(0) - b).sum())
-        shift = np.where(r > a, reg * (np.log(a) - np.log(r)), 0.0)
-        f = f + shift
-        K *= np.exp(shift / reg)[:, None]
-        c = K.sum(0)
-        shift = np.where(c > b, reg * (np.log(b) - np.log(c)), 0.0)
-        g = g + shift
-        K *= np.exp(shift / reg)[None, :]
-    err_a = a - K.sum(1)
-    err_b = b - K.sum(0)
-    s = err_a.sum()
-    if s > 0:
-        K += np.outer(err_a, err_b) / s
-    return f, g, K, before
+    """Dense convenience: (rounded f, rounded g, rounded plan, marginal error before rounding)."""
+    ot = OTProblem(a=a, b=b, C=np.asarray(C, dtype=np.float64), mass=1.0)
+    rd = round_problem(ot, f, g, reg)
+    return rd.f, rd.g, rd.plan(ot), rd.marginal_error_before

@@ -27,8 +27,10 @@ marginals and the Sinkhorn sweeps then use products with it, rescaled by
 ``exp(u - u0)``, ``exp(v - v0)`` (rebuilt when those factors grow large). Log-sum-exp
 passes are used where no plan is built (stage starts, the final row update).
 
-All array code goes through the namespace ``xp`` of :mod:`optsolve.core.backend`, so the
-same lines run on numpy and cupy.
+The kernel is the dense cost in memory (:class:`DenseKernel`) or, in low-memory mode,
+point clouds whose cost is recomputed in column blocks (:class:`StreamedKernel`); both
+offer the same log-sum-exp passes and products. All array code goes through the
+namespace ``xp`` of :mod:`optsolve.core.backend`, so the same lines run on numpy and cupy.
 """
 
 from __future__ import annotations
@@ -143,10 +145,88 @@ class DenseKernel:
         return b @ w
 
 
+class StreamedKernel:
+    """Low-memory kernel: the cost is recomputed from point clouds in column blocks, never stored.
+
+    Memory is O(n * block); every product recomputes the cost block and its exponential, so a
+    product costs about three O(nm) passes (counted so in ``passes``).
+    """
+
+    def __init__(self, xp, ot, rows, cols, scale, dtype):
+        self.xp = xp
+        self.ot, self.rows, self.cols, self.scale = ot, rows, cols, scale
+        self.dtype = np.dtype(dtype)
+        self.n, self.m = rows.size, cols.size
+        self.u0 = self.v0 = None
+        self.gamma = None
+        self.passes = 0
+
+    def _cost_blocks(self):
+        for j0, j1, Cb in self.ot.blocks(rows=self.rows, cols=self.cols, xp=self.xp, dtype=self.dtype):
+            Cb /= self.scale
+            yield j0, j1, Cb
+
+    def log_rows(self, u, v, gamma):
+        xp = self.xp
+        mx = s = None
+        for j0, j1, Cb in self._cost_blocks():
+            E = v[None, j0:j1] - gamma * Cb
+            bm = E.max(axis=1)
+            if mx is None:
+                mx, s = bm, xp.exp(E - bm[:, None]).sum(axis=1)
+                continue
+            new = xp.maximum(mx, bm)
+            s = s * xp.exp(mx - new) + xp.exp(E - new[:, None]).sum(axis=1)
+            mx = new
+        self.passes += 4
+        return u + mx + xp.log(s)
+
+    def log_cols(self, u, v, gamma):
+        xp = self.xp
+        out = xp.empty(self.m, dtype=self.dtype)
+        for j0, j1, Cb in self._cost_blocks():
+            E = u[:, None] - gamma * Cb
+            bm = E.max(axis=0)
+            out[j0:j1] = v[j0:j1] + bm + xp.log(xp.exp(E - bm[None, :]).sum(axis=0))
+        self.passes += 4
+        return out
+
+    def build(self, u, v, gamma):
+        self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
+
+    def _plan_blocks(self):
+        xp = self.xp
+        for j0, j1, Cb in self._cost_blocks():
+            Cb *= -self.gamma
+            Cb += self.u0[:, None]
+            Cb += self.v0[None, j0:j1]
+            yield j0, j1, xp.exp(Cb, out=Cb)
+        self.passes += 3
+
+    def matvec(self, y):
+        out = self.xp.zeros(self.n, dtype=self.dtype)
+        for j0, j1, Pb in self._plan_blocks():
+            out += Pb @ y[j0:j1]
+        return out
+
+    def rmatvec(self, x):
+        out = self.xp.empty(self.m, dtype=self.dtype)
+        for j0, j1, Pb in self._plan_blocks():
+            out[j0:j1] = x @ Pb
+        return out
+
+    def sq_matvec(self, w):
+        out = self.xp.zeros(self.n, dtype=self.dtype)
+        for j0, j1, Pb in self._plan_blocks():
+            Pb *= Pb
+            out += Pb @ w[j0:j1]
+        return out
+
+
 class Plan:
     """The plan at (u, v) as ``diag(exp(u - u0)) P0 diag(exp(v - v0))`` with P0 built at (u0, v0)."""
 
-    def __init__(self, kernel: DenseKernel, gamma: float, shift_limit: float):
+    def __init__(self, kernel, gamma: float, shift_limit: float):
         self.K = kernel
         self.gamma = gamma
         self.shift_limit = shift_limit
@@ -192,7 +272,7 @@ def _l1(xp, z) -> float:
     return float(xp.abs(z).sum())
 
 
-def pcg(K: DenseKernel, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
+def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
     """Approximately solve (D_{rP} - P D_{ch}^{-1} P^T) x = -g to L1 residual <= target.
 
     Returns (x, iterations). x is a descent direction (-g . x > 0) unless none was found.
@@ -294,12 +374,12 @@ def _chi_sinkhorn(plan: Plan, log_rh, log_ch, rh, tol, u, v, stats):
     return u, v, lr
 
 
-def tolerance_floor(K: DenseKernel) -> float:
+def tolerance_floor(K) -> float:
     """The smallest L1 marginal error worth asking for: rounding noise of sums in the working dtype."""
     return 4.0 * math.sqrt(max(K.n, K.m)) * float(np.finfo(K.dtype).eps)
 
 
-def project(K: DenseKernel, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts: dict,
+def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts: dict,
             deadline: float | None, newton_budget: int | None):
     """Project (u, v) onto the marginals (rh, ch) at temperature gamma to L1 row error <= tol.
 
@@ -389,10 +469,10 @@ class TNTResult:
     dtype: str
 
 
-def solve_tnt(a, b, C, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "discounted",
+def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "plain",
               dtype=np.float64, max_iter: int | None = None, time_limit: float | None = None,
               target_gap=None, gap_fn=None, backend=None, progress: Progress = SILENT) -> TNTResult:
-    """MDOT-TNT on dense costs. ``a``, ``b`` are unit-mass numpy vectors, ``C`` a numpy matrix.
+    """MDOT-TNT on an :class:`optsolve.ot.problems.OTProblem` (dense cost, or streamed point clouds).
 
     ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative
     gap of the rounded plan after each stage, and gamma keeps growing (up to 2^20) until it is
@@ -405,11 +485,15 @@ def solve_tnt(a, b, C, *, gamma_f: float, tol: float | None = None, pcg_mode: st
     log = get_logger()
     t0 = time.perf_counter()
     deadline = None if time_limit is None else t0 + time_limit
+    a, b = ot.a, ot.b
     ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
-    scale = float(C.max()) if C.size else 0.0
+    scale = ot.max_cost()
     if not scale > 0:
         scale = 1.0
-    K = DenseKernel(xp, C[np.ix_(ia, ib)] / scale, dtype)
+    if ot.low_memory:
+        K = StreamedKernel(xp, ot, ia, ib, scale, dtype)
+    else:
+        K = DenseKernel(xp, ot.C[np.ix_(ia, ib)] / scale, dtype)
     n, m = K.n, K.m
     r = xp.asarray(a[ia], dtype=K.dtype)
     c = xp.asarray(b[ib], dtype=K.dtype)

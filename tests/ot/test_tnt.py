@@ -197,3 +197,61 @@ def test_tnt_on_backend(backend):
     assert res.stats["device"] == backend.device
     assert res.certificate.holds
     assert res.objective >= pot.emd2(a, b, C) - 1e-12
+
+
+@pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean", "l1"])
+def test_low_memory_equals_dense(cost):
+    rng = np.random.default_rng(12)
+    x, y = rng.random((37, 2)), rng.random((29, 2))
+    a, b = rng.dirichlet(np.ones(37)), rng.dirichlet(np.ones(29))
+    a[3] = 0
+    a /= a.sum()
+    dense = optsolve.ot.solve(a, b, x=x, y=y, cost=cost, gamma=1024.0, low_memory=False)
+    low = optsolve.ot.solve(a, b, x=x, y=y, cost=cost, gamma=1024.0, low_memory=True, block_size=7)
+    assert low.settings["low_memory"] is True and dense.settings["low_memory"] is False
+    assert low.certificate.holds
+    assert low.objective == pytest.approx(dense.objective, rel=1e-9)
+    np.testing.assert_allclose(low.solution["f"], dense.solution["f"], rtol=1e-7, atol=1e-10)
+    assert low.stats["newton_steps"] == dense.stats["newton_steps"]
+    np.testing.assert_allclose(np.asarray(low.arrays["plan"]), dense.arrays["plan"], atol=1e-12)
+    sparse = optsolve.ot.solve(a, b, x=x, y=y, cost=cost, gamma=1024.0, low_memory=True, block_size=5,
+                               plan_threshold=1e-6)
+    P = sparse.arrays["plan"]()
+    assert P.format == "csr" and P.nnz < 37 * 29
+    assert np.abs(P.toarray() - dense.arrays["plan"]).max() <= 1e-6
+
+
+def test_low_memory_needs_points_and_tnt():
+    a, b, C = family_problem("clouds", 1, n=6, m=6)
+    from optsolve.core.errors import InputError
+
+    with pytest.raises(InputError, match="low-memory mode needs point clouds"):
+        optsolve.ot.solve(a, b, C, low_memory=True)
+    rng = np.random.default_rng(1)
+    x = rng.random((6, 2))
+    with pytest.raises(ParameterError, match="in low-memory mode use '--method tnt'"):
+        optsolve.ot.solve(a, b, x=x, y=x, cost="sqeuclidean", method="emd", low_memory=True)
+
+
+def test_low_memory_cli_and_streaming_verify(cli, tmp_path):
+    from optsolve.core.problem import save_problem
+
+    rng = np.random.default_rng(3)
+    path = tmp_path / "clouds.npz"
+    save_problem(str(path), {"a": rng.dirichlet(np.ones(40)), "b": rng.dirichlet(np.ones(30)),
+                             "x": rng.random((40, 3)), "y": rng.random((30, 3)), "cost": "euclidean"})
+    sol = tmp_path / "s.json"
+    plan = tmp_path / "plan.npz"
+    r = cli("ot", path, "--low-memory", "--block-size", "8", "-o", sol, "--plan", plan, "--plan-threshold", "1e-9")
+    assert r.exit_code == 0, r.stderr
+    import json
+
+    doc = json.loads(sol.read_text())
+    assert doc["settings"]["low_memory"] is True and doc["settings"]["block_size"] == 8
+    assert doc["arrays"]["keys"]["plan"]["format"] == "csr"
+    with np.load(plan) as z:
+        assert str(z["plan.format"]) == "csr"
+    assert cli("verify", path, sol).exit_code == 0
+    doc["objective"] *= 1.0001
+    sol.write_text(json.dumps(doc))
+    assert cli("verify", path, sol).exit_code == 6
