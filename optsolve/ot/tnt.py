@@ -148,35 +148,74 @@ class DenseKernel:
 class StreamedKernel:
     """Low-memory kernel: the cost is recomputed from point clouds in column blocks, never stored.
 
-    Memory is O(n * block); every product recomputes the cost block and its exponential, so a
-    product costs about three O(nm) passes (counted so in ``passes``).
+    Memory is O(n * block) (one preallocated block buffer); each pass fills the buffer with
+    ``-gamma C_blk / scale`` plus row and column terms in place, so a product costs one cost
+    evaluation, one exponential and one matrix-vector product per entry (counted as three passes).
     """
 
     def __init__(self, xp, ot, rows, cols, scale, dtype):
         self.xp = xp
-        self.ot, self.rows, self.cols, self.scale = ot, rows, cols, scale
         self.dtype = np.dtype(dtype)
-        self.n, self.m = rows.size, cols.size
+        self.x = xp.asarray(ot.x[rows], dtype=self.dtype)
+        self.y = xp.asarray(ot.y[cols], dtype=self.dtype)
+        self.cost, self.scale = ot.cost, scale
+        self.xsq = (self.x * self.x).sum(1)
+        self.ysq = (self.y * self.y).sum(1)
+        self.n, self.m = self.x.shape[0], self.y.shape[0]
+        self.block = max(1, min(ot.block or self.m, self.m))
+        self._buf = xp.empty((self.n, self.block), dtype=self.dtype)
+        self._tmp = xp.empty((self.n, self.block), dtype=self.dtype) if self.cost == "l1" else None
         self.u0 = self.v0 = None
         self.gamma = None
         self.passes = 0
 
-    def _cost_blocks(self):
-        for j0, j1, Cb in self.ot.blocks(rows=self.rows, cols=self.cols, xp=self.xp, dtype=self.dtype):
-            Cb /= self.scale
-            yield j0, j1, Cb
+    def _exponents(self, rowterm, colterm, gamma):
+        """Yield ``(j0, j1, B)`` with ``B = rowterm_i + colterm_j - gamma C_ij / scale`` (a view of one buffer)."""
+        xp = self.xp
+        w = gamma / self.scale
+        for j0 in range(0, self.m, self.block):
+            j1 = min(j0 + self.block, self.m)
+            B = self._buf[:, : j1 - j0]
+            yb = self.y[j0:j1]
+            if self.cost == "l1":
+                T = self._tmp[:, : j1 - j0]
+                B[...] = 0
+                for k in range(self.x.shape[1]):
+                    xp.subtract(self.x[:, k, None], yb[None, :, k], out=T)
+                    xp.abs(T, out=T)
+                    B += T
+                B *= -w
+            elif self.cost == "sqeuclidean":  # -w |x - y|^2 = w (2 x.y - |x|^2 - |y|^2)
+                xp.matmul(self.x, yb.T, out=B)
+                B *= 2.0 * w
+                B -= (w * self.xsq)[:, None]
+                B -= (w * self.ysq[j0:j1])[None, :]
+            else:  # euclidean
+                xp.matmul(self.x, yb.T, out=B)
+                B *= -2.0
+                B += self.xsq[:, None]
+                B += self.ysq[None, j0:j1]
+                xp.maximum(B, 0.0, out=B)
+                xp.sqrt(B, out=B)
+                B *= -w
+            if rowterm is not None:
+                B += rowterm[:, None]
+            if colterm is not None:
+                B += colterm[None, j0:j1]
+            yield j0, j1, B
 
     def log_rows(self, u, v, gamma):
         xp = self.xp
         mx = s = None
-        for j0, j1, Cb in self._cost_blocks():
-            E = v[None, j0:j1] - gamma * Cb
+        for _, _, E in self._exponents(None, v, gamma):
             bm = E.max(axis=1)
             if mx is None:
-                mx, s = bm, xp.exp(E - bm[:, None]).sum(axis=1)
+                E -= bm[:, None]
+                mx, s = bm, xp.exp(E, out=E).sum(axis=1)
                 continue
             new = xp.maximum(mx, bm)
-            s = s * xp.exp(mx - new) + xp.exp(E - new[:, None]).sum(axis=1)
+            E -= new[:, None]
+            s = s * xp.exp(mx - new) + xp.exp(E, out=E).sum(axis=1)
             mx = new
         self.passes += 4
         return u + mx + xp.log(s)
@@ -184,10 +223,10 @@ class StreamedKernel:
     def log_cols(self, u, v, gamma):
         xp = self.xp
         out = xp.empty(self.m, dtype=self.dtype)
-        for j0, j1, Cb in self._cost_blocks():
-            E = u[:, None] - gamma * Cb
+        for j0, j1, E in self._exponents(u, None, gamma):
             bm = E.max(axis=0)
-            out[j0:j1] = v[j0:j1] + bm + xp.log(xp.exp(E - bm[None, :]).sum(axis=0))
+            E -= bm[None, :]
+            out[j0:j1] = v[j0:j1] + bm + xp.log(xp.exp(E, out=E).sum(axis=0))
         self.passes += 4
         return out
 
@@ -195,12 +234,8 @@ class StreamedKernel:
         self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
 
     def _plan_blocks(self):
-        xp = self.xp
-        for j0, j1, Cb in self._cost_blocks():
-            Cb *= -self.gamma
-            Cb += self.u0[:, None]
-            Cb += self.v0[None, j0:j1]
-            yield j0, j1, xp.exp(Cb, out=Cb)
+        for j0, j1, B in self._exponents(self.u0, self.v0, self.gamma):
+            yield j0, j1, self.xp.exp(B, out=B)
         self.passes += 3
 
     def matvec(self, y):
