@@ -72,6 +72,41 @@ class TNTStats:
 # --------------------------------------------------------------------------- kernels
 
 
+SPARSE_MAX_DENSITY = 0.2  # products with a truncated plan beat dense ones below about this density
+
+
+def _sparse_module(xp):
+    if xp is np:
+        import scipy.sparse as sparse
+    else:  # cupy
+        import cupyx.scipy.sparse as sparse
+    return sparse
+
+
+class TruncatedProducts:
+    """Products with a plan kept only where its entries exceed a threshold (CSR in ``xp``).
+
+    At high gamma most entries of P underflow far below any tolerance; dropping those below
+    ``threshold`` (chosen so that the dropped mass is far below the projection tolerance)
+    turns every product into a sparse one. ``passes`` are counted as the stored fraction.
+    """
+
+    def __init__(self, xp, rows, cols, vals, shape):
+        sparse = _sparse_module(xp)
+        self.S = sparse.csr_matrix((vals, (rows, cols)), shape=shape)
+        self.ST = self.S.T.tocsr()
+        self.density = float(self.S.nnz) / max(1, shape[0] * shape[1])
+
+    def matvec(self, y):
+        return self.S @ y
+
+    def rmatvec(self, x):
+        return self.ST @ x
+
+    def sq_matvec(self, w):
+        return self.S.multiply(self.S) @ w
+
+
 class DenseKernel:
     """The cost matrix in memory: log-sum-exp passes and a built plan, in namespace ``xp``.
 
@@ -121,24 +156,46 @@ class DenseKernel:
         self.passes += 4
         return v + mx + xp.log(b.sum(axis=0))
 
+    threshold = None  # truncate the built plan below this value (None: keep it dense)
+    sparse = None
+
     def build(self, u, v, gamma):
-        """Build P = exp(u_i + v_j - gamma C_ij) in one fused pass."""
+        """Build P = exp(u_i + v_j - gamma C_ij) in one fused pass (and its truncation, when sparse enough)."""
+        xp = self.xp
         if self.P is None:
-            self.P = self.xp.empty_like(self.C)
+            self.P = xp.empty_like(self.C)
         self._exponent(self.P, u, v, gamma)
-        self.xp.exp(self.P, out=self.P)
+        xp.exp(self.P, out=self.P)
         self.passes += 2
+        self.sparse = None
+        if self.threshold is not None:
+            mask = self.P > self.threshold
+            nnz = int(mask.sum())
+            self.passes += 1
+            if nnz < SPARSE_MAX_DENSITY * self.n * self.m:
+                rows, cols = xp.nonzero(mask)
+                self.sparse = TruncatedProducts(xp, rows, cols, self.P[rows, cols], (self.n, self.m))
+                self.passes += 1
 
     def matvec(self, y):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.matvec(y)
         self.passes += 1
         return self.P @ y
 
     def rmatvec(self, x):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.rmatvec(x)
         self.passes += 1
         return x @ self.P
 
     def sq_matvec(self, w):
         """(P o P) w, the diagonal of P D P^T for D = diag(w)."""
+        if self.sparse is not None:
+            self.passes += 2 * self.sparse.density
+            return self.sparse.sq_matvec(w)
         b = self._scratch()
         self.xp.multiply(self.P, self.P, out=b)
         self.passes += 2
@@ -230,8 +287,27 @@ class StreamedKernel:
         self.passes += 4
         return out
 
+    threshold = None
+    sparse = None
+
     def build(self, u, v, gamma):
+        """Remember (u, v); with a threshold, also collect the plan's entries above it in one streamed pass."""
+        xp = self.xp
         self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
+        self.sparse = None
+        if self.threshold is None:
+            return
+        budget = SPARSE_MAX_DENSITY * self.n * self.m
+        parts, nnz = [], 0
+        for j0, j1, Pb in self._plan_blocks():
+            r, c = xp.nonzero(Pb > self.threshold)
+            nnz += int(r.size)
+            if nnz > budget:
+                return  # too dense: keep streaming
+            parts.append((r, c + j0, Pb[r, c]))
+        cat = xp.concatenate
+        self.sparse = TruncatedProducts(xp, cat([p[0] for p in parts]), cat([p[1] for p in parts]),
+                                        cat([p[2] for p in parts]), (self.n, self.m))
 
     def _plan_blocks(self):
         for j0, j1, B in self._exponents(self.u0, self.v0, self.gamma):
@@ -239,18 +315,27 @@ class StreamedKernel:
         self.passes += 3
 
     def matvec(self, y):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.matvec(y)
         out = self.xp.zeros(self.n, dtype=self.dtype)
         for j0, j1, Pb in self._plan_blocks():
             out += Pb @ y[j0:j1]
         return out
 
     def rmatvec(self, x):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.rmatvec(x)
         out = self.xp.empty(self.m, dtype=self.dtype)
         for j0, j1, Pb in self._plan_blocks():
             out[j0:j1] = x @ Pb
         return out
 
     def sq_matvec(self, w):
+        if self.sparse is not None:
+            self.passes += 2 * self.sparse.density
+            return self.sparse.sq_matvec(w)
         out = self.xp.zeros(self.n, dtype=self.dtype)
         for j0, j1, Pb in self._plan_blocks():
             Pb *= Pb
@@ -423,6 +508,9 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
     """
     xp = K.xp
     tol = max(tol, tolerance_floor(K))
+    if opts.get("truncate", True):
+        # entries below this carry less than 1e-3 tol of mass in all: drop them from the built plan
+        K.threshold = max(1e-3 * tol / (K.n * K.m), float(np.finfo(K.dtype).tiny))
     log_rh, log_ch = xp.log(rh), xp.log(ch)
     v = v + (log_ch - K.log_cols(u, v, gamma))
     plan = Plan(K, gamma, opts["shift_limit"])
@@ -506,10 +594,12 @@ class TNTResult:
 
 def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "plain",
               dtype=np.float64, max_iter: int | None = None, time_limit: float | None = None,
-              target_gap=None, gap_fn=None, backend=None, progress: Progress = SILENT) -> TNTResult:
+              target_gap=None, gap_fn=None, backend=None, truncate: bool = True,
+              progress: Progress = SILENT) -> TNTResult:
     """MDOT-TNT on an :class:`optsolve.ot.problems.OTProblem` (dense cost, or streamed point clouds).
 
-    ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative
+    ``truncate``: products use the built plan's entries above a threshold (sparse) once fewer than
+    20% of them are kept. ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative
     gap of the rounded plan after each stage, and gamma keeps growing (up to 2^20) until it is
     at most ``target_gap``; ``gamma_f`` is then only where the schedule would otherwise stop.
     """
@@ -533,7 +623,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     r = xp.asarray(a[ia], dtype=K.dtype)
     c = xp.asarray(b[ib], dtype=K.dtype)
     H_min = min(entropy(a), entropy(b))
-    opts = {"pcg": pcg_mode, "shift_limit": 30.0 if K.dtype == np.float64 else 12.0}
+    opts = {"pcg": pcg_mode, "shift_limit": 30.0 if K.dtype == np.float64 else 12.0, "truncate": truncate}
     state = PCGState()
     stats = TNTStats()
 
@@ -550,7 +640,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
         g = np.full(b.shape, -np.inf)
         f[ia] = backend.to_numpy(u_).astype(np.float64) / gamma_ * scale
         g[ib] = backend.to_numpy(v_).astype(np.float64) / gamma_ * scale
-        return TNTResult(f, g, gamma_, scale / gamma_, status_, message_, stats, K.passes, str(np.dtype(K.dtype)))
+        return TNTResult(f, g, gamma_, scale / gamma_, status_, message_, stats, round(K.passes, 1), str(np.dtype(K.dtype)))
 
     try:
         while True:

@@ -255,3 +255,22 @@ def test_low_memory_cli_and_streaming_verify(cli, tmp_path):
     doc["objective"] *= 1.0001
     sol.write_text(json.dumps(doc))
     assert cli("verify", path, sol).exit_code == 6
+
+
+@pytest.mark.parametrize("low_memory", [False, True])
+def test_truncated_products_agree_with_the_plain_path(low_memory):
+    from optsolve.core.problem import load_problem  # noqa: F401
+    from optsolve.ot.problems import OTProblem
+    from optsolve.ot.tnt import solve_tnt
+
+    rng = np.random.default_rng(21)
+    x, y = rng.random((60, 2)), rng.random((50, 2))
+    a, b = rng.dirichlet(np.ones(60)), rng.dirichlet(np.ones(50))
+    ot = OTProblem(a=a, b=b, C=None if low_memory else cost_matrix(x, y, "sqeuclidean"), mass=1.0, x=x, y=y,
+                   cost="sqeuclidean", block=16)
+    plain = solve_tnt(ot, gamma_f=2.0 ** 13, truncate=False)
+    trunc = solve_tnt(ot, gamma_f=2.0 ** 13, truncate=True)
+    assert plain.status == trunc.status == "optimal"
+    assert trunc.passes < plain.passes  # the sparse products were used
+    np.testing.assert_allclose(trunc.f, plain.f, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(trunc.g, plain.g, rtol=1e-6, atol=1e-9)
