@@ -98,9 +98,10 @@ def _c_transform_bound(ot, f, blocks) -> float:
         return -math.inf
     ft = np.full(fs.shape, np.inf)
     total_g = 0.0
+    full = bool(ia.all())
     for j0, j1, Cb in blocks:
         keep = ib[j0:j1]
-        Cs = Cb[ia][:, keep]
+        Cs = Cb if full and keep.all() else Cb[ia][:, keep]
         if Cs.shape[1] == 0:
             continue
         gt = (Cs - fs[:, None]).min(0)

@@ -108,6 +108,13 @@ class OTProblem:
 
         ``rows``/``cols`` are index arrays (None: all). A dense C is sliced; points are costed.
         """
+        if self.C is not None and cols is None:  # slices of the matrix: views, no copies
+            C = self.C if rows is None else self.C[rows]
+            step = self.m if self.block <= 0 else self.block
+            for j0 in range(0, self.m, max(step, 1)):
+                j1 = min(j0 + step, self.m)
+                yield j0, j1, xp.asarray(C[:, j0:j1], dtype=dtype)
+            return
         cols = np.arange(self.m) if cols is None else np.asarray(cols)
         if self.C is not None:
             C = self.C if rows is None else self.C[rows]
@@ -209,7 +216,7 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
 
 # --------------------------------------------------------------------------- generators
 
-IMAGE_KINDS = ("whitenoise", "grf", "cauchy")
+IMAGE_KINDS = ("whitenoise", "grf", "cauchy", "shapes")
 
 
 def _image(rng: np.random.Generator, k: int, kind: str, smoothness: float) -> np.ndarray:
@@ -231,6 +238,17 @@ def _image(rng: np.random.Generator, k: int, kind: str, smoothness: float) -> np
             cx, cy = rng.random(2)
             s = 0.02 + 0.1 * rng.random()
             img += rng.random() / (1 + ((X - cx) ** 2 + (Y - cy) ** 2) / s**2)
+    elif kind == "shapes":  # discs and squares on an empty background: many zero masses
+        g = (np.arange(k) + 0.5) / k
+        X, Y = np.meshgrid(g, g, indexing="ij")
+        img = np.zeros((k, k))
+        while img.sum() == 0:
+            for _ in range(rng.integers(1, 4)):
+                cx, cy = 0.15 + 0.7 * rng.random(2)
+                rad = 0.08 + 0.15 * rng.random()
+                inside = ((X - cx) ** 2 + (Y - cy) ** 2 <= rad**2) if rng.random() < 0.5 else \
+                    ((np.abs(X - cx) <= rad) & (np.abs(Y - cy) <= rad))
+                img[inside] = 1.0
     else:
         raise ValueError(f"unknown image kind {kind!r}")
     return img / img.sum()

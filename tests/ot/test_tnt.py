@@ -25,6 +25,7 @@ FAMILY_CASES = [
     ("images", {"size": 8, "kind": "whitenoise"}),
     ("images", {"size": 8, "kind": "grf", "cost": "euclidean"}),
     ("images", {"size": 8, "kind": "cauchy"}),
+    ("images", {"size": 10, "kind": "shapes", "cost": "l1"}),
     ("clouds", {"n": 50, "m": 35, "dim": 3}),
     ("clouds", {"n": 40, "m": 60, "dim": 2, "cost": "euclidean"}),
 ]
