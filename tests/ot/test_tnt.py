@@ -275,3 +275,40 @@ def test_truncated_products_agree_with_the_plain_path(low_memory):
     assert trunc.passes < plain.passes  # the sparse products were used
     np.testing.assert_allclose(trunc.f, plain.f, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(trunc.g, plain.g, rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("doc,needle", [
+    ({"a": [0.5, 0.5], "b": [0.5, 0.5], "C": [[0.0, -1.0], [1.0, 0.0]]}, "array 'C' has 1 negative entry"),
+    ({"a": [0.5, 0.5], "b": [0.5, 0.5], "C": [[0.0, float("nan")], [1.0, 0.0]]}, "array 'C' contains NaN"),
+    ({"a": [0.5, -0.5, 1.0], "b": [0.5, 0.5], "C": [[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]]}, "array 'a' has 1 negative"),
+    ({"a": [0.5, 0.5], "b": [0.5, 0.5, 0.5], "C": [[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]]}, "--normalize"),
+    ({"a": [0.5, 0.5], "b": [0.5, 0.5], "C": [[0.0, 1.0, 2.0], [1.0, 0.0, 2.0]]},
+     "array 'b' has shape (2,), expected (3,) to match 'C' (2, 3)"),
+])
+def test_bad_inputs_exit_7(cli, tmp_path, doc, needle):
+    import json
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    r = cli("ot", path)
+    assert r.exit_code == 7
+    assert needle in r.stderr and str(path) in r.stderr
+
+
+def test_verbose_logs_one_line_per_stage(cli):
+    from conftest import EXAMPLE_OT
+
+    r = cli("ot", EXAMPLE_OT, "--gamma", "256", "-v")
+    assert r.exit_code == 0
+    stage_lines = [line for line in r.stderr.splitlines() if "stage" in line and "gamma=" in line]
+    assert len(stage_lines) == r.json()["stats"]["stages"]
+
+
+@pytest.mark.parametrize("name", ["example.npz", "clouds.npz"])
+def test_bundled_examples_solve_and_verify(cli, tmp_path, name):
+    from conftest import DATA
+
+    path = DATA / "ot" / name
+    sol = tmp_path / "s.json"
+    assert cli("ot", path, "-o", sol, "-q").exit_code == 0
+    assert cli("verify", path, sol, "-q").exit_code == 0
