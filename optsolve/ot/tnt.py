@@ -456,7 +456,10 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
 
     if mode == "plain":
         x, res, _, _ = run(1.0, 0.0)
-        return (x if res < best_res else best_x), iterations
+        if res < best_res:
+            best_x = x
+        # x0 = -g / M with M > 0 is always a descent direction: the fallback
+        return (best_x if float(b @ best_x) > 0 else x0), iterations
 
     while best_res > target and iterations < cap:
         state.rho = 1.0 - (1.0 - state.rho) / 4.0
@@ -465,11 +468,11 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
             best_x, best_res = x, res
         if negative:
             state.rho = 0.0
-            return best_x, iterations
+            return (best_x if float(b @ best_x) > 0 else x0), iterations
         if converged:
             break
     state.rho = max(0.0, 1.0 - 4.0 * (1.0 - state.rho))
-    return best_x, iterations
+    return (best_x if float(b @ best_x) > 0 else x0), iterations
 
 
 # --------------------------------------------------------------------------- projection
