@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optsolve.core.progress import SILENT, Progress, get_logger
+from optsolve.ot.problems import available_memory_bytes
 
 GAMMA_START = 16.0
 P_EXPONENT = 1.5
@@ -297,7 +298,8 @@ class StreamedKernel:
         self.sparse = None
         if self.threshold is None:
             return
-        budget = SPARSE_MAX_DENSITY * self.n * self.m
+        # at most 20% of the entries, and (low-memory mode) at most 1/8 of the free memory at ~20 bytes each
+        budget = min(SPARSE_MAX_DENSITY * self.n * self.m, available_memory_bytes() / 8 / 20)
         parts, nnz = [], 0
         for j0, j1, Pb in self._plan_blocks():
             r, c = xp.nonzero(Pb > self.threshold)
