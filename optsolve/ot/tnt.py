@@ -688,8 +688,9 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
             gap = None
             if target_gap is not None and gap_fn is not None:
                 out = finish(u_new, v_new, gamma, "optimal", "")
-                gap = gap_fn(out.f, out.g, out.reg)
-                entry["relative_gap"] = gap
+                gap = gap_fn(out.f, out.g, out.reg)  # None: not evaluated at this stage
+                if gap is not None:
+                    entry["relative_gap"] = gap
             stats.stage_log.append(entry)
             progress.update(stats.stages, gamma=gamma, newton=stats.newton_steps, cg=stats.cg_iterations,
                             **({} if gap is None else {"gap": gap}))
@@ -699,8 +700,9 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                 return finish(u_new, v_new, gamma, "optimal", "")
             if last:
                 if target_gap is not None:
+                    reached = "" if gap is None else f" {gap:.3g}"
                     return finish(u_new, v_new, gamma, "max_iter",
-                                  f"gamma reached {gamma:g} before the relative gap {gap:.3g} met the "
+                                  f"gamma reached {gamma:g} before the relative gap{reached} met the "
                                   f"target {target_gap:g}.")
                 return finish(u_new, v_new, gamma, "optimal", "")
             if deadline is not None and time.perf_counter() > deadline:
