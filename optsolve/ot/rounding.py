@@ -40,15 +40,20 @@ class Rounded:
         return P
 
 
-def gibbs_block(f, g, C, reg):
+def gibbs_block(f, g, C, reg, out=None):
+    """exp((f_i + g_j - C_ij) / reg), computed in place in ``out`` (a new array by default)."""
+    out = np.empty(C.shape) if out is None else out
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.exp((f[:, None] + g[None, :] - C) / reg)
+        np.multiply(C, -1.0 / reg, out=out)
+        out += (f / reg)[:, None]
+        out += (g / reg)[None, :]
+        return np.exp(out, out=out)
 
 
 def gibbs_dense(ot: OTProblem, f, g, reg) -> np.ndarray:
     out = np.empty((ot.n, ot.m))
     for j0, j1, Cb in ot.blocks():
-        out[:, j0:j1] = gibbs_block(f, g[j0:j1], Cb, reg)
+        gibbs_block(f, g[j0:j1], Cb, reg, out=out[:, j0:j1])
     return out
 
 
@@ -87,7 +92,8 @@ def round_problem(ot: OTProblem, f, g, reg) -> Rounded:
     for j0, j1, Cb, Kb in kernel_blocks(f, g):
         r += Kb.sum(1)
         c[j0:j1] = Kb.sum(0)
-        U += float(((ot.C if keep else Cb) * Kb).sum())
+        Cs = ot.C if keep else Cb
+        U += float(np.vdot(Cs, Kb)) if Cs.flags.c_contiguous and Kb.flags.c_contiguous else float((Cs * Kb).sum())
     err_a, err_b = a - r, b - c
     s = err_a.sum()
     if s > 0:

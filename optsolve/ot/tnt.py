@@ -171,7 +171,7 @@ class DenseKernel:
         self.sparse = None
         if self.threshold is not None:
             mask = self.P > self.threshold
-            nnz = int(mask.sum())
+            nnz = int(xp.count_nonzero(mask))
             self.passes += 1
             if nnz < SPARSE_MAX_DENSITY * self.n * self.m:
                 rows, cols = xp.nonzero(mask)
