@@ -638,7 +638,6 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     q = Q_START
     u = v = u_prev = v_prev = None
     best = None  # (u, v, gamma) of the last completed stage
-    status, message = "optimal", ""
 
     def finish(u_, v_, gamma_, status_, message_):
         f = np.full(a.shape, -np.inf)

@@ -260,7 +260,6 @@ def test_low_memory_cli_and_streaming_verify(cli, tmp_path):
 
 @pytest.mark.parametrize("low_memory", [False, True])
 def test_truncated_products_agree_with_the_plain_path(low_memory):
-    from optsolve.core.problem import load_problem  # noqa: F401
     from optsolve.ot.problems import OTProblem
     from optsolve.ot.tnt import solve_tnt
 
