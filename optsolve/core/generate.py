@@ -63,7 +63,10 @@ def make_gen_command(kind: str) -> click.Command:
                                    f"{family!r} (it takes: {', '.join('--' + n.replace('_', '-') for n in sorted(own)) or 'no options'}).")
         values = fam.defaults()
         values.update({k: v for k, v in given.items() if v is not None})
-        data = fam.generate(np.random.default_rng(seed), **values)
+        try:
+            data = fam.generate(np.random.default_rng(seed), **values)
+        except ValueError as exc:  # a combination of options the family cannot make
+            raise click.UsageError(str(exc)) from None
         save_problem(output, data)
         sys.stderr.write(f"optsolve gen {kind}: wrote {output} (family {family}, seed {seed}, "
                          + ", ".join(f"{k}={v}" for k, v in values.items()) + ")\n")

@@ -84,6 +84,7 @@ class Field:
     nonneg: bool = False
     positive: bool = False
     sparse: bool = False
+    alt_shape: tuple | None = None  # a second accepted shape, of another number of dimensions
     choices: tuple | None = None
     doc: str = ""
 
@@ -225,7 +226,8 @@ def _coerce(problem: Problem, f: Field, value):
                 value = value.astype(np.float64)
             return value
     arr = _as_numeric(problem, f, value)
-    if f.shape is not None and arr.ndim != len(f.shape):
+    alt = f.alt_shape is not None and arr.ndim == len(f.alt_shape) and min(arr.shape) > 1
+    if f.shape is not None and arr.ndim != len(f.shape) and not alt:
         arr = _squeeze_to(arr, len(f.shape))
     _check_ndim_shape(problem, f, arr.shape)
     _check_values(problem, f, arr)
@@ -383,17 +385,23 @@ def _list_depth(value) -> int:
     return depth
 
 
+def _symbolic(spec) -> str:
+    return "(" + ", ".join("?" if s is None else str(s) for s in spec) + ("," if len(spec) == 1 else "") + ")"
+
+
 def _check_ndim_shape(problem: Problem, f: Field, shape: tuple) -> None:
     if f.shape is None:
         return
-    expected_ndim = len(f.shape)
-    if len(shape) != expected_ndim:
-        want = "(" + ", ".join("?" if s is None else str(s) for s in f.shape) + ("," if expected_ndim == 1 else "") + ")"
+    spec = f.alt_shape if f.alt_shape is not None and len(shape) == len(f.alt_shape) else f.shape
+    if len(shape) != len(spec):
+        want = f"{len(spec)} {_symbolic(spec)}"
+        if f.alt_shape is not None:
+            want += f" or {len(f.alt_shape)} {_symbolic(f.alt_shape)}"
         raise problem.error(f"array {f.name!r} has {len(shape)} dimension{'s' * (len(shape) != 1)} "
-                            f"(shape {_shape_str(shape)}), expected {expected_ndim} {want}.")
+                            f"(shape {_shape_str(shape)}), expected {want}.")
     expected = []
     mismatch = None
-    for axis, (want, got) in enumerate(zip(f.shape, shape)):
+    for axis, (want, got) in enumerate(zip(spec, shape)):
         if want is None:
             expected.append(got)
         elif isinstance(want, int):
@@ -411,7 +419,7 @@ def _check_ndim_shape(problem: Problem, f: Field, shape: tuple) -> None:
     if mismatch is not None:
         raise problem.error(f"array {f.name!r} has shape {_shape_str(shape)}, expected "
                             f"{_shape_str(expected)}{mismatch}.")
-    for want, got in zip(f.shape, shape):
+    for want, got in zip(spec, shape):
         if isinstance(want, str) and want not in problem.dims:
             problem.dims[want] = int(got)
             problem.dim_origin[want] = (f.name, tuple(int(s) for s in shape))

@@ -31,9 +31,42 @@ def _masses_rule(problem: Problem) -> None:
 
 
 MAX_COST = 1e150  # costs beyond this overflow when multiplied and summed
+GRID_COSTS = ("l1", "sqeuclidean")
+_POINTS_OR_MATRIX = one_of(("C",), ("x", "y", "cost"))
+
+
+def is_grid(problem: Problem) -> bool:
+    return problem["a"].ndim == 2
+
+
+def _layout_rule(problem: Problem) -> None:
+    """Either a, b vectors with C or with x, y, cost; or a, b images on one grid with a grid cost only."""
+    a_grid, b_grid = problem["a"].ndim == 2, problem["b"].ndim == 2
+    if not (a_grid or b_grid):
+        return _POINTS_OR_MATRIX(problem)
+    if a_grid != b_grid:
+        key = "b" if a_grid else "a"
+        raise problem.error(f"array {key!r} has shape {problem[key].shape}; with "
+                            f"{'a' if a_grid else 'b'!r} an image, both must be images on the same grid.")
+    extra = [k for k in ("C", "x", "y") if k in problem]
+    if extra:
+        raise problem.error(f"arrays 'a' and 'b' are images (grid problem), which take a 'cost' and no "
+                            f"{extra[0]!r}; give 'a' and 'b' as vectors to use {extra[0]!r}.")
+    if problem.get("cost") not in GRID_COSTS:
+        raise problem.error(f"arrays 'a' and 'b' are images (grid problem): key 'cost' must be one of "
+                            f"{', '.join(map(repr, GRID_COSTS))}; found {problem.get('cost')!r}.")
+
+
+def grid_points(k1: int, k2: int) -> np.ndarray:
+    """Pixel centres of a k1 x k2 image with square pixels of side 1/max(k1, k2), in row-major order."""
+    h = 1.0 / max(k1, k2)
+    g1, g2 = (np.arange(k1) + 0.5) * h, (np.arange(k2) + 0.5) * h
+    return np.stack(np.meshgrid(g1, g2, indexing="ij"), axis=-1).reshape(-1, 2)
 
 
 def _cost_range_rule(problem: Problem) -> None:
+    if is_grid(problem):
+        return  # unit-square grid coordinates
     if "C" in problem:
         big = float(np.abs(problem["C"]).max()) if problem["C"].size else 0.0
         if big > MAX_COST:
@@ -67,10 +100,12 @@ SCHEMA = Schema(
         Field("x", shape=("n", "d"), required=False, doc="source points, with 'y' and 'cost' instead of 'C'"),
         Field("y", shape=("m", "d"), required=False, doc="target points"),
         Field("cost", kind="string", required=False, choices=COSTS, doc="ground cost between 'x' and 'y'"),
-        Field("a", shape=("n",), nonneg=True, doc="source masses"),
-        Field("b", shape=("m",), nonneg=True, doc="target masses"),
+        Field("a", shape=("n",), alt_shape=("k1", "k2"), nonneg=True,
+              doc="source masses (or a k1 x k2 image on the unit grid)"),
+        Field("b", shape=("m",), alt_shape=("k1", "k2"), nonneg=True,
+              doc="target masses (or an image on the same grid)"),
     ),
-    rules=(one_of(("C",), ("x", "y", "cost")), _masses_rule, _cost_range_rule, _size_rule),
+    rules=(_layout_rule, _masses_rule, _cost_range_rule, _size_rule),
 )
 
 
@@ -90,6 +125,7 @@ class OTProblem:
     y: np.ndarray | None = None
     cost: str | None = None
     block: int = 0
+    grid: tuple | None = None  # (k1, k2) for images on the unit grid: x = y = grid_points(k1, k2)
 
     @property
     def n(self) -> int:
@@ -198,8 +234,14 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
         check_equal_mass(problem)
     a, b = problem["a"], problem["b"]
     mass = float(a.sum())
+    grid = None
+    x, y = problem.get("x"), problem.get("y")
+    if is_grid(problem):
+        grid = a.shape
+        x = y = grid_points(*grid)
+        a, b = a.ravel(), b.ravel()
     n, m = a.shape[0], b.shape[0]
-    points = "x" in problem
+    points = x is not None
     if low_memory is None:
         low_memory = points and DENSE_COPIES * 8 * n * m > available_memory_bytes()
     if low_memory and not points:
@@ -208,10 +250,10 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
     if low_memory:
         C = None
     else:
-        C = problem["C"] if "C" in problem else cost_matrix(problem["x"], problem["y"], problem["cost"])
+        C = problem["C"] if "C" in problem else cost_matrix(x, y, problem["cost"])
         C = np.ascontiguousarray(C, dtype=np.float64)
-    return OTProblem(a=a / a.sum(), b=b / b.sum(), C=C, mass=mass, x=problem.get("x"), y=problem.get("y"),
-                     cost=problem.get("cost"), block=block)
+    return OTProblem(a=a / a.sum(), b=b / b.sum(), C=C, mass=mass, x=x, y=y, cost=problem.get("cost"),
+                     block=block, grid=grid)
 
 
 # --------------------------------------------------------------------------- generators
@@ -263,11 +305,14 @@ def _finish(data: dict, x: np.ndarray, y: np.ndarray, cost: str, store: str) -> 
 
 
 def gen_images(rng, *, size: int, kind: str, smoothness: float, cost: str, store: str) -> dict:
-    g = (np.arange(size) + 0.5) / size
-    grid = np.stack(np.meshgrid(g, g, indexing="ij"), axis=-1).reshape(-1, 2)
-    a = _image(rng, size, kind, smoothness).ravel()
-    b = _image(rng, size, kind, smoothness).ravel()
-    return _finish({"a": a, "b": b}, grid, grid.copy(), cost, store)
+    a = _image(rng, size, kind, smoothness)
+    b = _image(rng, size, kind, smoothness)
+    if store == "grid":
+        if cost not in GRID_COSTS:
+            raise ValueError(f"--store grid takes a cost in {GRID_COSTS}; got {cost!r}")
+        return {"a": a, "b": b, "cost": cost}
+    grid = grid_points(size, size)
+    return _finish({"a": a.ravel(), "b": b.ravel()}, grid, grid.copy(), cost, store)
 
 
 def gen_clouds(rng, *, n: int, m: int, dim: int, cost: str, store: str) -> dict:
@@ -286,7 +331,9 @@ FAMILIES = {
                      gen_images, (Param("size", int, 32, "image side k (n = m = k^2)"),
                                   Param("kind", IMAGE_KINDS, "grf", "image class"),
                                   Param("smoothness", float, 2.0, "GRF spectral decay exponent"),
-                                  _COST, _STORE)),
+                                  _COST, Param("store", ("grid", "points", "matrix"), "points",
+                                               "write the images on their grid (l1, sqeuclidean), point "
+                                               "clouds and a cost name, or the matrix C"))),
     "clouds": Family("clouds", "uniform random points in [0,1]^dim with Dirichlet weights",
                      gen_clouds, (Param("n", int, 200, "number of source points"),
                                   Param("m", int, 200, "number of target points"),

@@ -77,9 +77,9 @@ def round_problem(ot: OTProblem, f, g, reg) -> Rounded:
     before = float(np.abs(r - a).sum() + np.abs(c - b).sum())
     with np.errstate(divide="ignore", invalid="ignore"):
         shift = np.where(r > a, reg * (np.log(a) - np.log(r)), 0.0)
-    f = f + shift
+    f0, f = f, f + shift
     x = np.exp(shift / reg)
-    for j0, j1, _, Kb in kernel_blocks(f - shift, g):
+    for j0, j1, _, Kb in kernel_blocks(f0, g):
         c[j0:j1] = x @ Kb
     with np.errstate(divide="ignore", invalid="ignore"):
         shift_g = np.where(c > b, reg * (np.log(b) - np.log(c)), 0.0)
