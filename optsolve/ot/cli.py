@@ -38,7 +38,8 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
 @click.option("--plan-threshold", type=float, default=None,
               help="Store the plan sparse: only entries above this value (CSR keys 'plan.*').")
 def command(problem, plan_file, **params):
-    """Optimal transport between masses a and b with cost C (or points x, y and a cost name).
+    """Optimal transport between masses a and b with cost C (or points x, y and a cost name, or
+    two images a, b on one grid with an l1 or sqeuclidean cost).
 
     Writes the plan's cost, dual potentials f and g, the plan (sparse entries for emd,
     rounded potentials for tnt and sinkhorn; as a matrix with --plan or --arrays) and a
