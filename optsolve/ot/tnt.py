@@ -74,6 +74,7 @@ class TNTStats:
 
 
 SPARSE_MAX_DENSITY = 0.2  # products with a truncated plan beat dense ones below about this density
+GRID_SPARSE_MAX_DENSITY = 0.05  # against the O(n^1.5) grid products, truncation pays off only when sparser
 
 
 def _sparse_module(xp):
@@ -363,7 +364,8 @@ class GridKernel:
     nothing over- or underflows at any gamma.
     """
 
-    threshold = None
+    threshold = None  # set by project(): truncate the built plan below it when sparse enough
+    _too_dense_at = None
 
     def __init__(self, xp, grid, cost, scale, dtype):
         self.xp = xp
@@ -397,8 +399,43 @@ class GridKernel:
     def log_cols(self, u, v, gamma):  # C is symmetric: the same grid on both sides
         return v + self._lse_apply(u, gamma)
 
+    sparse = None
+
     def build(self, u, v, gamma):
+        """Remember (u, v); with a threshold, also collect the plan's entries above it.
+
+        Row blocks i1 skip the columns j1 whose whole block is below the threshold (a bound from
+        the largest u and v), so at high gamma the work is close to the number of entries kept.
+        """
+        xp = self.xp
         self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
+        self.sparse = None
+        if self.threshold is None or gamma == self._too_dense_at:
+            return
+        k1, k2 = self.k1, self.k2
+        cut = math.log(self.threshold)
+        U, V = u.reshape(k1, k2), v.reshape(k1, k2)
+        vmax = V.max(axis=1)
+        budget = min(GRID_SPARSE_MAX_DENSITY * self.n * self.m, available_memory_bytes() / 8 / 20)
+        rows, cols, vals, nnz = [], [], [], 0
+        for i1 in range(k1):
+            j1s = xp.nonzero(float(U[i1].max()) + vmax - gamma * self.C1[i1] >= cut)[0]
+            if j1s.size == 0:
+                continue
+            E = (U[i1][:, None, None] + V[j1s][None, :, :] - gamma * self.C1[i1, j1s][None, :, None]
+                 - gamma * self.C2[:, None, :])  # [i2, j1 in j1s, j2]
+            i2, jj, j2 = xp.nonzero(E >= cut)
+            nnz += int(i2.size)
+            self.passes += float(E.size) / (self.n * self.m)
+            if nnz > budget:
+                self._too_dense_at = gamma  # no further attempts in this stage
+                return  # too dense: keep the log-domain products
+            rows.append(i1 * k2 + i2)
+            cols.append(j1s[jj] * k2 + j2)
+            vals.append(xp.exp(E[i2, jj, j2]))
+        if rows:
+            cat = xp.concatenate
+            self.sparse = TruncatedProducts(xp, cat(rows), cat(cols), cat(vals), (self.n, self.m))
 
     def _signed(self, outer, inner, z, gamma, factor=1.0):
         xp = self.xp
@@ -411,12 +448,21 @@ class GridKernel:
         return out
 
     def matvec(self, y):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.matvec(y)
         return self._signed(self.u0, self.v0, y, self.gamma)
 
     def rmatvec(self, x):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.rmatvec(x)
         return self._signed(self.v0, self.u0, x, self.gamma)
 
     def sq_matvec(self, w):
+        if self.sparse is not None:
+            self.passes += 2 * self.sparse.density
+            return self.sparse.sq_matvec(w)
         return self._signed(self.u0, self.v0, w, self.gamma, factor=2.0)
 
 
