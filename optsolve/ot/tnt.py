@@ -109,7 +109,32 @@ class TruncatedProducts:
         return self.S.multiply(self.S) @ w
 
 
-class DenseKernel:
+class Kernel:
+    """Products with the built plan: from its truncated sparse copy when there is one, else ``_matvec`` etc."""
+
+    sparse = None
+
+    def matvec(self, y):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.matvec(y)
+        return self._matvec(y)
+
+    def rmatvec(self, x):
+        if self.sparse is not None:
+            self.passes += self.sparse.density
+            return self.sparse.rmatvec(x)
+        return self._rmatvec(x)
+
+    def sq_matvec(self, w):
+        """(P o P) w, the diagonal of P D P^T for D = diag(w)."""
+        if self.sparse is not None:
+            self.passes += 2 * self.sparse.density
+            return self.sparse.sq_matvec(w)
+        return self._sq_matvec(w)
+
+
+class DenseKernel(Kernel):
     """The cost matrix in memory: log-sum-exp passes and a built plan, in namespace ``xp``.
 
     ``passes`` counts O(nm) sweeps: a log-sum-exp costs 4, building the plan 2, a product 1.
@@ -159,7 +184,6 @@ class DenseKernel:
         return v + mx + xp.log(b.sum(axis=0))
 
     threshold = None  # truncate the built plan below this value (None: keep it dense)
-    sparse = None
 
     def build(self, u, v, gamma):
         """Build P = exp(u_i + v_j - gamma C_ij) in one fused pass (and its truncation, when sparse enough)."""
@@ -179,32 +203,22 @@ class DenseKernel:
                 self.sparse = TruncatedProducts(xp, rows, cols, self.P[rows, cols], (self.n, self.m))
                 self.passes += 1
 
-    def matvec(self, y):
-        if self.sparse is not None:
-            self.passes += self.sparse.density
-            return self.sparse.matvec(y)
+    def _matvec(self, y):
         self.passes += 1
         return self.P @ y
 
-    def rmatvec(self, x):
-        if self.sparse is not None:
-            self.passes += self.sparse.density
-            return self.sparse.rmatvec(x)
+    def _rmatvec(self, x):
         self.passes += 1
         return x @ self.P
 
-    def sq_matvec(self, w):
-        """(P o P) w, the diagonal of P D P^T for D = diag(w)."""
-        if self.sparse is not None:
-            self.passes += 2 * self.sparse.density
-            return self.sparse.sq_matvec(w)
+    def _sq_matvec(self, w):
         b = self._scratch()
         self.xp.multiply(self.P, self.P, out=b)
         self.passes += 2
         return b @ w
 
 
-class StreamedKernel:
+class StreamedKernel(Kernel):
     """Low-memory kernel: the cost is recomputed from point clouds in column blocks, never stored.
 
     Memory is O(n * block) (one preallocated block buffer); each pass fills the buffer with
@@ -290,7 +304,6 @@ class StreamedKernel:
         return out
 
     threshold = None
-    sparse = None
 
     def build(self, u, v, gamma):
         """Remember (u, v); with a threshold, also collect the plan's entries above it in one streamed pass."""
@@ -317,28 +330,19 @@ class StreamedKernel:
             yield j0, j1, self.xp.exp(B, out=B)
         self.passes += 3
 
-    def matvec(self, y):
-        if self.sparse is not None:
-            self.passes += self.sparse.density
-            return self.sparse.matvec(y)
+    def _matvec(self, y):
         out = self.xp.zeros(self.n, dtype=self.dtype)
         for j0, j1, Pb in self._plan_blocks():
             out += Pb @ y[j0:j1]
         return out
 
-    def rmatvec(self, x):
-        if self.sparse is not None:
-            self.passes += self.sparse.density
-            return self.sparse.rmatvec(x)
+    def _rmatvec(self, x):
         out = self.xp.empty(self.m, dtype=self.dtype)
         for j0, j1, Pb in self._plan_blocks():
             out[j0:j1] = x @ Pb
         return out
 
-    def sq_matvec(self, w):
-        if self.sparse is not None:
-            self.passes += 2 * self.sparse.density
-            return self.sparse.sq_matvec(w)
+    def _sq_matvec(self, w):
         out = self.xp.zeros(self.n, dtype=self.dtype)
         for j0, j1, Pb in self._plan_blocks():
             Pb *= Pb
@@ -355,7 +359,7 @@ def _lse(A, axis, xp):
         return xp.log(s) + xp.squeeze(mx, axis=axis)
 
 
-class GridKernel:
+class GridKernel(Kernel):
     """Images on a k1 x k2 grid with an L1 or squared-L2 cost: C is a Kronecker sum C1 (+) C2.
 
     ``LSE_j(w_j - gamma C_ij)`` factors into two nested log-sum-exps, one along each axis,
@@ -398,8 +402,6 @@ class GridKernel:
 
     def log_cols(self, u, v, gamma):  # C is symmetric: the same grid on both sides
         return v + self._lse_apply(u, gamma)
-
-    sparse = None
 
     def build(self, u, v, gamma):
         """Remember (u, v); with a threshold, also collect the plan's entries above it.
@@ -447,22 +449,13 @@ class GridKernel:
             out = out - xp.exp(factor * outer + self._lse_apply(factor * inner + neg, factor * gamma))
         return out
 
-    def matvec(self, y):
-        if self.sparse is not None:
-            self.passes += self.sparse.density
-            return self.sparse.matvec(y)
+    def _matvec(self, y):
         return self._signed(self.u0, self.v0, y, self.gamma)
 
-    def rmatvec(self, x):
-        if self.sparse is not None:
-            self.passes += self.sparse.density
-            return self.sparse.rmatvec(x)
+    def _rmatvec(self, x):
         return self._signed(self.v0, self.u0, x, self.gamma)
 
-    def sq_matvec(self, w):
-        if self.sparse is not None:
-            self.passes += 2 * self.sparse.density
-            return self.sparse.sq_matvec(w)
+    def _sq_matvec(self, w):
         return self._signed(self.u0, self.v0, w, self.gamma, factor=2.0)
 
 
