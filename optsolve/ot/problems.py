@@ -209,7 +209,7 @@ def available_memory_bytes() -> int:
     return memory_limit_bytes()
 
 
-DENSE_COPIES = 4  # n x m float64 arrays the dense path holds at once (cost, plan, scratch, rounding)
+DENSE_COPIES = 8  # n x m float64 arrays the dense path may hold at once (cost, plan, scratch, rounding, checks)
 
 
 BLOCK_BYTES = 8 << 20  # an n x block buffer of about this size stays in cache between the in-place passes
