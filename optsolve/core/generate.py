@@ -79,8 +79,12 @@ def make_gen_command(kind: str) -> click.Command:
                      help="Problem file to write (.npz, .json or .mat)."),
     ]
     for name, p in specs.items():
-        which = ", ".join(users[name])
+        defaults = {fam: families[fam].defaults()[name] for fam in users[name]}
+        if len(set(map(repr, defaults.values()))) == 1:
+            which = f"families: {', '.join(users[name])}; default {p.default}"
+        else:
+            which = "default " + ", ".join(f"{v} for {fam}" for fam, v in defaults.items())
         params.append(click.Option([f"--{name.replace('_', '-')}", name], type=_click_type(p), default=None,
-                                   help=f"{p.help} (families: {which}; default {p.default})"))
+                                   help=f"{p.help} ({which})"))
     return click.Command(kind, params=params, callback=callback,
                          help=f"Generate a problem file for 'optsolve {kind}'.")

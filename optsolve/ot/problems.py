@@ -323,6 +323,44 @@ def gen_clouds(rng, *, n: int, m: int, dim: int, cost: str, store: str) -> dict:
     return _finish({"a": a, "b": b}, x, y, cost, store)
 
 
+def read_rgb(path: str) -> np.ndarray:
+    """An RGB image as an (h*w, 3) array of colours in [0, 1]: .npy/.npz arrays, or PNG/JPEG with Pillow."""
+    import os
+
+    if not path:
+        raise ValueError("colour transfer needs --source and --target image files")
+    ext = os.path.splitext(path)[1].lower()
+    try:
+        if ext == ".npy":
+            img = np.load(path, allow_pickle=False)
+        elif ext == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                img = z[z.files[0]]
+        else:
+            try:
+                from PIL import Image
+            except ImportError:
+                raise ValueError(f"image {path!r}: reading {ext or 'this'} files needs Pillow (pip install pillow); "
+                                 "or save the image as an (h, w, 3) array in a .npy file") from None
+            with Image.open(path) as im:
+                img = np.asarray(im.convert("RGB"))
+    except OSError as exc:
+        raise ValueError(f"image {path!r} cannot be read: {exc}") from None
+    if img.ndim != 3 or img.shape[2] < 3:
+        raise ValueError(f"image {path!r} has shape {img.shape}; expected (height, width, 3)")
+    img = img[..., :3].reshape(-1, 3).astype(np.float64)
+    return img / 255.0 if img.max() > 1.0 else img
+
+
+def gen_colour(rng, *, source: str, target: str, n: int, cost: str, store: str) -> dict:
+    """Colour transfer: the pixel colours of two RGB images, each subsampled to n pixels, uniform weights."""
+    xs, ys = read_rgb(source), read_rgb(target)
+    x = xs[rng.choice(xs.shape[0], size=min(n, xs.shape[0]), replace=False)]
+    y = ys[rng.choice(ys.shape[0], size=min(n, ys.shape[0]), replace=False)]
+    a, b = np.full(x.shape[0], 1.0 / x.shape[0]), np.full(y.shape[0], 1.0 / y.shape[0])
+    return _finish({"a": a, "b": b}, x, y, cost, store)
+
+
 _STORE = Param("store", ("points", "matrix"), "points", "write point clouds and a cost name, or the matrix C")
 _COST = Param("cost", COSTS, "sqeuclidean", "ground cost")
 
@@ -338,4 +376,8 @@ FAMILIES = {
                      gen_clouds, (Param("n", int, 200, "number of source points"),
                                   Param("m", int, 200, "number of target points"),
                                   Param("dim", int, 2, "dimension"), _COST, _STORE)),
+    "colour": Family("colour", "colour transfer between two RGB images (.npy arrays, or PNG/JPEG with Pillow)",
+                     gen_colour, (Param("source", str, None, "source image file"),
+                                  Param("target", str, None, "target image file"),
+                                  Param("n", int, 4096, "pixels sampled from each image"), _COST, _STORE)),
 }

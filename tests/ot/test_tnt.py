@@ -390,3 +390,23 @@ def test_low_memory_rounding_with_zero_masses_on_the_grid():
     low = ot_.solve_problem(problem, gamma=1024.0, low_memory=True, block_size=5)
     assert low.certificate.holds and dense.certificate.holds
     assert low.objective == pytest.approx(dense.objective, rel=1e-10)
+
+
+def test_colour_transfer_family(cli, tmp_path):
+    rng = np.random.default_rng(4)
+    src, tgt = tmp_path / "src.npy", tmp_path / "tgt.npy"
+    np.save(src, (rng.random((12, 10, 3)) * 255).astype(np.uint8))
+    np.save(tgt, rng.random((8, 9, 3)))
+    out = tmp_path / "colour.npz"
+    r = cli("gen", "ot", "--family", "colour", "--source", src, "--target", tgt, "--n", "50", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    data = np.load(out)
+    assert data["x"].shape == (50, 3) and data["y"].shape == (50, 3)
+    assert 0.0 <= data["x"].min() and data["x"].max() <= 1.0
+    assert cli("ot", out, "-q").exit_code == 0
+    r = cli("gen", "ot", "--family", "colour", "--source", src, "-o", out)
+    assert r.exit_code == 2 and "--source and --target" in r.stderr
+    bad = tmp_path / "flat.npy"
+    np.save(bad, np.zeros((4, 4)))
+    r = cli("gen", "ot", "--family", "colour", "--source", bad, "--target", tgt, "-o", out)
+    assert r.exit_code == 2 and "expected (height, width, 3)" in r.stderr
