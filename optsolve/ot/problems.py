@@ -352,6 +352,27 @@ def read_rgb(path: str) -> np.ndarray:
     return img / 255.0 if img.max() > 1.0 else img
 
 
+def gen_digits(rng, *, size: int, cost: str, store: str) -> dict:
+    """Two of scikit-learn's 8 x 8 handwritten digits, upsampled to size x size (bilinear), as masses."""
+    from scipy.ndimage import zoom
+    from sklearn.datasets import load_digits
+
+    images = load_digits().images
+    i, j = rng.choice(images.shape[0], size=2, replace=False)
+
+    def upsample(img):
+        big = np.clip(zoom(img.astype(np.float64), size / img.shape[0], order=1), 0.0, None)
+        return big / big.sum()
+
+    a, b = upsample(images[i]), upsample(images[j])
+    if store == "grid":
+        if cost not in GRID_COSTS:
+            raise ValueError(f"--store grid takes a cost in {GRID_COSTS}; got {cost!r}")
+        return {"a": a, "b": b, "cost": cost}
+    grid = grid_points(size, size)
+    return _finish({"a": a.ravel(), "b": b.ravel()}, grid, grid.copy(), cost, store)
+
+
 def gen_colour(rng, *, source: str, target: str, n: int, cost: str, store: str) -> dict:
     """Colour transfer: the pixel colours of two RGB images, each subsampled to n pixels, uniform weights."""
     xs, ys = read_rgb(source), read_rgb(target)
@@ -372,6 +393,10 @@ FAMILIES = {
                                   _COST, Param("store", ("grid", "points", "matrix"), "points",
                                                "write the images on their grid (l1, sqeuclidean), point "
                                                "clouds and a cost name, or the matrix C"))),
+    "digits": Family("digits", "two scikit-learn handwritten digits upsampled to size x size",
+                     gen_digits, (Param("size", int, 64, "image side (n = m = size^2)"), _COST,
+                                  Param("store", ("grid", "points", "matrix"), "grid",
+                                        "images on their grid (l1, sqeuclidean), points, or the matrix C"))),
     "clouds": Family("clouds", "uniform random points in [0,1]^dim with Dirichlet weights",
                      gen_clouds, (Param("n", int, 200, "number of source points"),
                                   Param("m", int, 200, "number of target points"),

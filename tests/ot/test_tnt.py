@@ -410,3 +410,14 @@ def test_colour_transfer_family(cli, tmp_path):
     np.save(bad, np.zeros((4, 4)))
     r = cli("gen", "ot", "--family", "colour", "--source", bad, "--target", tgt, "-o", out)
     assert r.exit_code == 2 and "expected (height, width, 3)" in r.stderr
+
+
+def test_digits_family(cli, tmp_path):
+    out = tmp_path / "digits.npz"
+    r = cli("gen", "ot", "--family", "digits", "--size", "16", "--cost", "l1", "--seed", "2", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    data = np.load(out)
+    assert data["a"].shape == (16, 16) and str(data["cost"]) == "l1"
+    assert data["a"].min() >= 0 and data["a"].sum() == pytest.approx(1.0)
+    r = cli("ot", out, "-q")
+    assert r.exit_code == 0 and r.json()["certificate"]["holds"]
