@@ -58,7 +58,12 @@ def _tnt(ot, s, backend, progress):
                     dtype=np.dtype(s["dtype"]), max_iter=s["max_iter"], time_limit=s["time_limit"],
                     target_gap=s["target_gap"], gap_fn=gap_fn, backend=backend, progress=progress)
     s["reg"] = res.reg
+    rounded = getattr(gap_fn, "last", None)  # the returned stage was rounded for the gap test: reuse it
+    if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
+                                    and np.array_equal(rounded[1], res.g)):
+        rounded = None
     return {"f": res.f, "g": res.g, "status": res.status, "message": res.message,
+            "rounded": None if rounded is None else rounded[3],
             "iterations": res.stats.newton_steps,
             "extra": {"stages": res.stats.stages, "newton_steps": res.stats.newton_steps,
                       "cg_iterations": res.stats.cg_iterations, "sinkhorn_sweeps": res.stats.sinkhorn_sweeps,
@@ -86,12 +91,15 @@ def _gap_checker(ot, target: float):
         if first_cost and bias > SKIP_FACTOR * target * first_cost[0]:
             return None
         rd = round_problem(ot, f, g, reg)
+        rd.kernel = None  # kept for reuse while later stages run: not the n x m kernel
+        gap.last = (f.copy(), g.copy(), reg, rd)
         if not first_cost:
             first_cost.append(rd.objective)
             if bias > SKIP_FACTOR * target * rd.objective:
                 return None
         return (rd.objective - dual_bound_of(ot, rd.f)) / max(abs(rd.objective), 1e-300)
 
+    gap.last = None
     return gap
 
 
@@ -194,7 +202,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     t_solve = time.perf_counter()
 
     if method in ENTROPIC:
-        rd = round_problem(ot, out["f"], out["g"], s["reg"])
+        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"])
         out["f"], out["g"] = rd.f, rd.g
         objective = rd.objective
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
