@@ -113,6 +113,7 @@ class Kernel:
     """Products with the built plan: from its truncated sparse copy when there is one, else ``_matvec`` etc."""
 
     sparse = None
+    _too_dense_at = None  # gamma at which a truncation attempt found the plan too dense
 
     def matvec(self, y):
         if self.sparse is not None:
@@ -194,11 +195,13 @@ class DenseKernel(Kernel):
         xp.exp(self.P, out=self.P)
         self.passes += 2
         self.sparse = None
-        if self.threshold is not None:
+        if self.threshold is not None and gamma != self._too_dense_at:
             mask = self.P > self.threshold
             nnz = int(xp.count_nonzero(mask))
             self.passes += 1
-            if nnz < SPARSE_MAX_DENSITY * self.n * self.m:
+            if nnz >= SPARSE_MAX_DENSITY * self.n * self.m:
+                self._too_dense_at = gamma  # no further attempts in this stage
+            else:
                 rows, cols = xp.nonzero(mask)
                 self.sparse = TruncatedProducts(xp, rows, cols, self.P[rows, cols], (self.n, self.m))
                 self.passes += 1
@@ -310,15 +313,16 @@ class StreamedKernel(Kernel):
         xp = self.xp
         self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
         self.sparse = None
-        if self.threshold is None:
+        if self.threshold is None or gamma == self._too_dense_at:
             return
-        # at most 20% of the entries, and (low-memory mode) at most 1/8 of the free memory at ~20 bytes each
-        budget = min(SPARSE_MAX_DENSITY * self.n * self.m, available_memory_bytes() / 8 / 20)
+        # at most 20% of the entries, and (low-memory mode) at most 1/32 of the free memory at ~20 bytes each
+        budget = min(SPARSE_MAX_DENSITY * self.n * self.m, available_memory_bytes() / 32 / 20)
         parts, nnz = [], 0
         for j0, j1, Pb in self._plan_blocks():
             r, c = xp.nonzero(Pb > self.threshold)
             nnz += int(r.size)
             if nnz > budget:
+                self._too_dense_at = gamma  # no further attempts in this stage
                 return  # too dense: keep streaming
             parts.append((r, c + j0, Pb[r, c]))
         cat = xp.concatenate
@@ -369,7 +373,6 @@ class GridKernel(Kernel):
     """
 
     threshold = None  # set by project(): truncate the built plan below it when sparse enough
-    _too_dense_at = None
 
     def __init__(self, xp, grid, cost, scale, dtype):
         self.xp = xp
