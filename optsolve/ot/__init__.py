@@ -207,7 +207,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         objective = rd.objective
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
         if plan_threshold is not None:
-            plan = LazyArray((ot.n, ot.m), "float64", lambda: sparse_plan(ot, rd, plan_threshold), "csr")
+            plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.sparse_plan(ot, plan_threshold), "csr")
         elif not ot.low_memory:
             plan = plan()
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
@@ -245,25 +245,6 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
                                                 settings=s))
     stats["time_s"]["certificate"] = time.perf_counter() - t_cert
     return result
-
-
-def sparse_plan(ot, rd, threshold: float):
-    """The rounded plan's entries above ``threshold`` as a CSR matrix, built block by block."""
-    import scipy.sparse as sp
-
-    from optsolve.ot.rounding import gibbs_block
-
-    s = rd.err_a.sum()
-    rows, cols, vals = [], [], []
-    for j0, j1, Cb in ot.blocks():
-        Pb = gibbs_block(rd.f, rd.g[j0:j1], Cb, rd.reg)
-        if s > 0:
-            Pb += np.outer(rd.err_a, rd.err_b[j0:j1]) / s
-        i, j = np.nonzero(Pb > threshold)
-        rows.append(i)
-        cols.append(j + j0)
-        vals.append(Pb[i, j])
-    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(ot.n, ot.m))
 
 
 def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METHOD, reg: float | None = None,

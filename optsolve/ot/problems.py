@@ -297,6 +297,8 @@ def _image(rng: np.random.Generator, k: int, kind: str, smoothness: float) -> np
 
 
 def _finish(data: dict, x: np.ndarray, y: np.ndarray, cost: str, store: str) -> dict:
+    if store == "grid":
+        raise ValueError("--store grid applies to image families (images, digits) only")
     if store == "matrix":
         data["C"] = cost_matrix(x, y, cost)
     else:
@@ -304,15 +306,20 @@ def _finish(data: dict, x: np.ndarray, y: np.ndarray, cost: str, store: str) -> 
     return data
 
 
-def gen_images(rng, *, size: int, kind: str, smoothness: float, cost: str, store: str) -> dict:
-    a = _image(rng, size, kind, smoothness)
-    b = _image(rng, size, kind, smoothness)
+def _image_pair(a: np.ndarray, b: np.ndarray, cost: str, store: str) -> dict:
+    """Two images as a grid problem (``store="grid"``), or as pixel-centre point clouds or their matrix C."""
     if store == "grid":
         if cost not in GRID_COSTS:
             raise ValueError(f"--store grid takes a cost in {GRID_COSTS}; got {cost!r}")
         return {"a": a, "b": b, "cost": cost}
-    grid = grid_points(size, size)
+    grid = grid_points(*a.shape)
     return _finish({"a": a.ravel(), "b": b.ravel()}, grid, grid.copy(), cost, store)
+
+
+def gen_images(rng, *, size: int, kind: str, smoothness: float, cost: str, store: str) -> dict:
+    a = _image(rng, size, kind, smoothness)
+    b = _image(rng, size, kind, smoothness)
+    return _image_pair(a, b, cost, store)
 
 
 def gen_clouds(rng, *, n: int, m: int, dim: int, cost: str, store: str) -> dict:
@@ -365,12 +372,7 @@ def gen_digits(rng, *, size: int, cost: str, store: str) -> dict:
         return big / big.sum()
 
     a, b = upsample(images[i]), upsample(images[j])
-    if store == "grid":
-        if cost not in GRID_COSTS:
-            raise ValueError(f"--store grid takes a cost in {GRID_COSTS}; got {cost!r}")
-        return {"a": a, "b": b, "cost": cost}
-    grid = grid_points(size, size)
-    return _finish({"a": a.ravel(), "b": b.ravel()}, grid, grid.copy(), cost, store)
+    return _image_pair(a, b, cost, store)
 
 
 def gen_colour(rng, *, source: str, target: str, n: int, cost: str, store: str) -> dict:
@@ -385,18 +387,20 @@ def gen_colour(rng, *, source: str, target: str, n: int, cost: str, store: str) 
 _STORE = Param("store", ("points", "matrix"), "points", "write point clouds and a cost name, or the matrix C")
 _COST = Param("cost", COSTS, "sqeuclidean", "ground cost")
 
+
+def _image_store(default: str) -> Param:
+    return Param("store", ("grid", "points", "matrix"), default,
+                 "write the images on their grid (l1, sqeuclidean), point clouds and a cost name, or the matrix C")
+
 FAMILIES = {
     "images": Family("images", "two k x k images (DOTmark-like) on the unit square",
                      gen_images, (Param("size", int, 32, "image side k (n = m = k^2)"),
                                   Param("kind", IMAGE_KINDS, "grf", "image class"),
                                   Param("smoothness", float, 2.0, "GRF spectral decay exponent"),
-                                  _COST, Param("store", ("grid", "points", "matrix"), "points",
-                                               "write the images on their grid (l1, sqeuclidean), point "
-                                               "clouds and a cost name, or the matrix C"))),
+                                  _COST, _image_store("points"))),
     "digits": Family("digits", "two scikit-learn handwritten digits upsampled to size x size",
                      gen_digits, (Param("size", int, 64, "image side (n = m = size^2)"), _COST,
-                                  Param("store", ("grid", "points", "matrix"), "grid",
-                                        "images on their grid (l1, sqeuclidean), points, or the matrix C"))),
+                                  _image_store("grid"))),
     "clouds": Family("clouds", "uniform random points in [0,1]^dim with Dirichlet weights",
                      gen_clouds, (Param("n", int, 200, "number of source points"),
                                   Param("m", int, 200, "number of target points"),

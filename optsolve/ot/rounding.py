@@ -30,14 +30,37 @@ class Rounded:
     err_b: np.ndarray
     kernel: np.ndarray | None = None  # exp((f + g - C)/reg) after rounding, when kept (dense)
 
+    def plan_blocks(self, ot: OTProblem):
+        """Yield ``(j0, j1, P[:, j0:j1])``: the rounded plan, column block by column block."""
+        s = self.err_a.sum()
+        for j0, j1, Cb in ot.blocks():
+            if self.kernel is not None:
+                Pb = self.kernel[:, j0:j1].copy()
+            else:
+                Pb = gibbs_block(self.f, self.g[j0:j1], Cb, self.reg)
+            if s > 0:
+                Pb += np.outer(self.err_a, self.err_b[j0:j1]) / s
+            yield j0, j1, Pb
+
     def plan(self, ot: OTProblem) -> np.ndarray:
         """The dense rounded plan (n x m)."""
-        K = self.kernel if self.kernel is not None else gibbs_dense(ot, self.f, self.g, self.reg)
-        P = K.copy()
-        s = self.err_a.sum()
-        if s > 0:
-            P += np.outer(self.err_a, self.err_b) / s
+        P = np.empty((ot.n, ot.m))
+        for j0, j1, Pb in self.plan_blocks(ot):
+            P[:, j0:j1] = Pb
         return P
+
+    def sparse_plan(self, ot: OTProblem, threshold: float):
+        """The rounded plan's entries above ``threshold`` as a CSR matrix, built block by block."""
+        import scipy.sparse as sp
+
+        rows, cols, vals = [], [], []
+        for j0, _, Pb in self.plan_blocks(ot):
+            i, j = np.nonzero(Pb > threshold)
+            rows.append(i)
+            cols.append(j + j0)
+            vals.append(Pb[i, j])
+        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(ot.n, ot.m))
 
 
 def gibbs_block(f, g, C, reg, out=None):
