@@ -90,8 +90,12 @@ def plan_blocks(ot, solution: dict, f, g):
         yield j0, j1, Cb, K
 
 
-def _c_transform_bound(ot, f, blocks) -> float:
-    """The two-c-transform bound from (C block) iterator ``blocks``; -inf when f is not finite on the support."""
+def dual_bound_of(ot, f) -> float:
+    """The LP dual bound of f by two c-transforms over the supports; -inf when f is not finite there.
+
+    ``g~ = f^c`` makes (f, g~) feasible; ``f~ = (g~)^c >= f`` keeps it feasible, so
+    ``<f~, a> + <g~, b>`` is a lower bound at least as tight as ``<f, a> + <g~, b>``.
+    """
     ia, ib = ot.a > 0, ot.b > 0
     fs = f[ia]
     if not np.all(np.isfinite(fs)):
@@ -99,7 +103,7 @@ def _c_transform_bound(ot, f, blocks) -> float:
     ft = np.full(fs.shape, np.inf)
     total_g = 0.0
     full = bool(ia.all())
-    for j0, j1, Cb in blocks:
+    for j0, j1, Cb in ot.blocks():
         keep = ib[j0:j1]
         Cs = Cb if full and keep.all() else Cb[ia][:, keep]
         if Cs.shape[1] == 0:
@@ -108,22 +112,6 @@ def _c_transform_bound(ot, f, blocks) -> float:
         total_g += float(gt @ ot.b[j0:j1][keep])
         np.minimum(ft, (Cs - gt[None, :]).min(1), out=ft)
     return float(ft @ ot.a[ia]) + total_g
-
-
-def dual_bound_of(ot, f) -> float:
-    """The LP dual bound of f by two c-transforms over the supports; -inf when f is not finite there.
-
-    ``g~ = f^c`` makes (f, g~) feasible; ``f~ = (g~)^c >= f`` keeps it feasible, so
-    ``<f~, a> + <g~, b>`` is a lower bound at least as tight as ``<f, a> + <g~, b>``.
-    """
-    return _c_transform_bound(ot, f, ot.blocks())
-
-
-def dual_bound(a, b, C, f) -> float:
-    """:func:`dual_bound_of` for a dense cost matrix."""
-    from optsolve.ot.problems import OTProblem
-
-    return dual_bound_of(OTProblem(a=a, b=b, C=np.asarray(C, dtype=np.float64), mass=1.0), f)
 
 
 def _rel(x: float, scale: float) -> float:

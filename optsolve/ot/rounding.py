@@ -123,10 +123,3 @@ def round_problem(ot: OTProblem, f, g, reg) -> Rounded:
         for j0, j1, Cb in ot.blocks():
             U += float(err_a @ (Cb @ err_b[j0:j1])) / s
     return Rounded(f, g, reg, U, before, err_a, err_b, K)
-
-
-def round_potentials(a, b, C, f, g, reg):
-    """Dense convenience: (rounded f, rounded g, rounded plan, marginal error before rounding)."""
-    ot = OTProblem(a=a, b=b, C=np.asarray(C, dtype=np.float64), mass=1.0)
-    rd = round_problem(ot, f, g, reg)
-    return rd.f, rd.g, rd.plan(ot), rd.marginal_error_before

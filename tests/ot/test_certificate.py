@@ -13,7 +13,7 @@ from hypothesis.extra.numpy import arrays
 
 import optsolve.ot
 from optsolve.ot import certificate
-from optsolve.ot.problems import SCHEMA, cost_matrix
+from optsolve.ot.problems import SCHEMA, OTProblem, cost_matrix
 
 
 def _problem(rng, n=12, m=10):
@@ -30,7 +30,7 @@ def test_dual_bound_is_a_lower_bound_for_any_potentials(f, seed):
     import ot as pot
 
     opt = pot.emd2(a, b, C)
-    assert certificate.dual_bound(a, b, C, f) <= opt + 1e-12
+    assert certificate.dual_bound_of(OTProblem(a=a, b=b, C=C, mass=1.0), f) <= opt + 1e-12
 
 
 def _doc(method, rng, **kw):

@@ -283,6 +283,13 @@ def test_truncated_products_agree_with_the_plain_path(low_memory):
     ({"a": [0.5, 0.5], "b": [0.5, 0.5, 0.5], "C": [[0.0, 1.0, 1.0], [1.0, 0.0, 1.0]]}, "--normalize"),
     ({"a": [0.5, 0.5], "b": [0.5, 0.5], "C": [[0.0, 1.0, 2.0], [1.0, 0.0, 2.0]]},
      "array 'b' has shape (2,), expected (3,) to match 'C' (2, 3)"),
+    # grid problems: images a, b with an l1 or sqeuclidean cost and nothing else
+    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [[0.25, 0.25], [0.25, 0.25]], "cost": "euclidean"}, "key 'cost' must be"),
+    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [0.5, 0.5], "cost": "l1"}, "both must be images"),
+    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [[0.25, 0.25, 0.0], [0.25, 0.25, 0.0]], "cost": "l1"},
+     "array 'b' has shape (2, 3), expected (2, 2) to match 'a' (2, 2)"),
+    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [[0.25, 0.25], [0.25, 0.25]], "cost": "l1", "C": [[0.0]]},
+     "take a 'cost' and no 'C'"),
 ])
 def test_bad_inputs_exit_7(cli, tmp_path, doc, needle):
     import json
@@ -357,24 +364,6 @@ def test_grid_problem_end_to_end(cli, tmp_path):
     f = doc["solution"]["f"]
     assert all(fi is None for fi, ai in zip(f, a) if ai == 0)  # zero masses: -inf, written as null
     assert cli("verify", path, sol).exit_code == 0
-
-
-@pytest.mark.parametrize("doc,needle", [
-    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [[0.25, 0.25], [0.25, 0.25]], "cost": "euclidean"}, "key 'cost' must be"),
-    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [0.5, 0.5], "cost": "l1"}, "both must be images"),
-    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [[0.25, 0.25, 0.0], [0.25, 0.25, 0.0]], "cost": "l1"},
-     "array 'b' has shape (2, 3), expected (2, 2) to match 'a' (2, 2)"),
-    ({"a": [[0.5, 0.0], [0.0, 0.5]], "b": [[0.25, 0.25], [0.25, 0.25]], "cost": "l1", "C": [[0.0]]},
-     "take a 'cost' and no 'C'"),
-])
-def test_bad_grid_problems(cli, tmp_path, doc, needle):
-    import json
-
-    path = tmp_path / "g.json"
-    path.write_text(json.dumps(doc))
-    r = cli("ot", path)
-    assert r.exit_code == 7
-    assert needle in r.stderr, r.stderr
 
 
 def test_low_memory_rounding_with_zero_masses_on_the_grid():
