@@ -192,6 +192,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
     t0 = time.perf_counter()
     ot = prepare(problem, normalize=normalize, low_memory=low_memory, block_size=block_size)
+    if method not in (None, "tnt") and ot.grid is not None:
+        ot.C = ot.dense_cost()  # POT's solvers take the matrix
     s = resolve_settings(method, ot.max_cost(), reg=reg, gamma=gamma, target_gap=target_gap, tol=tol,
                          max_iter=max_iter, time_limit=time_limit, pcg=pcg, dtype=dtype, backend=backend,
                          low_memory=ot.low_memory)
@@ -208,7 +210,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
         if plan_threshold is not None:
             plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.sparse_plan(ot, plan_threshold), "csr")
-        elif not ot.low_memory:
+        elif ot.C is not None:
             plan = plan()
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
     else:

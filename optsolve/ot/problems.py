@@ -113,8 +113,9 @@ SCHEMA = Schema(
 class OTProblem:
     """An OT problem in the form solvers and certificates use: unit-mass marginals and the cost.
 
-    The cost is the dense matrix ``C`` or, in low-memory mode (``C is None``), point clouds
-    ``x``, ``y`` and a cost name, read in column blocks by :meth:`blocks`.
+    The cost is the dense matrix ``C``; or, for images (``grid`` set), the grid's separable
+    cost (see :mod:`optsolve.ot.grid`), with C not built; or, in low-memory mode, point
+    clouds ``x``, ``y`` and a cost name, read in column blocks by :meth:`blocks`.
     """
 
     a: np.ndarray
@@ -137,7 +138,14 @@ class OTProblem:
 
     @property
     def low_memory(self) -> bool:
-        return self.C is None
+        """Streamed point clouds: neither the matrix nor a grid."""
+        return self.C is None and self.grid is None
+
+    def axis_costs(self, xp=np, dtype=np.float64):
+        """``(C1, C2)`` of a grid problem: C = C1 (+) C2."""
+        from optsolve.ot.grid import axis_costs
+
+        return axis_costs(self.grid, self.cost, xp, dtype)
 
     def blocks(self, rows=None, cols=None, xp=np, dtype=np.float64):
         """Yield ``(j0, j1, C[rows][:, cols][:, j0:j1])`` column block by column block, in ``xp``.
@@ -166,6 +174,8 @@ class OTProblem:
             yield j0, j1, cost_matrix(x, xp.asarray(self.y[cols[j0:j1]], dtype=dtype), self.cost, xp)
 
     def max_cost(self) -> float:
+        if self.C is None and self.grid is not None:
+            return float(sum(c.max() for c in self.axis_costs()))
         if self.C is not None:
             return float(self.C.max()) if self.C.size else 0.0
         return max((float(blk.max()) for _, _, blk in self.blocks()), default=0.0)
@@ -228,7 +238,8 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
 
     ``low_memory``: never build the n x m cost (point clouds only); None picks it when the
     dense path would not fit in the free memory. ``block_size``: columns per block (default
-    from the free memory).
+    from the free memory). Images on a grid never build C (:meth:`OTProblem.dense_cost` does
+    where a method needs it); their blocks are read like those of point clouds.
     """
     if not normalize:
         check_equal_mass(problem)
@@ -242,6 +253,10 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
         a, b = a.ravel(), b.ravel()
     n, m = a.shape[0], b.shape[0]
     points = x is not None
+    if grid is not None:
+        block = int(block_size) if block_size else auto_block(n, m)
+        return OTProblem(a=a / a.sum(), b=b / b.sum(), C=None, mass=mass, x=x, y=y, cost=problem["cost"],
+                         block=block, grid=grid)
     if low_memory is None:
         low_memory = points and DENSE_COPIES * 8 * n * m > available_memory_bytes()
     if low_memory and not points:

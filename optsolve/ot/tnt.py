@@ -42,12 +42,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optsolve.core.progress import SILENT, Progress, get_logger
+from optsolve.ot.grid import axis_costs, lse_apply
 from optsolve.ot.problems import available_memory_bytes
 
 GAMMA_START = 16.0
 P_EXPONENT = 1.5
 Q_START = 2.0
 Q_MIN = 2.0 ** 0.25
+GAP_MARGIN = 1.3  # --target-gap: next gamma <= gamma * GAP_MARGIN * gap / target (the gap falls about as 1/gamma)
 GAMMA_MAX = 2.0 ** 20  # ceiling for --target-gap
 CG_CAP = 5000
 CHI_SWEEPS = 100
@@ -354,15 +356,6 @@ class StreamedKernel(Kernel):
         return out
 
 
-def _lse(A, axis, xp):
-    """log-sum-exp along ``axis``; -inf where every entry is -inf."""
-    mx = A.max(axis=axis, keepdims=True)
-    mx = xp.where(xp.isfinite(mx), mx, 0.0)
-    s = xp.exp(A - mx).sum(axis=axis)
-    with np.errstate(divide="ignore"):
-        return xp.log(s) + xp.squeeze(mx, axis=axis)
-
-
 class GridKernel(Kernel):
     """Images on a k1 x k2 grid with an L1 or squared-L2 cost: C is a Kronecker sum C1 (+) C2.
 
@@ -378,13 +371,7 @@ class GridKernel(Kernel):
         self.xp = xp
         self.dtype = np.dtype(dtype)
         self.k1, self.k2 = grid
-        h = 1.0 / max(grid)
-
-        def axis_cost(k):
-            d = (np.arange(k)[:, None] - np.arange(k)[None, :]) * h
-            return xp.asarray((np.abs(d) if cost == "l1" else d * d) / scale, dtype=self.dtype)
-
-        self.C1, self.C2 = axis_cost(self.k1), axis_cost(self.k2)
+        self.C1, self.C2 = (xp.asarray(Ck / scale, dtype=self.dtype) for Ck in axis_costs(grid, cost))
         self.n = self.m = self.k1 * self.k2
         self.u0 = self.v0 = None
         self.gamma = None
@@ -393,12 +380,8 @@ class GridKernel(Kernel):
 
     def _lse_apply(self, w, gamma):
         """L_i = LSE_j (w_j - gamma C_ij) for i, j on the grid (w may hold -inf)."""
-        xp = self.xp
-        W = w.reshape(self.k1, self.k2)
-        T = _lse(W[:, None, :] - gamma * self.C2[None, :, :], 2, xp)  # [j1, i2]
-        R = _lse(T[None, :, :] - gamma * self.C1[:, :, None], 1, xp)  # [i1, i2]
         self.passes += self._unit
-        return R.reshape(-1)
+        return lse_apply(w, -gamma * self.C1, -gamma * self.C2, self.xp)
 
     def log_rows(self, u, v, gamma):
         return u + self._lse_apply(v, gamma)
@@ -743,7 +726,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     elif ot.low_memory:
         K = StreamedKernel(xp, ot, ia, ib, scale, dtype)
     else:
-        K = DenseKernel(xp, ot.C[np.ix_(ia, ib)] / scale, dtype)
+        K = DenseKernel(xp, ot.dense_cost()[np.ix_(ia, ib)] / scale, dtype)
     n, m = K.n, K.m
     r = xp.asarray(a[ia], dtype=K.dtype)
     c = xp.asarray(b[ib], dtype=K.dtype)
@@ -833,6 +816,8 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
             elif d > 0.9:
                 q = q * q
             gamma_next = min(gamma * q, ceiling)
+            if gap is not None:  # aim just past the target instead of overshooting it by a factor q
+                gamma_next = min(gamma_next, gamma * GAP_MARGIN * gap / target_gap)
             if gamma_next >= ceiling * (1 - 1e-9):
                 gamma_next = ceiling
             if u_prev is None:
