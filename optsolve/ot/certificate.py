@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from optsolve.core.backend import exp_flush
 from optsolve.core.result import Certificate, Check
 from optsolve.ot.problems import prepare
 
@@ -55,7 +56,7 @@ def _coo_plan(spec: dict, n: int, m: int):
 
 def _gibbs(f, g, Cb, reg):
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.exp((f[:, None] + g[None, :] - Cb) / reg)
+        return exp_flush(np, (f[:, None] + g[None, :] - Cb) / reg)
 
 
 def plan_blocks(ot, solution: dict, f, g):
@@ -220,8 +221,6 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     f = _vector(solution, "f", ot.n)
     g = _vector(solution, "g", ot.m)
     exact = method == "emd"
-    ia, ib = a > 0, b > 0
-
     measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
     rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, exact)
     D = dual_bound_of(ot, f)

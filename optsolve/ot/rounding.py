@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optsolve.core.backend import exp_flush
+
 from optsolve.ot.problems import OTProblem
 
 
@@ -71,7 +73,7 @@ def gibbs_block(f, g, C, reg, out=None):
         np.multiply(C, -1.0 / reg, out=out)
         out += (f / reg)[:, None]
         out += (g / reg)[None, :]
-        return np.exp(out, out=out)
+        return exp_flush(np, out, out=out)
 
 
 def gibbs_dense(ot: OTProblem, f, g, reg) -> np.ndarray:

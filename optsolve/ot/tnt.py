@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optsolve.core.backend import exp_flush
 from optsolve.core.progress import SILENT, Progress, get_logger
-from optsolve.ot.grid import axis_costs, lse_apply
+from optsolve.ot.grid import axis_costs, lse_apply, lse_apply_l1
 from optsolve.ot.problems import available_memory_bytes
 
 GAMMA_START = 16.0
@@ -115,7 +116,17 @@ class Kernel:
     """Products with the built plan: from its truncated sparse copy when there is one, else ``_matvec`` etc."""
 
     sparse = None
-    _too_dense_at = None  # gamma at which a truncation attempt found the plan too dense
+    _retry_gamma = 0.0  # no truncation attempt below this gamma (raised when one found the plan too dense)
+
+    def _may_truncate(self, gamma) -> bool:
+        return self.threshold is not None and gamma >= self._retry_gamma
+
+    def _too_dense(self, gamma, nnz, entries_seen, budget):
+        """An attempt kept ``nnz`` of ``entries_seen`` entries, over ``budget``: skip attempts until gamma has
+        grown by the factor the density must fall (it falls about as 1/gamma on 2-D problems; the
+        degenerate plans of L1 costs do not thin out at all), and always for the rest of this stage."""
+        density = nnz / max(entries_seen, 1)
+        self._retry_gamma = gamma * max(density * self.n * self.m / max(budget, 1.0), 1.0 + 1e-9)
 
     def matvec(self, y):
         if self.sparse is not None:
@@ -172,7 +183,7 @@ class DenseKernel(Kernel):
         b = self._exponent(self._scratch(), None, v, gamma)
         mx = b.max(axis=1)
         b -= mx[:, None]
-        xp.exp(b, out=b)
+        exp_flush(xp, b, out=b)
         self.passes += 4
         return u + mx + xp.log(b.sum(axis=1))
 
@@ -182,7 +193,7 @@ class DenseKernel(Kernel):
         b = self._exponent(self._scratch(), u, None, gamma)
         mx = b.max(axis=0)
         b -= mx[None, :]
-        xp.exp(b, out=b)
+        exp_flush(xp, b, out=b)
         self.passes += 4
         return v + mx + xp.log(b.sum(axis=0))
 
@@ -194,15 +205,15 @@ class DenseKernel(Kernel):
         if self.P is None:
             self.P = xp.empty_like(self.C)
         self._exponent(self.P, u, v, gamma)
-        xp.exp(self.P, out=self.P)
+        exp_flush(xp, self.P, out=self.P)
         self.passes += 2
         self.sparse = None
-        if self.threshold is not None and gamma != self._too_dense_at:
+        if self._may_truncate(gamma):
             mask = self.P > self.threshold
             nnz = int(xp.count_nonzero(mask))
             self.passes += 1
             if nnz >= SPARSE_MAX_DENSITY * self.n * self.m:
-                self._too_dense_at = gamma  # no further attempts in this stage
+                self._too_dense(gamma, nnz, self.n * self.m, SPARSE_MAX_DENSITY * self.n * self.m)
             else:
                 rows, cols = xp.nonzero(mask)
                 self.sparse = TruncatedProducts(xp, rows, cols, self.P[rows, cols], (self.n, self.m))
@@ -289,11 +300,11 @@ class StreamedKernel(Kernel):
             bm = E.max(axis=1)
             if mx is None:
                 E -= bm[:, None]
-                mx, s = bm, xp.exp(E, out=E).sum(axis=1)
+                mx, s = bm, exp_flush(xp, E, out=E).sum(axis=1)
                 continue
             new = xp.maximum(mx, bm)
             E -= new[:, None]
-            s = s * xp.exp(mx - new) + xp.exp(E, out=E).sum(axis=1)
+            s = s * xp.exp(mx - new) + exp_flush(xp, E, out=E).sum(axis=1)
             mx = new
         self.passes += 4
         return u + mx + xp.log(s)
@@ -304,7 +315,7 @@ class StreamedKernel(Kernel):
         for j0, j1, E in self._exponents(u, None, gamma):
             bm = E.max(axis=0)
             E -= bm[None, :]
-            out[j0:j1] = v[j0:j1] + bm + xp.log(xp.exp(E, out=E).sum(axis=0))
+            out[j0:j1] = v[j0:j1] + bm + xp.log(exp_flush(xp, E, out=E).sum(axis=0))
         self.passes += 4
         return out
 
@@ -315,7 +326,7 @@ class StreamedKernel(Kernel):
         xp = self.xp
         self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
         self.sparse = None
-        if self.threshold is None or gamma == self._too_dense_at:
+        if not self._may_truncate(gamma):
             return
         # at most 20% of the entries, and (low-memory mode) at most 1/32 of the free memory at ~20 bytes each
         budget = min(SPARSE_MAX_DENSITY * self.n * self.m, available_memory_bytes() / 32 / 20)
@@ -324,7 +335,7 @@ class StreamedKernel(Kernel):
             r, c = xp.nonzero(Pb > self.threshold)
             nnz += int(r.size)
             if nnz > budget:
-                self._too_dense_at = gamma  # no further attempts in this stage
+                self._too_dense(gamma, nnz, self.n * j1, budget)
                 return  # too dense: keep streaming
             parts.append((r, c + j0, Pb[r, c]))
         cat = xp.concatenate
@@ -333,7 +344,7 @@ class StreamedKernel(Kernel):
 
     def _plan_blocks(self):
         for j0, j1, B in self._exponents(self.u0, self.v0, self.gamma):
-            yield j0, j1, self.xp.exp(B, out=B)
+            yield j0, j1, exp_flush(self.xp, B, out=B)
         self.passes += 3
 
     def _matvec(self, y):
@@ -360,8 +371,9 @@ class GridKernel(Kernel):
     """Images on a k1 x k2 grid with an L1 or squared-L2 cost: C is a Kronecker sum C1 (+) C2.
 
     ``LSE_j(w_j - gamma C_ij)`` factors into two nested log-sum-exps, one along each axis,
-    so every pass costs O(k1 k2 (k1 + k2)) = O(n^1.5) and C is never built. Products with
-    the plan are log-domain passes on the positive and negative parts of the vector, so
+    so every pass costs O(k1 k2 (k1 + k2)) = O(n^1.5) and C is never built; for the L1 cost
+    each axis is a geometric filter, two log-domain recursions, and a pass costs O(n).
+    Products with the plan are log-domain passes (on a nonnegative shift of the vector), so
     nothing over- or underflows at any gamma.
     """
 
@@ -372,15 +384,19 @@ class GridKernel(Kernel):
         self.dtype = np.dtype(dtype)
         self.k1, self.k2 = grid
         self.C1, self.C2 = (xp.asarray(Ck / scale, dtype=self.dtype) for Ck in axis_costs(grid, cost))
+        self.l1_step = 1.0 / max(grid) / scale if cost == "l1" else None  # scaled cost of one pixel step
         self.n = self.m = self.k1 * self.k2
         self.u0 = self.v0 = None
         self.gamma = None
         self.passes = 0.0
-        self._unit = 2.0 * (self.k1 + self.k2) / self.n  # one nested LSE in units of O(nm) passes
+        # one nested LSE in units of O(nm) passes
+        self._unit = 8.0 / self.m if self.l1_step is not None else 2.0 * (self.k1 + self.k2) / self.n
 
     def _lse_apply(self, w, gamma):
         """L_i = LSE_j (w_j - gamma C_ij) for i, j on the grid (w may hold -inf)."""
         self.passes += self._unit
+        if self.l1_step is not None:
+            return lse_apply_l1(w, (self.k1, self.k2), gamma * self.l1_step, self.xp)
         return lse_apply(w, -gamma * self.C1, -gamma * self.C2, self.xp)
 
     def log_rows(self, u, v, gamma):
@@ -397,8 +413,9 @@ class GridKernel(Kernel):
         """
         xp = self.xp
         self.u0, self.v0, self.gamma = u.copy(), v.copy(), gamma
+        self._ones = {}
         self.sparse = None
-        if self.threshold is None or gamma == self._too_dense_at:
+        if not self._may_truncate(gamma):
             return
         k1, k2 = self.k1, self.k2
         cut = math.log(self.threshold)
@@ -416,7 +433,7 @@ class GridKernel(Kernel):
             nnz += int(i2.size)
             self.passes += float(E.size) / (self.n * self.m)
             if nnz > budget:
-                self._too_dense_at = gamma  # no further attempts in this stage
+                self._too_dense(gamma, nnz, (i1 + 1) * k2 * self.m, budget)
                 return  # too dense: keep the log-domain products
             rows.append(i1 * k2 + i2)
             cols.append(j1s[jj] * k2 + j2)
@@ -426,14 +443,25 @@ class GridKernel(Kernel):
             self.sparse = TruncatedProducts(xp, cat(rows), cat(cols), cat(vals), (self.n, self.m))
 
     def _signed(self, outer, inner, z, gamma, factor=1.0):
+        """``sum_j exp(factor (outer_i + inner_j - gamma C_ij)) z_j`` by one log-domain pass.
+
+        A vector with negative entries is shifted to ``z + s >= 0`` and ``s`` times the product
+        with ones (cached until the next build) is subtracted: the rounding error, ``eps s`` times
+        that product, is of the order of a dense product's ``eps sum_ij P_ij |z_j|``.
+        """
         xp = self.xp
-        with np.errstate(divide="ignore"):
-            pos = xp.log(xp.maximum(z, 0.0))
-            neg = xp.log(xp.maximum(-z, 0.0))
-        out = xp.exp(factor * outer + self._lse_apply(factor * inner + pos, factor * gamma))
-        if bool((z < 0).any()):
-            out = out - xp.exp(factor * outer + self._lse_apply(factor * inner + neg, factor * gamma))
-        return out
+
+        def positive_product(w):
+            with np.errstate(divide="ignore"):
+                return xp.exp(factor * outer + self._lse_apply(factor * inner + xp.log(w), factor * gamma))
+
+        shift = -float(z.min())
+        if shift <= 0.0:
+            return positive_product(z)
+        key = (outer is self.u0, factor)
+        if key not in self._ones:
+            self._ones[key] = positive_product(xp.ones_like(z))
+        return positive_product(z + shift) - shift * self._ones[key]
 
     def _matvec(self, y):
         return self._signed(self.u0, self.v0, y, self.gamma)

@@ -119,3 +119,32 @@ def test_grid_problem_streams_its_plan_in_blocks():
     np.testing.assert_allclose(P, round_problem(dense, f, g, res.settings["reg"]).plan(dense), atol=1e-14)
     assert np.abs(P.sum(1) - ot.a).sum() + np.abs(P.sum(0) - ot.b).sum() < 1e-13
     assert (P * dense.C).sum() == pytest.approx(res.objective, rel=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (16, 16)])
+@pytest.mark.parametrize("gamma", [3.0, 800.0, 1e6])
+def test_l1_geometric_scans_equal_the_generic_nesting(shape, gamma):
+    rng = np.random.default_rng(2)
+    C1, C2 = grid.axis_costs(shape, "l1")
+    w = rng.normal(size=shape[0] * shape[1]) * 40
+    w[[0, 5, 6]] = -np.inf
+    generic = grid.lse_apply(w, -gamma * C1, -gamma * C2)
+    scanned = grid.lse_apply_l1(w, shape, gamma / max(shape))
+    np.testing.assert_allclose(scanned, generic, rtol=1e-13, atol=1e-12)
+    everything_empty = grid.lse_apply_l1(np.full(w.size, -np.inf), shape, 1.0)
+    assert np.all(everything_empty == -np.inf)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_exp_flush_is_exp_with_tiny_results_zeroed(dtype):
+    from optsolve.core.backend import EXP_FLOOR, exp_flush
+
+    x = np.array([0.0, -1.0, -80.0, -690.0, -720.0, -800.0, -1e6, -np.inf, np.nan], dtype=dtype)
+    floor = EXP_FLOOR[np.dtype(dtype)]
+    expected = np.where(x >= floor, np.exp(x.astype(np.float64)), 0.0)
+    expected[np.isnan(x)] = np.nan
+    y = exp_flush(np, x.copy())
+    np.testing.assert_allclose(y, expected.astype(dtype), rtol=1e-6 if dtype == np.float32 else 1e-15)
+    assert y.dtype == dtype
+    inplace = x.copy()
+    assert exp_flush(np, inplace, out=inplace) is inplace
