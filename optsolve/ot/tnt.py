@@ -262,6 +262,18 @@ class StreamedKernel(Kernel):
         """Yield ``(j0, j1, B)`` with ``B = rowterm_i + colterm_j - gamma C_ij / scale`` (a view of one buffer)."""
         xp = self.xp
         w = gamma / self.scale
+        if self.cost == "sqeuclidean":  # -w |x - y|^2 = (2 w x).y + (rowterm - w |x|^2) + (colterm - w |y|^2)
+            x2w = self.x * (2.0 * w)
+            row = -w * self.xsq if rowterm is None else rowterm - w * self.xsq
+            col = -w * self.ysq if colterm is None else colterm - w * self.ysq
+            for j0 in range(0, self.m, self.block):
+                j1 = min(j0 + self.block, self.m)
+                B = self._buf[:, : j1 - j0]
+                xp.matmul(x2w, self.y[j0:j1].T, out=B)
+                B += row[:, None]
+                B += col[None, j0:j1]
+                yield j0, j1, B
+            return
         for j0 in range(0, self.m, self.block):
             j1 = min(j0 + self.block, self.m)
             B = self._buf[:, : j1 - j0]
@@ -274,11 +286,6 @@ class StreamedKernel(Kernel):
                     xp.abs(T, out=T)
                     B += T
                 B *= -w
-            elif self.cost == "sqeuclidean":  # -w |x - y|^2 = w (2 x.y - |x|^2 - |y|^2)
-                xp.matmul(self.x, yb.T, out=B)
-                B *= 2.0 * w
-                B -= (w * self.xsq)[:, None]
-                B -= (w * self.ysq[j0:j1])[None, :]
             else:  # euclidean
                 xp.matmul(self.x, yb.T, out=B)
                 B *= -2.0
