@@ -52,7 +52,7 @@ def _tnt(ot, s, backend, progress):
 
     gap_fn = None
     if s["target_gap"] is not None:
-        gap_fn = _gap_checker(ot, s["target_gap"])
+        gap_fn = _gap_checker(ot, s["target_gap"], backend.xp)
 
     res = solve_tnt(ot, gamma_f=s["gamma"], tol=s["tol"], pcg_mode=s["pcg"],
                     dtype=np.dtype(s["dtype"]), max_iter=s["max_iter"], time_limit=s["time_limit"],
@@ -73,7 +73,7 @@ def _tnt(ot, s, backend, progress):
 SKIP_FACTOR = 1000.0  # certified gaps were 0.03-0.1 x (entropic bias / cost) in bin/bench-ot
 
 
-def _gap_checker(ot, target: float):
+def _gap_checker(ot, target: float, xp=np):
     """``gap(f, g, reg)``: (U - D) / U of the rounded plan, the quantity --target-gap bounds.
 
     Rounding and the dual bound cost about a dozen O(nm) passes, so a stage is not evaluated
@@ -90,14 +90,14 @@ def _gap_checker(ot, target: float):
         bias = reg * h_min
         if first_cost and bias > SKIP_FACTOR * target * first_cost[0]:
             return None
-        rd = round_problem(ot, f, g, reg)
+        rd = round_problem(ot, f, g, reg, xp)
         rd.kernel = None  # kept for reuse while later stages run: not the n x m kernel
         gap.last = (f.copy(), g.copy(), reg, rd)
         if not first_cost:
             first_cost.append(rd.objective)
             if bias > SKIP_FACTOR * target * rd.objective:
                 return None
-        return (rd.objective - dual_bound_of(ot, rd.f)) / max(abs(rd.objective), 1e-300)
+        return (rd.objective - dual_bound_of(ot, rd.f, xp)) / max(abs(rd.objective), 1e-300)
 
     gap.last = None
     return gap
@@ -192,6 +192,10 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
     t0 = time.perf_counter()
     ot = prepare(problem, normalize=normalize, low_memory=low_memory, block_size=block_size)
+    if ot.low_memory and block_size is None and backend.device == "gpu":
+        from optsolve.ot.problems import auto_block
+
+        ot.block = auto_block(ot.n, ot.m, xp=backend.xp)
     if method not in (None, "tnt") and ot.grid is not None:
         ot.C = ot.dense_cost()  # POT's solvers take the matrix
     s = resolve_settings(method, ot.max_cost(), reg=reg, gamma=gamma, target_gap=target_gap, tol=tol,
@@ -204,7 +208,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     t_solve = time.perf_counter()
 
     if method in ENTROPIC:
-        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"])
+        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"], backend.xp)
         out["f"], out["g"] = rd.f, rd.g
         objective = rd.objective
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
@@ -224,7 +228,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
 
             plan = sp.csr_matrix(np.where(P > plan_threshold, P, 0.0))
     t_round = time.perf_counter()
-    solution = {"f": out["f"], "g": out["g"], "dual_bound": certificate.dual_bound_of(ot, out["f"]),
+    solution = {"f": out["f"], "g": out["g"], "dual_bound": certificate.dual_bound_of(ot, out["f"], backend.xp),
                 "plan": solution_plan}
     stats = {"iterations": out.get("iterations"), "device": backend.device, "dtype": s["dtype"],
              "time_s": {"prepare": t_prep - t0, "solve": t_solve - t_prep, "round": t_round - t_solve}}

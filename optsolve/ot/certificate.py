@@ -54,50 +54,53 @@ def _coo_plan(spec: dict, n: int, m: int):
     return sp.csc_matrix((val, (row, col)), shape=(n, m))
 
 
-def _gibbs(f, g, Cb, reg):
+def _gibbs(f, g, Cb, reg, xp):
     with np.errstate(over="ignore", invalid="ignore"):
-        return exp_flush(np, (f[:, None] + g[None, :] - Cb) / reg)
+        return exp_flush(xp, (f[:, None] + g[None, :] - Cb) / reg)
 
 
-def plan_blocks(ot, solution: dict, f, g):
-    """Yield ``(j0, j1, C block, plan block)``: the plan rebuilt from the solution, block by block."""
+def plan_blocks(ot, solution: dict, f, g, xp=np):
+    """Yield ``(j0, j1, C block, plan block)``: the plan rebuilt from the solution, block by block, in ``xp``."""
     spec = solution.get("plan")
     if not isinstance(spec, dict):
         raise KeyError("solution has no 'plan' object")
     fmt = spec.get("format")
     if fmt == "coo":
         P = _coo_plan(spec, ot.n, ot.m)
-        for j0, j1, Cb in ot.blocks():
-            yield j0, j1, Cb, P[:, j0:j1].toarray()
+        for j0, j1, Cb in ot.blocks(xp=xp):
+            yield j0, j1, Cb, xp.asarray(P[:, j0:j1].toarray())
         return
     if fmt != "gibbs_rounded":
         raise ValueError(f"unknown plan format {fmt!r}")
     reg = float(spec["reg"])
     if not reg > 0:
         raise ValueError("plan 'reg' must be positive")
-    fz = np.where(np.isnan(f), -np.inf, f)
-    gz = np.where(np.isnan(g), -np.inf, g)
-    r, c = np.zeros(ot.n), np.zeros(ot.m)
-    for j0, j1, Cb in ot.blocks():
-        K = _gibbs(fz, gz[j0:j1], Cb, reg)
+    fz = xp.asarray(np.where(np.isnan(f), -np.inf, f))
+    gz = xp.asarray(np.where(np.isnan(g), -np.inf, g))
+    r, c = xp.zeros(ot.n), xp.zeros(ot.m)
+    for j0, j1, Cb in ot.blocks(xp=xp):
+        K = _gibbs(fz, gz[j0:j1], Cb, reg, xp)
         r += K.sum(1)
         c[j0:j1] = K.sum(0)
-    err_a, err_b = ot.a - r, ot.b - c
-    total = err_a.sum()
-    for j0, j1, Cb in ot.blocks():
-        K = _gibbs(fz, gz[j0:j1], Cb, reg)
+    err_a, err_b = xp.asarray(ot.a) - r, xp.asarray(ot.b) - c
+    total = float(err_a.sum())
+    for j0, j1, Cb in ot.blocks(xp=xp):
+        K = _gibbs(fz, gz[j0:j1], Cb, reg, xp)
         if total > 0:
-            K += np.outer(err_a, err_b[j0:j1]) / total
+            K += xp.outer(err_a, err_b[j0:j1]) / total
         yield j0, j1, Cb, K
 
 
-def _block_measures(ot, solution: dict, f, g, exact: bool):
+def _block_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     """Row and column sums, cost, largest negative entry, max C and, for ``exact``, LP optimality residuals."""
-    ia, ib = ot.a > 0, ot.b > 0
-    rows, cols = np.zeros(ot.n), np.zeros(ot.m)
+    from optsolve.core.backend import to_numpy
+
+    ia, ib = xp.asarray(ot.a > 0), xp.asarray(ot.b > 0)
+    fx, gx = xp.asarray(f), xp.asarray(g)
+    rows, cols = xp.zeros(ot.n), xp.zeros(ot.m)
     U, neg, cmax = 0.0, 0.0, 0.0
     infeasible, cs = 0.0, 0.0
-    for j0, j1, Cb, Pb in plan_blocks(ot, solution, f, g):
+    for j0, j1, Cb, Pb in plan_blocks(ot, solution, f, g, xp):
         rows += Pb.sum(1)
         cols[j0:j1] = Pb.sum(0)
         U += float((Cb * Pb).sum())
@@ -107,14 +110,15 @@ def _block_measures(ot, solution: dict, f, g, exact: bool):
         if exact:
             keep = ib[j0:j1]
             with np.errstate(invalid="ignore"):
-                slack = Cb[ia][:, keep] - f[ia][:, None] - g[j0:j1][keep][None, :]
+                slack = Cb[ia][:, keep] - fx[ia][:, None] - gx[j0:j1][keep][None, :]
             if slack.size:
-                infeasible = max(infeasible, float(-np.nanmin(slack)) if np.all(np.isfinite(slack)) else math.inf)
-                cs += float(np.abs(Pb[ia][:, keep] * slack).sum())
-    return rows, cols, U, neg, cmax, infeasible, cs
+                finite = bool(xp.all(xp.isfinite(slack)))
+                infeasible = max(infeasible, float(-xp.nanmin(slack)) if finite else math.inf)
+                cs += float(xp.abs(Pb[ia][:, keep] * slack).sum())
+    return to_numpy(rows), to_numpy(cols), U, neg, cmax, infeasible, cs
 
 
-def _grid_measures(ot, solution: dict, f, g, exact: bool):
+def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     """:func:`_block_measures` for images on a grid, by separable passes (O(n^1.5)), without the n x n plan.
 
     The rounded Gibbs plan's sums and cost use log-domain nested sums (:mod:`optsolve.ot.grid`);
@@ -173,11 +177,12 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool):
     return rows, cols, U, neg, cmax, infeasible, cs
 
 
-def dual_bound_of(ot, f) -> float:
+def dual_bound_of(ot, f, xp=np) -> float:
     """The LP dual bound of f by two c-transforms over the supports; -inf when f is not finite there.
 
     ``g~ = f^c`` makes (f, g~) feasible; ``f~ = (g~)^c >= f`` keeps it feasible, so
     ``<f~, a> + <g~, b>`` is a lower bound at least as tight as ``<f, a> + <g~, b>``.
+    Cost blocks are computed in ``xp`` (numpy, or cupy on a GPU).
     """
     ia, ib = ot.a > 0, ot.b > 0
     fs = f[ia]
@@ -190,18 +195,19 @@ def dual_bound_of(ot, f) -> float:
         gt = min_apply(np.where(ia, -f, np.inf), C1, C2)
         ft = min_apply(np.where(ib, -gt, np.inf), C1, C2)
         return float(ft[ia] @ ot.a[ia] + gt[ib] @ ot.b[ib])
-    ft = np.full(fs.shape, np.inf)
-    total_g = 0.0
     full = bool(ia.all())
-    for j0, j1, Cb in ot.blocks():
+    ia_x, fs, b = xp.asarray(ia), xp.asarray(fs), xp.asarray(ot.b)
+    ft = xp.full(fs.shape, xp.inf)
+    total_g = 0.0
+    for j0, j1, Cb in ot.blocks(xp=xp):
         keep = ib[j0:j1]
-        Cs = Cb if full and keep.all() else Cb[ia][:, keep]
+        Cs = Cb if full and keep.all() else Cb[ia_x][:, xp.asarray(keep)]
         if Cs.shape[1] == 0:
             continue
         gt = (Cs - fs[:, None]).min(0)
-        total_g += float(gt @ ot.b[j0:j1][keep])
-        np.minimum(ft, (Cs - gt[None, :]).min(1), out=ft)
-    return float(ft @ ot.a[ia]) + total_g
+        total_g += float(gt @ b[j0:j1][xp.asarray(keep)])
+        xp.minimum(ft, (Cs - gt[None, :]).min(1), out=ft)
+    return float(ft @ xp.asarray(ot.a[ia])) + total_g
 
 
 def _rel(x: float, scale: float) -> float:
@@ -213,17 +219,28 @@ def entropy(p: np.ndarray) -> float:
     return float(-(q * np.log(q)).sum())
 
 
+def _namespace(device):
+    """cupy when the solution was computed on a GPU and one is usable here, else numpy."""
+    if device != "gpu":
+        return np
+    from optsolve.core.backend import cupy_status, get_namespace
+
+    return get_namespace("gpu") if cupy_status()[0] else np
+
+
 def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
     settings = settings or {}
+    xp = _namespace(settings.get("device"))
+    same_device = (xp is np) == (settings.get("device") != "gpu")  # else the solver's block size does not fit here
     ot = prepare(problem, normalize=bool(settings.get("normalize", False)), low_memory=settings.get("low_memory"),
-                 block_size=settings.get("block_size"))
+                 block_size=settings.get("block_size") if same_device else None)
     a, b = ot.a, ot.b
     f = _vector(solution, "f", ot.n)
     g = _vector(solution, "g", ot.m)
     exact = method == "emd"
     measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
-    rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, exact)
-    D = dual_bound_of(ot, f)
+    rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, exact, xp)
+    D = dual_bound_of(ot, f, xp)
     scale = max(cmax, 1e-300)
     marg = float(np.abs(rows - a).sum() + np.abs(cols - b).sum())
     checks = [

@@ -225,8 +225,18 @@ DENSE_COPIES = 8  # n x m float64 arrays the dense path may hold at once (cost, 
 BLOCK_BYTES = 8 << 20  # an n x block buffer of about this size stays in cache between the in-place passes
 
 
-def auto_block(n: int, m: int, itemsize: int = 8) -> int:
-    """Columns per block: a buffer of about 8 MB (cache-friendly), and at most 1/8 of the free memory."""
+GPU_BLOCK_SHARE = 16  # on a GPU, the block buffers (about three) take at most 1/16 of its free memory
+
+
+def auto_block(n: int, m: int, itemsize: int = 8, xp=np) -> int:
+    """Columns per block: a buffer of about 8 MB (cache-friendly), and at most 1/8 of the free memory.
+
+    With cupy (``xp``), blocks as large as 1/16 of the GPU's free memory allows: each block is a
+    few kernel launches, so small blocks would leave the GPU idle.
+    """
+    if xp is not np:
+        free = int(xp.cuda.runtime.memGetInfo()[0])
+        return int(max(1, min(m, free // GPU_BLOCK_SHARE // max(1, 3 * n * itemsize))))
     by_cache = BLOCK_BYTES // max(1, n * itemsize)
     by_memory = available_memory_bytes() // 8 // max(1, 2 * n * itemsize)
     return int(max(1, min(m, max(8, by_cache), by_memory)))

@@ -66,14 +66,14 @@ class Rounded:
                              shape=(ot.n, ot.m))
 
 
-def gibbs_block(f, g, C, reg, out=None):
+def gibbs_block(f, g, C, reg, out=None, xp=np):
     """exp((f_i + g_j - C_ij) / reg), computed in place in ``out`` (a new array by default)."""
-    out = np.empty(C.shape) if out is None else out
+    out = xp.empty(C.shape) if out is None else out
     with np.errstate(over="ignore", invalid="ignore"):
-        np.multiply(C, -1.0 / reg, out=out)
+        xp.multiply(C, -1.0 / reg, out=out)
         out += (f / reg)[:, None]
         out += (g / reg)[None, :]
-        return exp_flush(np, out, out=out)
+        return exp_flush(xp, out, out=out)
 
 
 def gibbs_dense(ot: OTProblem, f, g, reg) -> np.ndarray:
@@ -83,34 +83,41 @@ def gibbs_dense(ot: OTProblem, f, g, reg) -> np.ndarray:
     return out
 
 
-def round_problem(ot: OTProblem, f, g, reg) -> Rounded:
-    """Round potentials (cost units; -inf where the mass is zero) for problem ``ot``."""
+def round_problem(ot: OTProblem, f, g, reg, xp=np) -> Rounded:
+    """Round potentials (cost units; -inf where the mass is zero) for problem ``ot``.
+
+    ``xp``: the array namespace the blocks are computed in (cupy: on the GPU, streamed); the
+    result holds numpy arrays.
+    """
     if ot.C is None and ot.grid is not None:
         return _round_grid(ot, f, g, reg)
-    a, b = ot.a, ot.b
-    keep = ot.C is not None  # one dense pass: keep the kernel
+    from optsolve.core.backend import to_numpy
+
+    a, b = xp.asarray(ot.a), xp.asarray(ot.b)
+    f, g = xp.asarray(f), xp.asarray(g)
+    keep = ot.C is not None and xp is np  # one dense pass in host memory: keep the kernel
     K = gibbs_dense(ot, f, g, reg) if keep else None
 
     def kernel_blocks(f_, g_):
         if keep:
             yield 0, ot.m, None, K
             return
-        for j0, j1, Cb in ot.blocks():
-            yield j0, j1, Cb, gibbs_block(f_, g_[j0:j1], Cb, reg)
+        for j0, j1, Cb in ot.blocks(xp=xp):
+            yield j0, j1, Cb, gibbs_block(f_, g_[j0:j1], Cb, reg, xp=xp)
 
-    r, c = np.zeros(ot.n), np.zeros(ot.m)
+    r, c = xp.zeros(ot.n), xp.zeros(ot.m)
     for j0, j1, _, Kb in kernel_blocks(f, g):
         r += Kb.sum(1)
         c[j0:j1] = Kb.sum(0)
-    before = float(np.abs(r - a).sum() + np.abs(c - b).sum())
+    before = float(xp.abs(r - a).sum() + xp.abs(c - b).sum())
     with np.errstate(divide="ignore", invalid="ignore"):
-        shift = np.where(r > a, reg * (np.log(a) - np.log(r)), 0.0)
+        shift = xp.where(r > a, reg * (xp.log(a) - xp.log(r)), 0.0)
     f0, f = f, f + shift
-    x = np.exp(shift / reg)
+    x = xp.exp(shift / reg)
     for j0, j1, _, Kb in kernel_blocks(f0, g):
         c[j0:j1] = x @ Kb
     with np.errstate(divide="ignore", invalid="ignore"):
-        shift_g = np.where(c > b, reg * (np.log(b) - np.log(c)), 0.0)
+        shift_g = xp.where(c > b, reg * (xp.log(b) - xp.log(c)), 0.0)
     g = g + shift_g
     if keep:
         K *= x[:, None]
@@ -121,13 +128,14 @@ def round_problem(ot: OTProblem, f, g, reg) -> Rounded:
         r += Kb.sum(1)
         c[j0:j1] = Kb.sum(0)
         Cs = ot.C if keep else Cb
-        U += float(np.vdot(Cs, Kb)) if Cs.flags.c_contiguous and Kb.flags.c_contiguous else float((Cs * Kb).sum())
+        U += float(xp.vdot(Cs, Kb)) if Cs.flags.c_contiguous and Kb.flags.c_contiguous else float((Cs * Kb).sum())
     err_a, err_b = a - r, b - c
-    s = err_a.sum()
+    s = float(err_a.sum())
     if s > 0:
-        for j0, j1, Cb in ot.blocks():
+        for j0, j1, Cb in ot.blocks(xp=xp):
             U += float(err_a @ (Cb @ err_b[j0:j1])) / s
-    return Rounded(f, g, reg, U, before, err_a, err_b, K)
+    host = [to_numpy(v) for v in (f, g, err_a, err_b)]
+    return Rounded(host[0], host[1], reg, U, before, host[2], host[3], K)
 
 
 def _round_grid(ot: OTProblem, f, g, reg) -> Rounded:

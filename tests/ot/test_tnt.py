@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import optsolve.ot
 from optsolve.core.errors import ParameterError
-from optsolve.ot.problems import FAMILIES, cost_matrix
+from optsolve.ot.problems import FAMILIES, cost_matrix, grid_points
 
 
 def family_problem(name, seed, **params):
@@ -198,6 +198,58 @@ def test_tnt_on_backend(backend):
     assert res.stats["device"] == backend.device
     assert res.certificate.holds
     assert res.objective >= pot.emd2(a, b, C) - 1e-12
+
+
+@pytest.mark.parametrize("layout", ["low-memory", "grid", "target-gap"])
+def test_tnt_layouts_on_backend(backend, layout):
+    """Streamed clouds, images on a grid and --target-gap, each solved and certified on the backend."""
+    from optsolve.ot.problems import _image
+
+    rng = np.random.default_rng(12)
+    if layout == "grid":
+        A, B = _image(rng, 8, "shapes", 2.0), _image(rng, 8, "grf", 2.0)
+        kw = {"a": A, "b": B, "cost": "l1", "gamma": 2048.0}
+        pts = grid_points(8, 8)
+        a, b, C = A.ravel() / A.sum(), B.ravel() / B.sum(), cost_matrix(pts, pts, "l1")
+    else:
+        x, y = rng.random((50, 2)), rng.random((40, 2))
+        a, b = rng.dirichlet(np.ones(50)), rng.dirichlet(np.ones(40))
+        kw = {"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}
+        kw.update({"low_memory": True, "block_size": 7} if layout == "low-memory" else {"target_gap": 1e-3})
+        C = cost_matrix(x, y, "sqeuclidean")
+    res = optsolve.ot.solve(**kw, device=backend.device)
+    assert res.stats["device"] == backend.device
+    assert res.certificate.holds, res.certificate
+    opt = pot.emd2(a, b, C)
+    assert res.certificate["dual_lower_bound"].value <= opt + 1e-12 <= res.objective + 2e-12
+    if layout == "target-gap":
+        assert res.certificate["relative_gap"].value <= 1e-3
+
+
+def test_streamed_rounding_in_another_namespace_equals_the_kept_kernel():
+    """round_problem with an array namespace other than numpy streams its blocks (the GPU path)."""
+    import types
+
+    from optsolve.ot.certificate import dual_bound_of
+    from optsolve.ot.problems import OTProblem
+    from optsolve.ot.rounding import round_problem
+
+    proxy = types.SimpleNamespace(**{k: getattr(np, k) for k in dir(np) if not k.startswith("__")})
+    rng = np.random.default_rng(3)
+    x, y = rng.random((30, 2)), rng.random((20, 2))
+    a, b = rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(20))
+    a[4] = 0.0
+    a /= a.sum()
+    C = cost_matrix(x, y, "sqeuclidean")
+    ot = OTProblem(a=a, b=b, C=C, mass=1.0, block=6)
+    f, g = rng.normal(size=30) * 0.01, rng.normal(size=20) * 0.01
+    f[4] = -np.inf
+    kept, streamed = round_problem(ot, f, g, 0.01), round_problem(ot, f, g, 0.01, xp=proxy)
+    assert kept.kernel is not None and streamed.kernel is None
+    assert streamed.objective == pytest.approx(kept.objective, rel=1e-12)
+    np.testing.assert_allclose(streamed.f, kept.f, rtol=1e-13)
+    np.testing.assert_allclose(streamed.err_b, kept.err_b, atol=1e-15)
+    assert dual_bound_of(ot, kept.f, proxy) == pytest.approx(dual_bound_of(ot, kept.f), rel=1e-13)
 
 
 @pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean", "l1"])
