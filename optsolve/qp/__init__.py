@@ -1,0 +1,274 @@
+"""``optsolve qp``: convex quadratic programs in OSQP's form.
+
+    minimise 1/2 x'Px + q'x + r   subject to   l <= Ax <= u
+
+Methods: ``admm`` (default: OSQP's ADMM in numpy/scipy, with independently re-checked
+infeasibility claims, see :mod:`optsolve.qp.admm`) and ``osqp`` (the osqp package itself,
+same tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
+``Px + q + A'y = 0``) and ``z = Ax``; infeasible and unbounded problems carry a certificate
+vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OSQP.
+
+    >>> import numpy as np, scipy.sparse as sp, optsolve.qp
+    >>> res = optsolve.qp.solve(sp.eye(2), [-1.0, -1.0], sp.csc_matrix([[1.0, 1.0]]), [-np.inf], [1.0],
+    ...                         eps_abs=1e-8, eps_rel=1e-8)
+    >>> res.status.value, round(res.objective, 6)
+    ('optimal', -0.75)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from optsolve.core.errors import ParameterError
+from optsolve.core.progress import SILENT, Progress
+from optsolve.core.result import Result, Status
+from optsolve.qp.problems import SCHEMA, QPProblem, prepare
+
+DEFAULT_METHOD = "admm"
+DEFAULT_EPS = 1e-3
+
+
+def _positive(name, value):
+    if value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {value!r}.") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {x!r}.")
+    return x
+
+
+def _nonneg(name, value):
+    x = float(value)
+    if not (x >= 0 and math.isfinite(x)):
+        raise ParameterError(f"The '--{name}' option must be a float >= 0; got {x!r}.")
+    return x
+
+
+def _warm_start(warm_start, qp: QPProblem):
+    """x0, y0 from a previous solution (a dict, or the path of a solution JSON)."""
+    if warm_start is None:
+        return None, None
+    doc = warm_start
+    if isinstance(warm_start, str):
+        import json
+
+        try:
+            with open(warm_start) as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError) as exc:
+            raise ParameterError(f"The '--warm-start' file {warm_start!r} is not a readable solution JSON ({exc}).") \
+                from None
+    sol = doc.get("solution") if isinstance(doc, dict) and "solution" in doc else doc
+    try:
+        x0 = np.array([np.nan if v is None else v for v in sol["x"]], dtype=float)
+        y0 = np.array([np.nan if v is None else v for v in sol.get("y", [0.0] * qp.m)], dtype=float)
+    except (KeyError, TypeError, ValueError):
+        raise ParameterError("The '--warm-start' solution has no usable 'x' (and 'y').") from None
+    if x0.shape != (qp.n,) or y0.shape != (qp.m,) or not (np.isfinite(x0).all() and np.isfinite(y0).all()):
+        raise ParameterError(f"The '--warm-start' solution has x of size {x0.size} and y of size {y0.size} "
+                             f"(finite values expected); this problem has n = {qp.n}, m = {qp.m}.")
+    return x0, y0
+
+
+def _verifier(qp: QPProblem):
+    """``verify(kind, vector) -> (certificate or None, reason)``: ADMM's direction if it passes the
+    certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None."""
+    from optsolve.qp.certificate import infeasibility_checks, unboundedness_checks
+    from optsolve.qp.infeasibility import farkas_vector, recession_direction
+
+    def failures(kind, vec):
+        checks = infeasibility_checks(qp, vec) if kind == "infeasible" else unboundedness_checks(qp, vec)
+        return [c.name for c in checks if not c.holds]
+
+    def verify(kind, vec):
+        if not failures(kind, vec):
+            return vec, ""
+        exact = farkas_vector(qp) if kind == "infeasible" else recession_direction(qp)
+        if exact is None:
+            return None, "no exact certificate exists (linear program infeasible)"
+        failed = failures(kind, exact)
+        return (exact, "") if not failed else (None, "the exact certificate fails " + ", ".join(failed))
+
+    return verify
+
+
+def _admm(qp, s, progress, x0, y0):
+    from optsolve.qp.admm import ADMMSettings, solve_admm
+
+    st = ADMMSettings(eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
+                      rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
+                      adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
+                      eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"])
+    deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp),
+                   progress=progress, deadline=deadline)
+    message = ""
+    if r.rejected_claims:
+        it, kind, why = r.rejected_claims[-1]
+        message = (f"An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
+                   "not reported; iterations went on.")
+    stats = {"iterations": r.iterations, "rho_updates": r.rho_updates, "rho": r.rho,
+             "factorisations": getattr(r, "factorisations", None), "prim_res": r.prim_res, "dual_res": r.dual_res,
+             "duality_gap": r.duality_gap, "time_s": {"setup": r.time_s.get("setup"),
+                                                      "iterations": r.time_s.get("iterations")}}
+    return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
+            "prim_inf_cert": r.prim_inf_cert, "dual_inf_cert": r.dual_inf_cert}
+
+
+OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",
+               "primal infeasible": "infeasible", "dual infeasible": "unbounded",
+               "primal infeasible inaccurate": "max_iter", "dual infeasible inaccurate": "max_iter",
+               "maximum iterations reached": "max_iter", "run time limit reached": "time_limit",
+               "problem non convex": "numerical_error", "interrupted": "interrupted"}
+
+
+def _osqp(qp, s, progress, x0, y0):
+    import contextlib
+    import sys
+
+    import osqp
+    import scipy.sparse as sp
+
+    solver = osqp.OSQP()
+    big = 1e30
+    with contextlib.redirect_stdout(sys.stderr):
+        solver.setup(sp.triu(qp.P, format="csc"), qp.q, qp.A, np.maximum(qp.l, -big), np.minimum(qp.u, big),
+                     eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"], verbose=False,
+                     rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
+                     adaptive_rho=bool(s["adaptive_rho"]), check_termination=s["check_every"],
+                     eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"],
+                     **({"time_limit": s["time_limit"]} if s["time_limit"] else {}))
+        if x0 is not None:
+            solver.warm_start(x=x0, y=y0)
+        r = solver.solve(raise_error=False)
+    status = OSQP_STATUS.get(r.info.status, "numerical_error")
+    stats = {"iterations": int(r.info.iter), "rho_updates": int(r.info.rho_updates),
+             "prim_res": float(r.info.prim_res), "dual_res": float(r.info.dual_res), "osqp_status": r.info.status,
+             "osqp_version": osqp.__version__}
+    out = {"status": status, "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
+    if status in ("infeasible", "unbounded"):  # osqp's claim, re-checked (and made exact) as for admm
+        raw = np.asarray(r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert, dtype=float)
+        cert, why = _verifier(qp)(status, raw / max(float(np.abs(raw).max()), 1e-300))
+        if cert is None:
+            out["message"] = (f"osqp reported {r.info.status}, but the claim failed the independent certificate "
+                              f"check ({why}); reported as max_iter.")
+            out["status"] = "max_iter"
+        else:
+            out["prim_inf_cert" if status == "infeasible" else "dual_inf_cert"] = cert
+    x = np.asarray(r.x, dtype=float)
+    if x.shape == (qp.n,) and np.all(np.isfinite(x)):
+        out.update(x=x, y=np.asarray(r.y, dtype=float), z=qp.A @ x)
+    else:
+        out.update(x=None, y=None, z=None)
+    return out
+
+
+METHODS = {"admm": _admm, "osqp": _osqp}
+
+
+def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
+                     check_every, eps_prim_inf, eps_dual_inf):
+    if method not in METHODS:
+        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
+    if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
+        raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
+    if not (0 < float(alpha) < 2):
+        raise ParameterError(f"The '--alpha' option must be in (0, 2); got {alpha!r}.")
+    if int(scaling) != scaling or scaling < 0:
+        raise ParameterError(f"The '--scaling' option must be an integer >= 0; got {scaling!r}.")
+    if int(check_every) != check_every or check_every < 1:
+        raise ParameterError(f"The '--check-every' option must be a positive integer; got {check_every!r}.")
+    eps_abs, eps_rel = _nonneg("eps-abs", eps_abs), _nonneg("eps-rel", eps_rel)
+    if eps_abs == 0 and eps_rel == 0:
+        raise ParameterError("At least one of '--eps-abs' and '--eps-rel' must be positive.")
+    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel,
+            "max_iter": int(max_iter) if max_iter is not None else 4000,
+            "time_limit": _positive("time-limit", time_limit), "rho": _positive("rho", rho),
+            "sigma": _positive("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
+            "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
+            "eps_prim_inf": _positive("eps-prim-inf", eps_prim_inf),
+            "eps_dual_inf": _positive("eps-dual-inf", eps_dual_inf)}
+
+
+def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
+                  max_iter: int | None = None, time_limit: float | None = None, rho: float = 0.1,
+                  sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
+                  check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
+                  warm_start=None, device: str = "auto", seed: int | None = None,
+                  progress: Progress = SILENT) -> Result:
+    """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
+    from optsolve.qp import certificate
+
+    method = method or DEFAULT_METHOD
+    if device == "gpu":
+        raise ParameterError("optsolve qp runs on the CPU; use '--device cpu' (or auto).")
+    t0 = time.perf_counter()
+    qp = prepare(problem)
+    s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
+                         rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
+                         check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf)
+    x0, y0 = _warm_start(warm_start, qp)
+    s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
+    t_prep = time.perf_counter()
+    out = METHODS[method](qp, s, progress, x0, y0)
+    t_solve = time.perf_counter()
+    status = Status(out["status"])
+    solution, objective = {}, None
+    if status is Status.INFEASIBLE:
+        solution = {"certificate_kind": "infeasible", "prim_inf_cert": out["prim_inf_cert"]}
+        message = "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0."
+    elif status is Status.UNBOUNDED:
+        solution = {"certificate_kind": "unbounded", "dual_inf_cert": out["dual_inf_cert"]}
+        message = "Unbounded (dual infeasible): dual_inf_cert dx has q'dx < 0, P dx ~ 0 and A dx in the bounds' cone."
+    else:
+        message = ""
+        if out.get("x") is not None:
+            solution = {"x": out["x"], "y": out["y"], "z": out["z"]}
+            objective = qp.objective(out["x"])
+    stats = dict(out["stats"])
+    times = stats.pop("time_s", {})
+    stats["time_s"] = {"prepare": t_prep - t0, "solve": t_solve - t_prep,
+                       **{k: v for k, v in times.items() if v is not None}}
+    if qp.P_storage == "upper":
+        stats["P_storage"] = "upper"
+    result = Result("qp", method, status, message, problem=problem.info(n=qp.n, m=qp.m), objective=objective,
+                    solution=solution or None, stats=stats, settings=s)
+    if out.get("message"):
+        result.add_message(out["message"])
+    if status is Status.MAX_ITER:
+        result.add_message(f"Iteration limit {s['max_iter']} reached; the last iterate is written.")
+    elif status is Status.TIME_LIMIT:
+        result.add_message(f"Time limit {s['time_limit']:g} s reached; the last iterate is written.")
+    if solution:
+        t_cert = time.perf_counter()
+        result.attach_certificate(certificate.check(problem, solution, method=method, objective=objective,
+                                                    settings=s))
+        stats["time_s"]["certificate"] = time.perf_counter() - t_cert
+        if status in (Status.INFEASIBLE, Status.UNBOUNDED) and not result.certificate.holds:
+            result.status = Status.MAX_ITER if status is not None else status
+            result.add_message(f"The {status.value} claim failed its certificate "
+                               f"({result.certificate.describe_failures()}); reported as max_iter.")
+    return result
+
+
+def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str = DEFAULT_METHOD,
+          eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS, max_iter: int | None = None,
+          time_limit: float | None = None, warm_start=None, progress: Progress = SILENT, **options) -> Result:
+    """Solve ``min 1/2 x'Px + q'x + r`` s.t. ``l <= Ax <= u`` (P full symmetric, or its upper triangle).
+
+    Returns a :class:`optsolve.core.result.Result`; bad input raises
+    :class:`optsolve.core.errors.InputError`, bad options ``ParameterError``.
+    """
+    raw = {k: v for k, v in dict(P=P, q=q, A=A, l=l, u=u, r=r).items() if v is not None}
+    problem = SCHEMA.validate(raw, source="Problem data")
+    return solve_problem(problem, method=method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter,
+                         time_limit=time_limit, warm_start=warm_start, progress=progress, **options)
+
+
+__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

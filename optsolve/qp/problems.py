@@ -1,0 +1,312 @@
+"""Problem files of ``optsolve qp`` and generators of its benchmark families.
+
+The form is OSQP's: minimise ``1/2 x'Px + q'x + r`` subject to ``l <= Ax <= u``, with P
+symmetric positive semidefinite (n x n, sparse), A (m x n, sparse) and bounds that may be
+infinite. Keys: ``P`` (optional: an LP without it), ``q``, ``A``, ``l``, ``u`` (optional
+together: no constraints), ``r`` (objective constant), ``n`` and ``m`` (sizes, checked when
+given: the Maros-Meszaros ``.mat`` layout), ``P_storage`` (``full``: P is symmetric;
+``upper``: only its upper triangle is stored, as OSQP takes it; absent: ``upper`` when P
+has no entries below the diagonal, else ``full``). Bounds with ``|b| >= 1e19`` are infinite
+(the Maros-Meszaros files store 1e20 and sometimes 9.999999999999998e19).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from optsolve.core.generate import Family, Param
+from optsolve.core.problem import Field, Problem, Schema
+
+INFINITY = 1e19  # |bound| at or above this is infinite
+SYMMETRY_RTOL = 1e-10
+PSD_CHECK_MAX_N = 1500  # dense eigenvalue check of P up to this size
+PSD_RTOL = 1e-5  # eigenvalues above -PSD_RTOL max(1, |lambda|_max) are rounding (VALUES has -1.3e-5 at 10.8)
+
+
+def _finite_bounds(problem: Problem, key: str) -> None:
+    v = problem[key]
+    bad = np.flatnonzero(np.isnan(v))
+    if bad.size:
+        raise problem.error(f"array {key!r} contains NaN at index {int(bad[0])} ({bad.size} NaN entries in all); "
+                            "expected numbers (use +-1e20 or +-inf for a missing bound).")
+
+
+def _bounds_rule(problem: Problem) -> None:
+    given = [k for k in ("A", "l", "u") if k in problem]
+    if given and len(given) < 3:
+        missing = next(k for k in ("A", "l", "u") if k not in problem)
+        raise problem.error(f"missing key {missing!r}: constraints need all of 'A', 'l' and 'u' "
+                            f"(found {', '.join(repr(k) for k in given)}).")
+    if not given:
+        return
+    for key in ("l", "u"):
+        _finite_bounds(problem, key)
+    l, u = problem["l"], problem["u"]
+    if np.any(l >= INFINITY):
+        i = int(np.flatnonzero(l >= INFINITY)[0])
+        raise problem.error(f"array 'l' has +infinity at index {i}: no x satisfies that row.")
+    if np.any(u <= -INFINITY):
+        i = int(np.flatnonzero(u <= -INFINITY)[0])
+        raise problem.error(f"array 'u' has -infinity at index {i}: no x satisfies that row.")
+    bad = np.flatnonzero(l > u)
+    if bad.size:
+        i = int(bad[0])
+        raise problem.error(f"l > u at row {i} (l = {l[i]:.6g}, u = {u[i]:.6g}; {bad.size} such rows); "
+                            "expected l <= u.")
+
+
+def _sizes_rule(problem: Problem) -> None:
+    for key in ("n", "m"):
+        if key in problem:
+            want = int(problem[key])
+            got = problem.dims.get(key, 0)
+            if want != problem[key] or want != got:
+                raise problem.error(f"key {key!r} is {problem[key]:g}, but the arrays give {key} = {got}.")
+
+
+def symmetric_P(problem: Problem):
+    """P as a full symmetric CSC matrix (zero when absent) and how it was stored ('full' or 'upper')."""
+    n = problem["q"].shape[0]
+    if "P" not in problem:
+        return sp.csc_matrix((n, n)), "full"
+    P = sp.csc_matrix(problem["P"])
+    P.sum_duplicates()
+    P.eliminate_zeros()
+    lower, upper = sp.tril(P, -1), sp.triu(P, 1)
+    storage = problem.get("P_storage")
+    if storage is None:
+        storage = "upper" if lower.nnz == 0 else "full"
+    if storage == "upper":
+        if lower.nnz:
+            r, c = lower.nonzero()
+            raise problem.error(f"P_storage is 'upper' but 'P' has {lower.nnz} entries below the diagonal "
+                                f"(first at ({int(r[0])}, {int(c[0])})).")
+        return sp.csc_matrix(P + upper.T), storage
+    asym = abs(P - P.T)
+    big = float(abs(P).max()) if P.nnz else 0.0
+    if asym.nnz and float(asym.max()) > SYMMETRY_RTOL * max(big, 1.0):
+        coo = asym.tocoo()
+        k = int(np.argmax(coo.data))
+        i, j = int(coo.row[k]), int(coo.col[k])
+        raise problem.error(f"array 'P' is not symmetric: P[{i}, {j}] = {P[i, j]:.6g} but P[{j}, {i}] = {P[j, i]:.6g}. "
+                            "Give the full symmetric matrix, or only its upper triangle with P_storage 'upper'.")
+    return sp.csc_matrix((P + P.T) * 0.5), storage
+
+
+def _psd_rule(problem: Problem) -> None:
+    P, _ = symmetric_P(problem)
+    d = P.diagonal()
+    if d.size and d.min() < 0:
+        i = int(np.argmin(d))
+        raise problem.error(f"array 'P' is not positive semidefinite: its diagonal entry P[{i}, {i}] = {d[i]:.6g} "
+                            "is negative (the objective must be convex).")
+    n = P.shape[0]
+    if 0 < n <= PSD_CHECK_MAX_N and P.nnz:
+        w = np.linalg.eigvalsh(P.toarray())
+        scale = max(abs(w).max(), 1.0)
+        if w[0] < -PSD_RTOL * scale:
+            raise problem.error(f"array 'P' is not positive semidefinite: its smallest eigenvalue is {w[0]:.6g} "
+                                f"(largest {w[-1]:.6g}); the objective must be convex.")
+        if w[0] < 0:
+            problem.warnings.append(f"array 'P' has a slightly negative eigenvalue {w[0]:.3g} (largest {w[-1]:.3g}), "
+                                    "taken as rounding.")
+
+
+SCHEMA = Schema(
+    name="qp",
+    fields=(
+        Field("P", shape=("n", "n"), sparse=True, required=False, doc="quadratic cost (symmetric PSD)"),
+        Field("q", shape=("n",), doc="linear cost"),
+        Field("A", shape=("m", "n"), sparse=True, required=False, doc="constraint matrix"),
+        Field("l", shape=("m",), required=False, finite=False, doc="lower bounds (-inf or <= -1e19: none)"),
+        Field("u", shape=("m",), required=False, finite=False, doc="upper bounds (+inf or >= 1e19: none)"),
+        Field("r", kind="scalar", required=False, doc="objective constant"),
+        Field("n", kind="scalar", required=False, doc="number of variables (checked)"),
+        Field("m", kind="scalar", required=False, doc="number of constraints (checked)"),
+        Field("P_storage", kind="string", required=False, choices=("full", "upper"),
+              doc="'upper' when only the upper triangle of P is stored"),
+    ),
+    rules=(_bounds_rule, _sizes_rule, _psd_rule),
+)
+
+
+@dataclass
+class QPProblem:
+    """A QP in the form the solvers use: P full symmetric (CSC), A (CSC), bounds with +-inf."""
+
+    P: sp.csc_matrix
+    q: np.ndarray
+    A: sp.csc_matrix
+    l: np.ndarray
+    u: np.ndarray
+    r: float = 0.0
+    P_storage: str = "full"
+
+    @property
+    def n(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def m(self) -> int:
+        return self.l.shape[0]
+
+    def objective(self, x) -> float:
+        return float(0.5 * x @ (self.P @ x) + self.q @ x + self.r)
+
+
+def prepare(problem: Problem) -> QPProblem:
+    P, storage = symmetric_P(problem)
+    q = np.asarray(problem["q"], dtype=np.float64)
+    n = q.shape[0]
+    if "A" in problem:
+        A = sp.csc_matrix(problem["A"], dtype=np.float64)
+        l = np.where(problem["l"] <= -INFINITY, -np.inf, problem["l"]).astype(np.float64)
+        u = np.where(problem["u"] >= INFINITY, np.inf, problem["u"]).astype(np.float64)
+    else:
+        A, l, u = sp.csc_matrix((0, n)), np.zeros(0), np.zeros(0)
+    return QPProblem(P=P, q=q, A=A, l=l, u=u, r=float(problem.get("r", 0.0)), P_storage=storage)
+
+
+# --------------------------------------------------------------------------- generators
+# The families of OSQP's benchmark suite (Stellato et al. 2020, "OSQP: an operator splitting
+# solver for quadratic programs", section 7), sized by the total number of variables n.
+
+
+def _sprandn(rng, m, n, density):
+    return sp.random(m, n, density=density, format="csc", random_state=rng, data_rvs=rng.standard_normal)
+
+
+def _qp(P, q, A, l, u) -> dict:
+    return {"P": sp.csc_matrix(sp.triu(P)), "P_storage": "upper", "q": np.asarray(q, dtype=float),
+            "A": sp.csc_matrix(A), "l": np.asarray(l, dtype=float), "u": np.asarray(u, dtype=float)}
+
+
+def gen_random(rng, n: int) -> dict:
+    """Random QP: P = M M' + 1e-2 I (M 15% dense), m = 10 n inequality rows."""
+    m = 10 * n
+    M = _sprandn(rng, n, n, 0.15)
+    P = M @ M.T + 1e-2 * sp.eye(n)
+    A = _sprandn(rng, m, n, 0.15)
+    return _qp(P, rng.standard_normal(n), A, -rng.random(m), rng.random(m))
+
+
+def gen_eqqp(rng, n: int) -> dict:
+    """Equality-constrained QP: m = n / 2 rows l = u = A x0."""
+    m = max(1, n // 2)
+    M = _sprandn(rng, n, n, 0.15)
+    P = M @ M.T + 1e-2 * sp.eye(n)
+    A = _sprandn(rng, m, n, 0.15)
+    b = A @ rng.standard_normal(n)
+    return _qp(P, rng.standard_normal(n), A, b, b)
+
+
+def gen_portfolio(rng, n: int) -> dict:
+    """Factor-model portfolio: x in the simplex, y = F'x; minimise x'Dx + y'y - mu'x."""
+    k = max(1, n // 100)
+    na = n - k
+    F = _sprandn(rng, na, k, 0.5)
+    D = sp.diags(rng.random(na) * np.sqrt(k))
+    mu = rng.standard_normal(na)
+    P = sp.block_diag((2.0 * D, 2.0 * sp.eye(k)), format="csc")
+    q = np.concatenate([-mu, np.zeros(k)])
+    A = sp.vstack([sp.hstack([F.T, -sp.eye(k)]), sp.hstack([np.ones((1, na)), sp.csc_matrix((1, k))]),
+                   sp.hstack([sp.eye(na), sp.csc_matrix((na, k))])], format="csc")
+    l = np.concatenate([np.zeros(k), [1.0], np.zeros(na)])
+    u = np.concatenate([np.zeros(k), [1.0], np.ones(na)])
+    return _qp(P, q, A, l, u)
+
+
+def gen_lasso(rng, n: int) -> dict:
+    """Lasso, min ||Ax - b||^2 + lambda ||x||_1 as a QP over (x, y = Ax - b, t >= |x|); p features, 10 p samples."""
+    p = max(1, n // 12)
+    ms = 10 * p
+    Ad = _sprandn(rng, ms, p, 0.15)
+    xt = np.where(rng.random(p) > 0.5, rng.standard_normal(p) / np.sqrt(p), 0.0)
+    b = Ad @ xt + rng.standard_normal(ms)
+    lam = float(np.abs(Ad.T @ b).max()) / 5.0
+    P = sp.block_diag((sp.csc_matrix((p, p)), 2.0 * sp.eye(ms), sp.csc_matrix((p, p))), format="csc")
+    q = np.concatenate([np.zeros(p + ms), lam * np.ones(p)])
+    I = sp.eye(p)
+    A = sp.vstack([sp.hstack([Ad, -sp.eye(ms), sp.csc_matrix((ms, p))]),
+                   sp.hstack([I, sp.csc_matrix((p, ms)), -I]),
+                   sp.hstack([I, sp.csc_matrix((p, ms)), I])], format="csc")
+    l = np.concatenate([b, -np.inf * np.ones(p), np.zeros(p)])
+    u = np.concatenate([b, np.zeros(p), np.inf * np.ones(p)])
+    return _qp(P, q, A, l, u)
+
+
+def gen_huber(rng, n: int) -> dict:
+    """Huber fitting: min sum huber(a_i'x - b_i) as a QP over (x, u, r, s); p features, 10 p samples."""
+    p = max(1, n // 31)
+    ms = 10 * p
+    Ad = _sprandn(rng, ms, p, 0.15)
+    xt = rng.standard_normal(p) / np.sqrt(p)
+    noise = np.where(rng.random(ms) < 0.95, 0.1 * rng.standard_normal(ms), 10.0 * rng.random(ms))
+    b = Ad @ xt + noise
+    Im = sp.eye(ms)
+    Z = sp.csc_matrix
+    P = sp.block_diag((Z((p, p)), 2.0 * Im, Z((2 * ms, 2 * ms))), format="csc")
+    q = np.concatenate([np.zeros(p + ms), 2.0 * np.ones(2 * ms)])
+    A = sp.vstack([sp.hstack([Ad, -Im, -Im, Im]),
+                   sp.hstack([Z((2 * ms, p + ms)), sp.eye(2 * ms)])], format="csc")
+    l = np.concatenate([b, np.zeros(2 * ms)])
+    u = np.concatenate([b, np.inf * np.ones(2 * ms)])
+    return _qp(P, q, A, l, u)
+
+
+def gen_svm(rng, n: int) -> dict:
+    """Support vector machine: min x'x + lambda sum t, t >= diag(b) A x + 1, t >= 0; p features, 10 p samples."""
+    p = max(1, n // 11)
+    ms = 10 * p
+    half = ms // 2
+    A_up = _sprandn(rng, half, p, 0.15) + (1.0 / p) * _sprandn(rng, half, p, 0.15).sign()
+    A_lo = _sprandn(rng, ms - half, p, 0.15) - (1.0 / p) * _sprandn(rng, ms - half, p, 0.15).sign()
+    Ad = sp.vstack([A_up, A_lo], format="csc")
+    b = np.concatenate([np.ones(half), -np.ones(ms - half)])
+    lam = 1.0
+    P = sp.block_diag((2.0 * sp.eye(p), sp.csc_matrix((ms, ms))), format="csc")
+    q = np.concatenate([np.zeros(p), lam * np.ones(ms)])
+    A = sp.vstack([sp.hstack([sp.diags(b) @ Ad, -sp.eye(ms)]),
+                   sp.hstack([sp.csc_matrix((ms, p)), sp.eye(ms)])], format="csc")
+    l = np.concatenate([-np.inf * np.ones(ms), np.zeros(ms)])
+    u = np.concatenate([-np.ones(ms), np.inf * np.ones(ms)])
+    return _qp(P, q, A, l, u)
+
+
+def gen_mpc(rng, n: int) -> dict:
+    """Model predictive control: horizon 10, nx states and nx/2 inputs, dynamics and box constraints."""
+    T = 10
+    nx = max(2, int(round(n / (1.5 * T + 1))))
+    nu = max(1, nx // 2)
+    Ad = sp.eye(nx) + _sprandn(rng, nx, nx, 0.1) * 0.1
+    Bd = _sprandn(rng, nx, nu, 0.5)
+    Q = sp.diags(rng.random(nx) * 10.0)
+    R = 0.1 * sp.eye(nu)
+    x0 = rng.standard_normal(nx) * 0.5
+    nv = (T + 1) * nx + T * nu
+    P = sp.block_diag([sp.kron(sp.eye(T + 1), Q), sp.kron(sp.eye(T), R)], format="csc")
+    q = np.zeros(nv)
+    Ax = sp.kron(sp.eye(T + 1), -sp.eye(nx)) + sp.kron(sp.eye(T + 1, k=-1), Ad)
+    Bu = sp.kron(sp.vstack([sp.csc_matrix((1, T)), sp.eye(T)]), Bd)
+    Aeq = sp.hstack([Ax, Bu])
+    leq = np.concatenate([-x0, np.zeros(T * nx)])
+    xmax, umax = 5.0 + 5.0 * rng.random(nx), 1.0 + rng.random(nu)
+    A = sp.vstack([Aeq, sp.eye(nv)], format="csc")
+    l = np.concatenate([leq, np.tile(-xmax, T + 1), np.tile(-umax, T)])
+    u = np.concatenate([leq, np.tile(xmax, T + 1), np.tile(umax, T)])
+    return _qp(P, q, A, l, u)
+
+
+_N = Param("n", int, 100, "number of variables (about: each family sizes its parts from it)")
+FAMILIES = {
+    "random": Family("random", "random QP, m = 10 n inequality rows (OSQP benchmark)", gen_random, (_N,)),
+    "eqqp": Family("eqqp", "equality-constrained QP, m = n/2", gen_eqqp, (_N,)),
+    "portfolio": Family("portfolio", "factor-model portfolio optimisation", gen_portfolio, (_N,)),
+    "lasso": Family("lasso", "Lasso regression as a QP", gen_lasso, (_N,)),
+    "huber": Family("huber", "Huber fitting as a QP", gen_huber, (_N,)),
+    "svm": Family("svm", "support vector machine as a QP", gen_svm, (_N,)),
+    "mpc": Family("mpc", "model predictive control, horizon 10", gen_mpc, (_N,)),
+}

@@ -1,0 +1,219 @@
+"""optsolve qp: ADMM against osqp, certificates, infeasibility, problem files and bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import osqp
+import pytest
+import scipy.sparse as sp
+
+import optsolve.qp
+from optsolve.core.errors import InputError
+from optsolve.qp import certificate
+from optsolve.qp.infeasibility import farkas_vector, recession_direction
+from optsolve.qp.problems import FAMILIES, SCHEMA, prepare
+
+from conftest import SHARED_DATA
+
+MM = SHARED_DATA / "maros_meszaros"
+needs_mm = pytest.mark.skipif(not MM.is_dir(), reason=f"Maros-Meszaros files not found at {MM}")
+
+
+def family(name, n=60, seed=1):
+    return SCHEMA.validate(FAMILIES[name].generate(np.random.default_rng(seed), n=n), source="test")
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_admm_follows_osqp_iterate_for_iterate(name):
+    """Same scaling, steps and tests as osqp: same iteration count and the same x."""
+    problem = family(name)
+    ours = optsolve.qp.solve_problem(problem, method="admm")
+    ref = optsolve.qp.solve_problem(problem, method="osqp")
+    assert ours.status.value == ref.status.value == "optimal"
+    assert ours.stats["iterations"] == ref.stats["iterations"]
+    np.testing.assert_allclose(ours.solution["x"], ref.solution["x"], atol=1e-8)
+    assert ours.certificate.holds
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_tight_tolerance_agrees_with_osqp(name):
+    problem = family(name, seed=2)
+    ours = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=100000)
+    qp = prepare(problem)
+    m = osqp.OSQP()
+    m.setup(sp.triu(qp.P, format="csc"), qp.q, qp.A, np.maximum(qp.l, -1e30), np.minimum(qp.u, 1e30),
+            eps_abs=1e-10, eps_rel=1e-10, max_iter=200000, verbose=False, polishing=True)
+    r = m.solve(raise_error=False)
+    assert ours.status.value == "optimal" and ours.certificate.holds
+    assert ours.objective == pytest.approx(r.info.obj_val, rel=1e-6, abs=1e-7)
+
+
+def test_doctest_example_and_shapes():
+    res = optsolve.qp.solve(sp.eye(2), [-1.0, -1.0], sp.csc_matrix([[1.0, 1.0]]), [-np.inf], [1.0],
+                            eps_abs=1e-9, eps_rel=1e-9)
+    assert res.status.value == "optimal"
+    np.testing.assert_allclose(res.solution["x"], [0.5, 0.5], atol=1e-7)
+    assert res.solution["y"][0] == pytest.approx(0.5, abs=1e-7)  # Px + q + A'y = 0
+    assert res.objective == pytest.approx(-0.75, abs=1e-8)
+
+
+def test_unconstrained_and_objective_constant():
+    res = optsolve.qp.solve(sp.diags([2.0, 4.0]), [-2.0, -4.0], r=3.0, eps_abs=1e-10, eps_rel=1e-10)
+    assert res.status.value == "optimal"
+    assert res.objective == pytest.approx(3.0 - 1.0 - 2.0, abs=1e-8)
+
+
+def test_upper_triangle_equals_full_P():
+    problem = family("random")
+    raw = FAMILIES["random"].generate(np.random.default_rng(1), n=60)
+    full = dict(raw, P=sp.csc_matrix(raw["P"] + sp.triu(raw["P"], 1).T))
+    del full["P_storage"]
+    a = optsolve.qp.solve_problem(problem)
+    b = optsolve.qp.solve_problem(SCHEMA.validate(full, source="test"))
+    np.testing.assert_allclose(a.solution["x"], b.solution["x"], atol=1e-12)
+    assert a.stats["P_storage"] == "upper" and "P_storage" not in b.stats
+
+
+def _infeasible():
+    # x1 + x2 >= 2 and x1 + x2 <= 1
+    return SCHEMA.validate({"P": sp.eye(2), "q": [0.0, 0.0], "A": sp.csc_matrix([[1.0, 1.0], [1.0, 1.0]]),
+                            "l": [2.0, -np.inf], "u": [np.inf, 1.0]}, source="test")
+
+
+def _unbounded():
+    # minimise -x1 - x2 with x1 >= 0, x2 free of any bound, P = diag(1, 0), x2 <= x1 ... unbounded in x2? no:
+    # minimise -x2 s.t. x1 >= 0, x2 - x1 <= 0 has P = 0 along (1, 1): unbounded
+    return SCHEMA.validate({"P": sp.csc_matrix((2, 2)), "q": [0.0, -1.0],
+                            "A": sp.csc_matrix([[1.0, 0.0], [-1.0, 1.0]]), "l": [0.0, -np.inf],
+                            "u": [np.inf, 0.0]}, source="test")
+
+
+@pytest.mark.parametrize("method", ["admm", "osqp"])
+def test_infeasible_and_unbounded_problems_carry_certificates_that_verify(method):
+    inf = optsolve.qp.solve_problem(_infeasible(), method=method)
+    assert inf.status.value == "infeasible" and inf.status.exit_code == 3
+    assert inf.certificate.holds
+    radius = inf.certificate["infeasibility_radius"].value
+    assert radius is None or radius >= 1e7  # None: infinite (A'dy exactly 0)
+    unb = optsolve.qp.solve_problem(_unbounded(), method=method)
+    assert unb.status.value == "unbounded" and unb.status.exit_code == 4
+    assert unb.certificate.holds
+
+
+def test_exact_certificates_by_lp():
+    qp = prepare(_infeasible())
+    dy = farkas_vector(qp)
+    assert dy is not None and all(c.holds for c in certificate.infeasibility_checks(qp, dy))
+    dx = recession_direction(prepare(_unbounded()))
+    assert dx is not None and all(c.holds for c in certificate.unboundedness_checks(prepare(_unbounded()), dx))
+    feasible = prepare(family("portfolio"))
+    assert farkas_vector(feasible) is None and recession_direction(feasible) is None
+
+
+def test_a_fake_certificate_fails():
+    qp = prepare(family("random"))
+    fake = np.zeros(qp.m)
+    fake[0] = 1.0
+    assert not all(c.holds for c in certificate.infeasibility_checks(qp, fake))
+    assert not all(c.holds for c in certificate.unboundedness_checks(qp, np.ones(qp.n)))
+
+
+def test_tampered_solution_fails_its_certificate():
+    problem = family("mpc")
+    res = optsolve.qp.solve_problem(problem)
+    doc = json.loads(res.to_json())
+    sol = doc["solution"]
+    assert certificate.check(problem, sol, method="admm", objective=doc["objective"], settings=doc["settings"]).holds
+    sol["y"][0] += 1.0
+    assert not certificate.check(problem, sol, method="admm", objective=doc["objective"],
+                                 settings=doc["settings"]).holds
+
+
+def test_warm_start_and_limits(tmp_path):
+    problem = family("lasso")
+    first = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=1e-6)
+    path = tmp_path / "s.json"
+    path.write_text(first.to_json())
+    again = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=1e-6, warm_start=str(path))
+    assert again.status.value == "optimal" and again.stats["iterations"] <= 25
+    capped = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=30)
+    assert capped.status.value == "max_iter" and capped.solution["x"] is not None
+    assert capped.status.exit_code == 5
+
+
+def test_cli_gen_solve_verify(cli, tmp_path):
+    path = tmp_path / "mpc.npz"
+    assert cli("gen", "qp", "--family", "mpc", "--n", "80", "-o", path).exit_code == 0
+    sol = tmp_path / "s.json"
+    r = cli("qp", path, "-o", sol, "--eps-abs", "1e-5", "--eps-rel", "1e-5")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(sol.read_text())
+    assert doc["status"] == "optimal" and doc["certificate"]["holds"]
+    assert cli("verify", path, sol).exit_code == 0
+    bad = tmp_path / "inf.json"
+    bad.write_text(json.dumps({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0.0, 0.0], "A": [[1.0, 1.0], [1.0, 1.0]],
+                               "l": [2.0, -1e20], "u": [1e20, 1.0]}))
+    r = cli("qp", bad, "-o", sol)
+    assert r.exit_code == 3
+    assert cli("verify", bad, sol).exit_code == 0
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({"P": [[1.0, 2.0], [0.0, 1.0]], "q": [0, 0], "P_storage": "full"}, "not symmetric"),
+    ({"P": [[1.0, 0.0], [2.0, 1.0]], "q": [0, 0], "P_storage": "upper"}, "below the diagonal"),
+    ({"P": [[-1.0, 0.0], [0.0, 1.0]], "q": [0, 0]}, "not positive semidefinite"),
+    ({"P": [[1.0, 2.0], [2.0, 1.0]], "q": [0, 0]}, "smallest eigenvalue"),
+    ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "A": [[1.0, 0.0]], "l": [1.0], "u": [0.0]}, "l > u at row 0"),
+    ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "A": [[1.0, 0.0]], "l": [float("nan")], "u": [0.0]},
+     "contains NaN"),
+    ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "A": [[1.0, 0.0]], "l": [1e20], "u": [1e20]}, "+infinity"),
+    ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0, 0]}, "array 'q' has shape (3,), expected (2,)"),
+    ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "A": [[1.0, 0.0]], "l": [0.0]}, "missing key 'u'"),
+    ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "n": 3}, "key 'n' is 3"),
+])
+def test_bad_inputs_exit_7(cli, tmp_path, doc, needle):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    r = cli("qp", path)
+    assert r.exit_code == 7, r.stderr
+    assert needle in r.stderr and str(path) in r.stderr
+
+
+def test_bad_options():
+    from optsolve.core.errors import ParameterError
+
+    problem = family("random", n=20)
+    for kw in ({"alpha": 2.5}, {"eps_abs": 0.0, "eps_rel": 0.0}, {"rho": -1.0}, {"method": "nope"}):
+        with pytest.raises(ParameterError):
+            optsolve.qp.solve_problem(problem, **kw)
+    with pytest.raises(InputError):
+        optsolve.qp.solve(np.eye(2), [0.0, 0.0], np.eye(2), [1.0, 1.0], [0.0, 0.0])
+
+
+@needs_mm
+@pytest.mark.parametrize("name", ["HS21", "HS35", "QAFIRO", "DUALC1", "CVXQP1_S"])
+def test_small_maros_meszaros_problems(name):
+    from optsolve.core.problem import load_problem
+
+    problem = load_problem(str(MM / f"{name}.mat"), SCHEMA)
+    res = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
+    ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-9, eps_rel=0.0, max_iter=100000)
+    assert res.status.value == "optimal" and res.certificate.holds
+    assert res.objective == pytest.approx(ref.objective, rel=1e-4, abs=1e-4)
+
+
+@needs_mm
+def test_false_unboundedness_claim_is_refuted():
+    """osqp calls PRIMALC2 unbounded; the LP check refutes the claim and ADMM goes on."""
+    from optsolve.core.problem import load_problem
+
+    problem = load_problem(str(MM / "PRIMALC2.mat"), SCHEMA)
+    osqp_says = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
+    ours = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=2000)
+    assert osqp_says.status.value in ("unbounded", "max_iter")
+    if osqp_says.status.value == "unbounded":
+        assert not osqp_says.certificate.holds or osqp_says.status.value == "max_iter"
+    assert ours.status.value != "unbounded"
+    assert "failed the independent certificate check" in ours.message
