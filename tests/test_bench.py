@@ -18,3 +18,14 @@ def test_bench_ot_quick():
     methods = {row.split("|")[4].strip().split(" (")[0] for row in rows}
     assert {"emd", "tnt discounted", "tnt plain", "POT sinkhorn", "POT sinkhorn_log"} <= methods
     assert all(len(row.split("|")) == 13 for row in rows)
+
+
+def test_bench_qp_quick():
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-qp"), "--quick", "--mm", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# bench-qp:")
+    rows = [line for line in lines if line.startswith("| random") or line.startswith("| mpc")]
+    assert {row.split("|")[5].strip() for row in rows} == {"osqp", "osqp, check every iteration", "admm"}
+    assert all(row.split("|")[6].strip() == "optimal" for row in rows)
