@@ -184,21 +184,26 @@ def _qp(P, q, A, l, u) -> dict:
             "A": sp.csc_matrix(A), "l": np.asarray(l, dtype=float), "u": np.asarray(u, dtype=float)}
 
 
+def _density(n: int) -> float:
+    """OSQP's 15% up to n = 100, then about 15 nonzeros per row (random sparsity fills a factor fast)."""
+    return min(0.15, 15.0 / max(n, 1))
+
+
 def gen_random(rng, n: int) -> dict:
-    """Random QP: P = M M' + 1e-2 I (M 15% dense), m = 10 n inequality rows."""
+    """Random QP: P = M M' + 1e-2 I, m = 10 n inequality rows; M and A 15% dense, sparser beyond n = 100."""
     m = 10 * n
-    M = _sprandn(rng, n, n, 0.15)
+    M = _sprandn(rng, n, n, _density(n))
     P = M @ M.T + 1e-2 * sp.eye(n)
-    A = _sprandn(rng, m, n, 0.15)
+    A = _sprandn(rng, m, n, _density(n))
     return _qp(P, rng.standard_normal(n), A, -rng.random(m), rng.random(m))
 
 
 def gen_eqqp(rng, n: int) -> dict:
-    """Equality-constrained QP: m = n / 2 rows l = u = A x0."""
+    """Equality-constrained QP: m = n / 2 rows l = u = A x0 (densities as for the random QP)."""
     m = max(1, n // 2)
-    M = _sprandn(rng, n, n, 0.15)
+    M = _sprandn(rng, n, n, _density(n))
     P = M @ M.T + 1e-2 * sp.eye(n)
-    A = _sprandn(rng, m, n, 0.15)
+    A = _sprandn(rng, m, n, _density(n))
     b = A @ rng.standard_normal(n)
     return _qp(P, rng.standard_normal(n), A, b, b)
 
