@@ -104,18 +104,19 @@ def _admm(qp, s, progress, x0, y0):
     st = ADMMSettings(eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                       rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
                       adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
-                      eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"])
+                      eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
+                      refine_stalled=s["refine"])
     deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
     r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp),
                    progress=progress, deadline=deadline)
-    message = ""
+    message = r.message
     if r.rejected_claims:
         it, kind, why = r.rejected_claims[-1]
-        message = (f"An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
+        message += (f" An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
                    "not reported; iterations went on.")
     stats = {"iterations": r.iterations, "rho_updates": r.rho_updates, "rho": r.rho,
              "factorisations": getattr(r, "factorisations", None), "prim_res": r.prim_res, "dual_res": r.dual_res,
-             "duality_gap": r.duality_gap, "time_s": {"setup": r.time_s.get("setup"),
+             "duality_gap": r.duality_gap, "polished": r.polished, "time_s": {"setup": r.time_s.get("setup"),
                                                       "iterations": r.time_s.get("iterations")}}
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
             "prim_inf_cert": r.prim_inf_cert, "dual_inf_cert": r.dual_inf_cert}
@@ -142,7 +143,7 @@ def _osqp(qp, s, progress, x0, y0):
                      eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"], verbose=False,
                      rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
                      adaptive_rho=bool(s["adaptive_rho"]), check_termination=s["check_every"],
-                     eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"],
+                     eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polishing=s["polish"],
                      **({"time_limit": s["time_limit"]} if s["time_limit"] else {}))
         if x0 is not None:
             solver.warm_start(x=x0, y=y0)
@@ -173,7 +174,7 @@ METHODS = {"admm": _admm, "osqp": _osqp}
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
-                     check_every, eps_prim_inf, eps_dual_inf):
+                     check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -193,14 +194,15 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
             "sigma": _positive("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": _positive("eps-prim-inf", eps_prim_inf),
-            "eps_dual_inf": _positive("eps-dual-inf", eps_dual_inf)}
+            "eps_dual_inf": _positive("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
+            "refine": bool(refine) and method == "admm"}
 
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
                   max_iter: int | None = None, time_limit: float | None = None, rho: float = 0.1,
                   sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
                   check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
-                  warm_start=None, device: str = "auto", seed: int | None = None,
+                  polish: bool = False, refine: bool = True, warm_start=None, device: str = "auto", seed: int | None = None,
                   progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
     from optsolve.qp import certificate
@@ -212,7 +214,8 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     qp = prepare(problem)
     s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
-                         check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf)
+                         check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
+                         polish=polish, refine=refine)
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()

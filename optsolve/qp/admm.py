@@ -32,6 +32,7 @@ RHO_TOL = 1e-4  # |u - l| below this (scaled): an equality row
 DIVISION_TOL = 1e-30
 NONCONVEX_RES = 1e30
 ZERO_DEADZONE = 1e-15
+ACTIVE_SET_ROUNDS = 30  # active-set updates when refining a stalled run
 
 
 @dataclass
@@ -51,6 +52,10 @@ class ADMMSettings:
     adaptive_rho_tolerance: float = 5.0
     check_dualgap: bool = True
     time_limit: float | None = None
+    polish: bool = False  # polish an optimal solution (osqp's 'polishing')
+    refine_stalled: bool = True  # at max_iter or time_limit, try polishing before giving up
+    delta: float = 1e-6
+    polish_refine_iter: int = 3
 
 
 @dataclass
@@ -163,6 +168,65 @@ def _rho_vector(rho, l, u):
     loose = np.isinf(l) & np.isinf(u)
     eq = np.abs(u - l) < RHO_TOL
     return np.where(loose, RHO_MIN, np.where(eq, RHO_EQ_FACTOR * rho, rho))
+
+
+def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int):
+    """The equality-constrained QP on the rows in ``lower`` (at l) and ``upper`` (at u): (x, y) or None."""
+    n, m = s.P.shape[0], s.A.shape[0]
+    active = np.flatnonzero(lower | upper)
+    Ared = s.A.tocsr()[active]
+    b = np.where(lower, s.l, s.u)[active]
+    k = active.size
+    K0 = sp.vstack([sp.hstack([s.P, Ared.T]), sp.hstack([Ared, sp.csc_matrix((k, k))])], format="csc")
+    reg = sp.block_diag([delta * sp.eye(n), -delta * sp.eye(k)], format="csc")
+    rhs = np.concatenate([-s.q, b])
+    try:
+        lu = spla.splu((K0 + reg).tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                       options={"SymmetricMode": True})
+        sol = lu.solve(rhs)
+        for _ in range(refine_iter):
+            sol = sol + lu.solve(rhs - K0 @ sol)
+    except RuntimeError:  # singular reduced system
+        return None
+    if not np.all(np.isfinite(sol)):
+        return None
+    y = np.zeros(m)
+    y[active] = sol[n:]
+    return sol[:n], y
+
+
+def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1):
+    """osqp's solution polishing on the scaled problem, optionally repeated as a primal-dual active-set method.
+
+    The first active set is osqp's guess from the ADMM iterate (``z - l < -y``: at l;
+    ``u - z < y``: at u); the equality-constrained QP on it is solved exactly (regularised KKT
+    system plus iterative refinement). With ``rounds > 1`` the set is then updated by the
+    primal-dual active-set rule (Hintermueller, Ito and Kunisch 2002): at l where
+    ``y + (Ax - l) < 0``, at u where ``y + (Ax - u) > 0``, until it stops changing. Returns
+    (x, y, z) with ``z = Ax`` projected on [l, u], or None.
+    """
+    lower = (z - s.l) < -y
+    upper = ~lower & ((s.u - z) < y)
+    best, best_err, seen = None, math.inf, set()
+    for _ in range(max(1, rounds)):
+        key = (lower.tobytes(), upper.tobytes())
+        if key in seen:  # the rule cycles: keep the best set met
+            break
+        seen.add(key)
+        sol = _solve_active(s, lower, upper, delta, refine_iter)
+        if sol is None:
+            break
+        xp, yp = sol
+        Ax = s.A @ xp
+        sign = max(float(np.maximum(yp[lower], 0.0).max(initial=0.0)), float(np.maximum(-yp[upper], 0.0).max(initial=0.0)))
+        err = max(float(np.maximum(np.maximum(s.l - Ax, Ax - s.u), 0.0).max()),
+                  float(np.abs(s.P @ xp + s.q + s.A.T @ yp).max()), sign)
+        if err < best_err:
+            best, best_err = (xp, yp, np.clip(Ax, s.l, s.u)), err
+        with np.errstate(invalid="ignore"):
+            lower = np.isfinite(s.l) & (yp + (Ax - s.l) < 0)
+            upper = ~lower & np.isfinite(s.u) & (yp + (Ax - s.u) > 0)
+    return best
 
 
 def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, y0=None,
@@ -324,6 +388,19 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         status = "interrupted"
         info = residuals(x, y, z)
 
+    polished = None
+    stalled = status in ("max_iter", "time_limit", "optimal_inaccurate")
+    if (st.polish and status == "optimal") or (st.refine_stalled and stalled):
+        saved = info
+        out = polish(s, x, y, z, st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS if stalled else 1) if m else None
+        if out is not None and check(*out) == "optimal" and (
+                stalled or (info["prim"] <= max(saved["prim"], 1e-10) and info["dual"] <= max(saved["dual"], 1e-10))):
+            polished = "refined a stalled run" if stalled else "polished"
+            x, y, z = out
+            status = "optimal"
+        else:
+            info = saved
+
     t_end = time.perf_counter()
     x_out, y_out, z_out = s.D * x, cinv * s.E * y, Einv * z
     res = ADMMResult(x=x_out, y=y_out, z=z_out, status=status, iterations=iteration,
@@ -339,4 +416,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         else:
             res.dual_inf_cert = cert
     res.factorisations = kkt.factorisations
+    res.polished = polished
+    if polished == "refined a stalled run":
+        res.message = (f"ADMM stopped short of the tolerance after {iteration} iterations; the solution is the "
+                       "polished one (the active set of the last iterate, solved exactly).")
     return res

@@ -27,6 +27,9 @@ OUTPUT_OPTIONS = ()
               help="Adapt rho every 50 iterations from the residual ratio.")
 @click.option("--check-every", type=int, default=25, show_default=True,
               help="Iterations between termination checks.")
+@click.option("--polish", is_flag=True, help="Polish an optimal solution: solve the guessed active set exactly.")
+@click.option("--refine/--no-refine", default=True, show_default=True,
+              help="admm: when the iterations run out (max_iter, time_limit), try polishing before giving up.")
 @click.option("--warm-start", metavar="SOLUTION.json", default=None,
               help="Start from x and y of a previous solution document.")
 def command(problem, **params):

@@ -138,9 +138,23 @@ def test_warm_start_and_limits(tmp_path):
     path.write_text(first.to_json())
     again = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=1e-6, warm_start=str(path))
     assert again.status.value == "optimal" and again.stats["iterations"] <= 25
-    capped = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=30)
+    capped = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=30, refine=False)
     assert capped.status.value == "max_iter" and capped.solution["x"] is not None
     assert capped.status.exit_code == 5
+    refined = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=30)
+    assert refined.status.value == "optimal" and refined.certificate.holds
+    assert refined.stats["polished"] == "refined a stalled run" and "polished" in refined.message
+    ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-10, eps_rel=1e-10, max_iter=100000)
+    assert refined.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+def test_polish_option_keeps_the_optimum():
+    problem = family("portfolio")
+    plain = optsolve.qp.solve_problem(problem)
+    polished = optsolve.qp.solve_problem(problem, polish=True)
+    assert polished.status.value == "optimal" and polished.certificate.holds
+    assert polished.stats["polished"] in ("polished", None)
+    assert polished.objective == pytest.approx(plain.objective, rel=1e-3)
 
 
 def test_cli_gen_solve_verify(cli, tmp_path):
@@ -217,3 +231,5 @@ def test_false_unboundedness_claim_is_refuted():
         assert not osqp_says.certificate.holds or osqp_says.status.value == "max_iter"
     assert ours.status.value != "unbounded"
     assert "failed the independent certificate check" in ours.message
+    refined = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
+    assert refined.status.value == "optimal" and refined.certificate.holds  # the active set, solved exactly
