@@ -3,8 +3,9 @@
     minimise 1/2 x'Px + q'x + r   subject to   l <= Ax <= u
 
 Methods: ``admm`` (default: OSQP's ADMM in numpy/scipy, with independently re-checked
-infeasibility claims, see :mod:`optsolve.qp.admm`) and ``osqp`` (the osqp package itself,
-same tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
+infeasibility claims, see :mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N
+nodes, :mod:`optsolve.qp.distributed`) and ``osqp`` (the osqp package itself, same
+tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
 ``Px + q + A'y = 0``) and ``z = Ax``; infeasible and unbounded problems carry a certificate
 vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OSQP.
 
@@ -122,6 +123,29 @@ def _admm(qp, s, progress, x0, y0):
             "prim_inf_cert": r.prim_inf_cert, "dual_inf_cert": r.dual_inf_cert}
 
 
+def _distributed(qp, s, progress, x0, y0):
+    from optsolve.qp.distributed import solve_distributed
+
+    if x0 is not None:
+        raise ParameterError("Method 'distributed' does not take a warm start (yet); use 'admm'.")
+    deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
+    partition = qp.partition if s["nodes"] is None else None
+    n_nodes = s["nodes"] or qp.nodes or (None if partition is not None else 1)
+    r = solve_distributed(qp, n_nodes, partition, rho=s["rho"], mu=s["mu"], alpha=s["alpha"], scaling=s["scaling"],
+                          eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
+                          check_every=s["check_every"], refine_stalled=s["refine"], deadline=deadline,
+                          progress=progress)
+    message = ""
+    if r.polished:
+        message = (f"The iterations stopped short of the tolerance after {r.iterations}; the solution is the "
+                   "polished one (the active set of the last iterate, solved exactly).")
+    stats = {"iterations": r.iterations, "nodes": r.nodes, "copies": r.copies, "prim_res": r.prim_res,
+             "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
+             "time_s": dict(r.time_s)}
+    return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
+            "prim_inf_cert": None, "dual_inf_cert": None}
+
+
 OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",
                "primal infeasible": "infeasible", "dual infeasible": "unbounded",
                "primal infeasible inaccurate": "max_iter", "dual infeasible inaccurate": "max_iter",
@@ -170,11 +194,12 @@ def _osqp(qp, s, progress, x0, y0):
     return out
 
 
-METHODS = {"admm": _admm, "osqp": _osqp}
+METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed}
+DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0}
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
-                     check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True):
+                     check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -188,21 +213,29 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
     eps_abs, eps_rel = _nonneg("eps-abs", eps_abs), _nonneg("eps-rel", eps_rel)
     if eps_abs == 0 and eps_rel == 0:
         raise ParameterError("At least one of '--eps-abs' and '--eps-rel' must be positive.")
-    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel,
+    if nodes is not None and (int(nodes) != nodes or nodes < 1):
+        raise ParameterError(f"The '--nodes' option must be a positive integer; got {nodes!r}.")
+    if nodes is not None and method != "distributed":
+        raise ParameterError("The '--nodes' option applies to '--method distributed' only.")
+    if rho is None:
+        rho = DEFAULT_RHO[method]
+    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": _positive("mu", mu),
+            "nodes": None if nodes is None else int(nodes),
             "max_iter": int(max_iter) if max_iter is not None else 4000,
             "time_limit": _positive("time-limit", time_limit), "rho": _positive("rho", rho),
             "sigma": _positive("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": _positive("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": _positive("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method == "admm"}
+            "refine": bool(refine) and method in ("admm", "distributed")}
 
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
-                  max_iter: int | None = None, time_limit: float | None = None, rho: float = 0.1,
+                  max_iter: int | None = None, time_limit: float | None = None, rho: float | None = None,
                   sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
                   check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
-                  polish: bool = False, refine: bool = True, warm_start=None, device: str = "auto", seed: int | None = None,
+                  polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
+                  warm_start=None, device: str = "auto", seed: int | None = None,
                   progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
     from optsolve.qp import certificate
@@ -215,7 +248,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
                          check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
-                         polish=polish, refine=refine)
+                         polish=polish, refine=refine, mu=mu, nodes=nodes)
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()

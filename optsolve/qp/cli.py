@@ -12,14 +12,20 @@ OUTPUT_OPTIONS = ()
 @solve_options
 @click.option("--method", type=click.Choice(sorted(METHODS)), default=DEFAULT_METHOD, show_default=True,
               help="admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
+                   "distributed: DistributedQP over --nodes nodes (or the file's partition). "
                    "osqp: the osqp package itself, same settings.")
+@click.option("--nodes", type=int, default=None,
+              help="distributed: number of nodes of the automatic partition [default: the file's 'partition' "
+                   "or 'nodes', else 1].")
+@click.option("--mu", type=float, default=1.0, show_default=True, help="distributed: consensus penalty.")
 @click.option("--eps-abs", type=float, default=1e-3, show_default=True, help="Absolute tolerance (as OSQP).")
 @click.option("--eps-rel", type=float, default=1e-3, show_default=True, help="Relative tolerance (as OSQP).")
 @click.option("--eps-prim-inf", type=float, default=1e-4, show_default=True,
               help="Tolerance of the primal infeasibility test.")
 @click.option("--eps-dual-inf", type=float, default=1e-4, show_default=True,
               help="Tolerance of the dual infeasibility (unboundedness) test.")
-@click.option("--rho", type=float, default=0.1, show_default=True, help="Initial ADMM step size.")
+@click.option("--rho", type=float, default=None,
+              help="Initial ADMM step size [default: 0.1; distributed: 1].")
 @click.option("--sigma", type=float, default=1e-6, show_default=True, help="Regularisation of the x-update.")
 @click.option("--alpha", type=float, default=1.6, show_default=True, help="Relaxation, in (0, 2).")
 @click.option("--scaling", type=int, default=10, show_default=True, help="Ruiz equilibration passes (0: none).")

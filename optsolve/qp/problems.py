@@ -7,7 +7,9 @@ together: no constraints), ``r`` (objective constant), ``n`` and ``m`` (sizes, c
 given: the Maros-Meszaros ``.mat`` layout), ``P_storage`` (``full``: P is symmetric;
 ``upper``: only its upper triangle is stored, as OSQP takes it; absent: ``upper`` when P
 has no entries below the diagonal, else ``full``). Bounds with ``|b| >= 1e19`` are infinite
-(the Maros-Meszaros files store 1e20 and sometimes 9.999999999999998e19).
+(the Maros-Meszaros files store 1e20 and sometimes 9.999999999999998e19). For the
+``distributed`` method: ``partition`` (the node index of every constraint row) or ``nodes``
+(how many nodes the automatic partition makes).
 """
 
 from __future__ import annotations
@@ -128,6 +130,10 @@ SCHEMA = Schema(
         Field("m", kind="scalar", required=False, doc="number of constraints (checked)"),
         Field("P_storage", kind="string", required=False, choices=("full", "upper"),
               doc="'upper' when only the upper triangle of P is stored"),
+        Field("partition", shape=("m",), dtype="int", required=False, nonneg=True,
+              doc="node index of every constraint row (method distributed)"),
+        Field("nodes", kind="scalar", dtype="int", required=False, positive=True,
+              doc="number of nodes for the automatic partition (method distributed)"),
     ),
     rules=(_bounds_rule, _sizes_rule, _psd_rule),
 )
@@ -144,6 +150,8 @@ class QPProblem:
     u: np.ndarray
     r: float = 0.0
     P_storage: str = "full"
+    partition: np.ndarray | None = None
+    nodes: int | None = None
 
     @property
     def n(self) -> int:
@@ -167,7 +175,10 @@ def prepare(problem: Problem) -> QPProblem:
         u = np.where(problem["u"] >= INFINITY, np.inf, problem["u"]).astype(np.float64)
     else:
         A, l, u = sp.csc_matrix((0, n)), np.zeros(0), np.zeros(0)
-    return QPProblem(P=P, q=q, A=A, l=l, u=u, r=float(problem.get("r", 0.0)), P_storage=storage)
+    part = problem.get("partition")
+    return QPProblem(P=P, q=q, A=A, l=l, u=u, r=float(problem.get("r", 0.0)), P_storage=storage,
+                     partition=None if part is None else np.asarray(part, dtype=np.int64),
+                     nodes=None if problem.get("nodes") is None else int(problem["nodes"]))
 
 
 # --------------------------------------------------------------------------- generators
