@@ -24,6 +24,18 @@ def test_python_example_runs(capsys):
     assert capsys.readouterr().out.startswith("optimal ")
 
 
+def test_cvxpy_example_runs():
+    import pytest
+
+    pytest.importorskip("cvxpy")
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    block = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "from_cvxpy" in b][0]
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    assert scope["res"].status.value == "optimal"
+    assert abs(scope["x"].value.sum() - 1.0) < 1e-5
+
+
 def test_exit_code_table_matches_the_code():
     from optsolve.core.result import EXIT_CODES, USAGE_EXIT_CODE
 

@@ -307,4 +307,11 @@ def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str =
                          time_limit=time_limit, warm_start=warm_start, progress=progress, **options)
 
 
-__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]
+def from_cvxpy(problem):
+    """``(data, unpack)`` for a cvxpy QP; see :func:`optsolve.qp.cvxpy_form.from_cvxpy`."""
+    from optsolve.qp.cvxpy_form import from_cvxpy as convert
+
+    return convert(problem)
+
+
+__all__ = ["solve", "solve_problem", "from_cvxpy", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

@@ -285,3 +285,20 @@ def test_distributed_takes_the_file_partition(cli, tmp_path):
     assert cli("verify", path, sol).exit_code == 0
     r = cli("qp", path, "--method", "admm", "--nodes", "3")
     assert r.exit_code == 7 and "--nodes" in r.stderr
+
+
+def test_from_cvxpy_round_trip():
+    cp = pytest.importorskip("cvxpy")
+    x, y = cp.Variable(3), cp.Variable((2, 2))
+    objective = cp.Minimize(cp.sum_squares(x - 1) + cp.sum(y) + 0.5 * cp.sum_squares(y) + 1.5)
+    problem = cp.Problem(objective, [x >= -1, cp.sum(x) == 1, y <= 3, y >= -2, x[1] + y[0, 1] <= 0.5])
+    data, unpack = optsolve.qp.from_cvxpy(problem)
+    res = optsolve.qp.solve(**data, eps_abs=1e-9, eps_rel=1e-9, max_iter=100000)
+    problem.solve(solver=cp.CLARABEL)
+    reference, x_ref, y_ref = problem.value, x.value.copy(), y.value.copy()
+    assert res.status.value == "optimal"
+    assert res.objective == pytest.approx(reference, rel=1e-6)
+    unpack(res.solution["x"])
+    np.testing.assert_allclose(x.value, x_ref, atol=1e-5)
+    np.testing.assert_allclose(y.value, y_ref, atol=1e-5)
+    assert problem.objective.value == pytest.approx(reference, rel=1e-6)
