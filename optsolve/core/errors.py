@@ -31,3 +31,18 @@ class SolverError(OptsolveError):
 
     exit_code = 6
     status = "numerical_error"
+
+
+def positive_option(name: str, value) -> float | None:
+    """``value`` as a float in (0, inf), None kept; otherwise a ParameterError naming ``--name``."""
+    import math
+
+    if value is None:
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {value!r}.") from None
+    if not (x > 0 and math.isfinite(x)):
+        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {x!r}.")
+    return x

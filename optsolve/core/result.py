@@ -319,3 +319,18 @@ def write_arrays(path: str, arrays: dict) -> None:
 
     flat = flatten_arrays({k: v() if isinstance(v, LazyArray) else v for k, v in arrays.items()})
     write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))
+
+
+def solution_vector(solution: dict, key: str, size: int) -> np.ndarray:
+    """A vector of a solution document as float64 (null entries become NaN), of length ``size``.
+
+    Raises KeyError when it is missing and ValueError when its length is wrong (certificates
+    turn both into a failed check).
+    """
+    values = solution.get(key)
+    if values is None:
+        raise KeyError(f"solution has no {key!r}")
+    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    if arr.shape != (size,):
+        raise ValueError(f"solution {key!r} has {arr.size} entries, expected {size}")
+    return arr

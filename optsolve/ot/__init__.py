@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from optsolve.core.backend import get_backend
-from optsolve.core.errors import ParameterError
+from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import LazyArray, Result, Status
 from optsolve.ot.problems import SCHEMA, prepare
@@ -109,18 +109,6 @@ DEFAULT_TOL = {"emd": None, "sinkhorn": 1e-9, "tnt": None}
 DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None}
 
 
-def _positive(name: str, value, allow_none: bool = True):
-    if value is None and allow_none:
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {value!r}.") from None
-    if not (x > 0 and np.isfinite(x)):
-        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {x!r}.")
-    return x
-
-
 def _choice(name: str, value, choices):
     if value not in choices:
         raise ParameterError(f"The '--{name}' option must be one of {', '.join(choices)}; got {value!r}.")
@@ -132,8 +120,8 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     """Check the options and fill in defaults that depend on the problem (max C) and the device."""
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
-    reg, gamma = _positive("reg", reg), _positive("gamma", gamma)
-    target_gap = _positive("target-gap", target_gap)
+    reg, gamma = positive_option("reg", reg), positive_option("gamma", gamma)
+    target_gap = positive_option("target-gap", target_gap)
     if reg is not None and gamma is not None:
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
     if target_gap is not None and method != "tnt":
@@ -160,9 +148,9 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         get_logger().warning(f"float32 beyond gamma = {FLOAT32_MAX_GAMMA:g} may fail the line search; the solver "
                              "then falls back to the last stage that succeeded.")
     return {"method": method, "reg": reg, "gamma": gamma if method in ENTROPIC else None,
-            "target_gap": target_gap, "tol": _positive("tol", tol) or DEFAULT_TOL[method],
+            "target_gap": target_gap, "tol": positive_option("tol", tol) or DEFAULT_TOL[method],
             "max_iter": int(max_iter) if max_iter is not None else DEFAULT_MAX_ITER[method],
-            "time_limit": _positive("time-limit", time_limit), "pcg": pcg if method == "tnt" else None,
+            "time_limit": positive_option("time-limit", time_limit), "pcg": pcg if method == "tnt" else None,
             "dtype": dtype, "device": backend.device}
 
 

@@ -22,23 +22,13 @@ import math
 import numpy as np
 
 from optsolve.core.backend import exp_flush
-from optsolve.core.result import Certificate, Check
+from optsolve.core.result import Certificate, Check, solution_vector
 from optsolve.ot.problems import prepare
 
 MARGINAL_LIMIT = 1e-8
 NONNEG_LIMIT = 1e-12
 MATCH_RTOL = 1e-9
 EXACT_GAP_RTOL = 1e-9  # methods that claim the LP optimum
-
-
-def _vector(solution: dict, key: str, size: int) -> np.ndarray:
-    values = solution.get(key)
-    if values is None:
-        raise KeyError(f"solution has no {key!r}")
-    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    if arr.shape != (size,):
-        raise ValueError(f"solution {key!r} has {arr.size} entries, expected {size}")
-    return arr
 
 
 def _coo_plan(spec: dict, n: int, m: int):
@@ -235,8 +225,8 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     ot = prepare(problem, normalize=bool(settings.get("normalize", False)), low_memory=settings.get("low_memory"),
                  block_size=settings.get("block_size") if same_device else None)
     a, b = ot.a, ot.b
-    f = _vector(solution, "f", ot.n)
-    g = _vector(solution, "g", ot.m)
+    f = solution_vector(solution, "f", ot.n)
+    g = solution_vector(solution, "g", ot.m)
     exact = method == "emd"
     measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
     rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, exact, xp)

@@ -23,25 +23,13 @@ import time
 
 import numpy as np
 
-from optsolve.core.errors import ParameterError
+from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "admm"
 DEFAULT_EPS = 1e-3
-
-
-def _positive(name, value):
-    if value is None:
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {value!r}.") from None
-    if not (x > 0 and math.isfinite(x)):
-        raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {x!r}.")
-    return x
 
 
 def _nonneg(name, value):
@@ -219,14 +207,14 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError("The '--nodes' option applies to '--method distributed' only.")
     if rho is None:
         rho = DEFAULT_RHO[method]
-    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": _positive("mu", mu),
+    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
             "nodes": None if nodes is None else int(nodes),
             "max_iter": int(max_iter) if max_iter is not None else 4000,
-            "time_limit": _positive("time-limit", time_limit), "rho": _positive("rho", rho),
-            "sigma": _positive("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
+            "time_limit": positive_option("time-limit", time_limit), "rho": positive_option("rho", rho),
+            "sigma": positive_option("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
-            "eps_prim_inf": _positive("eps-prim-inf", eps_prim_inf),
-            "eps_dual_inf": _positive("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
+            "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
+            "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
             "refine": bool(refine) and method in ("admm", "distributed")}
 
 

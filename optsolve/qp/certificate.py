@@ -20,23 +20,13 @@ import math
 
 import numpy as np
 
-from optsolve.core.result import Certificate, Check
+from optsolve.core.result import Certificate, Check, solution_vector
 from optsolve.qp.problems import QPProblem, prepare
 
 DEFAULT_EPS = 1e-3
 SIGN_TOL = 1e-12  # relative to ||y||_inf: entries below are rounding, not a push on a missing bound
 OBJ_RTOL = 1e-9
 CERT_TOL = 1e-7  # leftovers of infeasibility certificates, relative to the data's scale
-
-
-def _vector(solution: dict, key: str, size: int) -> np.ndarray:
-    values = solution.get(key)
-    if values is None:
-        raise KeyError(f"solution has no {key!r}")
-    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
-    if arr.shape != (size,):
-        raise ValueError(f"solution {key!r} has {arr.size} entries, expected {size}")
-    return arr
 
 
 def support_function(y, l, u) -> float:
@@ -142,12 +132,13 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     qp = prepare(problem)
     kind = solution.get("certificate_kind")
     if kind == "infeasible":
-        dy = _vector(solution, "prim_inf_cert", qp.m)
+        dy = solution_vector(solution, "prim_inf_cert", qp.m)
         return Certificate(infeasibility_checks(qp, dy))
     if kind == "unbounded":
-        dx = _vector(solution, "dual_inf_cert", qp.n)
+        dx = solution_vector(solution, "dual_inf_cert", qp.n)
         return Certificate(unboundedness_checks(qp, dx))
-    x, y, z = _vector(solution, "x", qp.n), _vector(solution, "y", qp.m), _vector(solution, "z", qp.m)
+    x = solution_vector(solution, "x", qp.n)
+    y, z = solution_vector(solution, "y", qp.m), solution_vector(solution, "z", qp.m)
     return Certificate(solution_checks(qp, x, y, z, eps_abs=float(settings.get("eps_abs") or DEFAULT_EPS),
                                        eps_rel=float(settings.get("eps_rel") if settings.get("eps_rel") is not None
                                                      else DEFAULT_EPS), objective=objective))
