@@ -7,7 +7,7 @@ touch; consensus ``x_i = w[idx_i]`` with a global vector w. One iteration, with 
 penalties rho_i (constraints; 1e3 x on equality rows) and mu_i (consensus), relaxation alpha:
 
 1. every node: ``(Q_i + mu_i I + A_i' R_i A_i) x_i = -q_i + mu_i w~_i - y_i + A_i'(R_i s_i - lam_i)``,
-   ``z_i = A_i x_i`` (``R_i = diag(rho_i)``, factored once);
+   ``z_i = A_i x_i`` (``R_i = diag(rho_i)``; the node's quasi-definite KKT matrix is factored once);
 2. ``s_i = Proj_[l_i, u_i](alpha z_i + (1 - alpha) s_i + lam_i / rho_i)``, and every global entry
    becomes the mu-weighted mean of its copies, relaxed: ``w = alpha mean + (1 - alpha) w``;
 3. ``lam_i += rho_i (alpha z_i + (1 - alpha) s_i_old - s_i)``,
@@ -33,6 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from optsolve.core.errors import SolverError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.admm import RHO_EQ_FACTOR, RHO_TOL, Scaled, polish, ruiz_scale, support
 from optsolve.qp.problems import QPProblem
@@ -72,9 +73,20 @@ class Node:
     y: np.ndarray = None
 
     def factor(self):
-        k = self.idx.size
-        K = self.Q + self.mu * sp.eye(k) + self.A.T @ sp.diags(self.rho) @ self.A
-        self.lu = spla.splu(sp.csc_matrix(K), permc_spec="MMD_AT_PLUS_A")
+        """Factor ``[Q + mu I, A'; A, -diag(1/rho)]``: solving it with right-hand side (b, 0) gives
+        ``(Q + mu I + A' diag(rho) A) x = b`` without forming A'A (dense when A has a dense row)."""
+        k, r = self.idx.size, self.rows.size
+        K = sp.vstack([sp.hstack([self.Q + self.mu * sp.eye(k), self.A.T]),
+                       sp.hstack([self.A, sp.diags(-1.0 / self.rho) if r else sp.csc_matrix((0, 0))])], format="csc")
+        try:
+            self.lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                                options={"SymmetricMode": True})
+        except (MemoryError, RuntimeError) as exc:
+            raise SolverError(f"the local system of a node ({k} variables, {r} rows) could not be factored "
+                              f"({exc}); try another number of nodes, or method admm.") from None
+
+    def solve(self, b):
+        return self.lu.solve(np.concatenate([b, np.zeros(self.rows.size)]))[: self.idx.size]
 
 
 def split(s: Scaled, part: np.ndarray, n_nodes: int) -> list[Node]:
@@ -205,7 +217,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             for nd in nodes:
                 wt = w[nd.idx]
                 rhs = -nd.q + nd.mu * wt - nd.y + nd.A.T @ (nd.rho * nd.s - nd.lam)
-                nd.x = nd.lu.solve(rhs)
+                nd.x = nd.solve(rhs)
                 z = nd.A @ nd.x
                 zr = alpha * z + (1.0 - alpha) * nd.s
                 s_new = np.clip(zr + nd.lam / nd.rho, nd.l, nd.u)
