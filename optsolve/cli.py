@@ -53,9 +53,12 @@ class LazyGroup(click.Group):
 
 
 def _solver_entries() -> dict:
-    from optsolve.core.registry import available_kinds
+    from optsolve.core.registry import EXTRA_COMMANDS, available_kinds
 
-    return {k: (f"optsolve.{k}.cli:command", KINDS[k]) for k in available_kinds()}
+    kinds = available_kinds()
+    entries = {k: (f"optsolve.{k}.cli:command", KINDS[k]) for k in kinds}
+    entries.update({name: (target, text) for name, (kind, target, text) in EXTRA_COMMANDS.items() if kind in kinds})
+    return entries
 
 
 @click.group(cls=LazyGroup, lazy={**BUILTIN_COMMANDS, **_solver_entries()}, context_settings=ROOT_CONTEXT_SETTINGS)

@@ -27,6 +27,6 @@ def test_bench_qp_quick():
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("# bench-qp:")
     rows = [line for line in lines if line.startswith("| random") or line.startswith("| mpc")]
-    assert {row.split("|")[5].strip() for row in rows} == {"osqp", "osqp, check every iteration", "admm",
+    assert {row.split("|")[5].strip() for row in rows} >= {"osqp", "osqp, check every iteration", "admm",
                                                            "distributed, 8 nodes (untrained)"}
     assert all(row.split("|")[6].strip() == "optimal" for row in rows)

@@ -31,6 +31,13 @@ KINDS = {
 }
 
 
+# extra commands of solver packages: name -> (kind, import path, one-line help)
+EXTRA_COMMANDS = {
+    "qp-train": ("qp", "optsolve.qp.cli:train_command",
+                 "Train a learned DeepQP policy on a problem family and certify it (PAC-Bayes)."),
+}
+
+
 def available_kinds() -> list[str]:
     """The solver commands installed in this version, in table order."""
     return [k for k in KINDS if importlib.util.find_spec(f"optsolve.{k}") is not None]

@@ -4,8 +4,9 @@
 
 Methods: ``admm`` (default: OSQP's ADMM in numpy/scipy, with independently re-checked
 infeasibility claims, see :mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N
-nodes, :mod:`optsolve.qp.distributed`) and ``osqp`` (the osqp package itself, same
-tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
+nodes, :mod:`optsolve.qp.distributed`), ``deepqp`` (admm whose rho and alpha follow a
+learned policy for its first K steps, :mod:`optsolve.qp.policy`) and ``osqp`` (the osqp
+package itself, same tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
 ``Px + q + A'y = 0``) and ``z = Ax``; infeasible and unbounded problems carry a certificate
 vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OSQP.
 
@@ -87,7 +88,7 @@ def _verifier(qp: QPProblem):
     return verify
 
 
-def _admm(qp, s, progress, x0, y0):
+def _admm(qp, s, progress, x0, y0, controller=None):
     from optsolve.qp.admm import ADMMSettings, solve_admm
 
     st = ADMMSettings(eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
@@ -96,8 +97,10 @@ def _admm(qp, s, progress, x0, y0):
                       eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
                       refine_stalled=s["refine"])
     deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
-    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp),
-                   progress=progress, deadline=deadline)
+    if controller is not None:
+        st.check_every = controller.interval
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp), progress=progress, deadline=deadline,
+                   controller=controller)
     message = r.message
     if r.rejected_claims:
         it, kind, why = r.rejected_claims[-1]
@@ -132,6 +135,26 @@ def _distributed(qp, s, progress, x0, y0):
              "time_s": dict(r.time_s)}
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
             "prim_inf_cert": None, "dual_inf_cert": None}
+
+
+POLICY_DIR = __import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "qp" / "policies"
+
+
+def default_policy_path() -> str:
+    """The shipped policy used when none is given (trained on the random-QP family)."""
+    return str(POLICY_DIR / "random.npz")
+
+
+def _deepqp(qp, s, progress, x0, y0):
+    from optsolve.qp.policy import Policy
+
+    path = s["policy"] or default_policy_path()
+    policy = Policy.load(path)
+    out = _admm(qp, s, progress, x0, y0, controller=policy)
+    out["stats"]["policy"] = {"path": path, "family": policy.header.get("family"), "K": policy.steps,
+                              "interval": policy.interval,
+                              "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
+    return out
 
 
 OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",
@@ -182,12 +205,13 @@ def _osqp(qp, s, progress, x0, y0):
     return out
 
 
-METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed}
-DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0}
+METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp}
+DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1}
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
-                     check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None):
+                     check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None,
+                     policy=None):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -207,6 +231,8 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError("The '--nodes' option applies to '--method distributed' only.")
     if rho is None:
         rho = DEFAULT_RHO[method]
+    if policy is not None and method != "deepqp":
+        raise ParameterError("The '--policy' option applies to '--method deepqp' only.")
     return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
             "nodes": None if nodes is None else int(nodes),
             "max_iter": int(max_iter) if max_iter is not None else 4000,
@@ -215,7 +241,7 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method in ("admm", "distributed")}
+            "refine": bool(refine) and method in ("admm", "distributed", "deepqp"), "policy": policy}
 
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
@@ -223,7 +249,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                   sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
                   check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
                   polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
-                  warm_start=None, device: str = "auto", seed: int | None = None,
+                  policy: str | None = None, warm_start=None, device: str = "auto", seed: int | None = None,
                   progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
     from optsolve.qp import certificate
@@ -236,7 +262,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
                          check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
-                         polish=polish, refine=refine, mu=mu, nodes=nodes)
+                         polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy)
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()

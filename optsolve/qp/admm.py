@@ -230,8 +230,13 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1):
 
 
 def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, y0=None,
-               verify_claim=None, progress: Progress = SILENT, deadline: float | None = None) -> ADMMResult:
+               verify_claim=None, progress: Progress = SILENT, deadline: float | None = None,
+               controller=None, scaled: Scaled | None = None) -> ADMMResult:
     """Solve ``qp`` by OSQP's ADMM. ``x0``, ``y0``: a warm start (unscaled).
+
+    ``controller``: a learned parameter policy (:class:`optsolve.qp.policy.Policy`): every
+    ``controller.interval`` iterations, for its first ``controller.steps`` calls, it maps the
+    relative residuals to (rho, alpha); OSQP's adaptive rule is off meanwhile and takes over after.
 
     ``verify_claim(kind, vector) -> (certificate or None, reason)``: an independent check of an
     infeasibility certificate (``kind`` 'infeasible' with dy or 'unbounded' with dx, unscaled),
@@ -239,7 +244,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     """
     st = settings or ADMMSettings()
     t0 = time.perf_counter()
-    s = ruiz_scale(qp, st.scaling)
+    s = scaled if scaled is not None else ruiz_scale(qp, st.scaling)  # ``scaled``: reused across solves
     n, m = qp.n, qp.m
     Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
     rho = min(max(st.rho, RHO_MIN), RHO_MAX)
@@ -353,23 +358,31 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             dy = kkt.rho_vec * (zr - z)
             y = y + dy
             checking = iteration % st.check_every == 0
-            adapting = st.adaptive_rho and st.adaptive_rho_interval and iteration % st.adaptive_rho_interval == 0
+            learned = (controller is not None and iteration % controller.interval == 0
+                       and iteration // controller.interval <= controller.steps)
+            adapting = (st.adaptive_rho and st.adaptive_rho_interval and iteration % st.adaptive_rho_interval == 0
+                        and (controller is None or iteration > controller.interval * controller.steps))
             if checking:
                 status_now = check(x, y, z)
                 progress.update(iteration, prim=info["prim"], dual=info["dual"], gap=info["gap"])
                 if status_now is not None:
                     status = status_now
                     break
-            if adapting:
+            if adapting or learned:
                 if not checking:
                     info = residuals(x, y, z)
                 pn = max(float(np.abs(z).max()) if m else 0.0, float(np.abs(info["Ax"]).max()) if m else 0.0)
                 dn = max(float(np.abs(s.q).max()) if n else 0.0, float(np.abs(info["Aty"]).max()) if n else 0.0,
                          float(np.abs(info["Px"]).max()) if n else 0.0)
-                ratio = (info["prim_scaled"] / (pn + DIVISION_TOL)) / (info["dual_scaled"] / (dn + DIVISION_TOL)
-                                                                        + DIVISION_TOL)
-                new = min(max(rho * math.sqrt(ratio), RHO_MIN), RHO_MAX)
-                if new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance:
+                prim_rel = info["prim_scaled"] / (pn + DIVISION_TOL)
+                dual_rel = info["dual_scaled"] / (dn + DIVISION_TOL)
+                if learned:
+                    new, alpha = controller(iteration // controller.interval, prim_rel, dual_rel, rho, alpha)
+                    change = abs(math.log(new / rho)) > 0.01
+                else:
+                    new = min(max(rho * math.sqrt(prim_rel / (dual_rel + DIVISION_TOL)), RHO_MIN), RHO_MAX)
+                    change = new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance
+                if change:
                     rho = new
                     kkt.update(_rho_vector(rho, s.l, s.u))
                     rho_updates += 1

@@ -1,0 +1,154 @@
+"""Learned feedback policies for OSQP's ADMM (DeepQP) and their PAC-Bayes certificates.
+
+Saravanos et al. (2025) unroll the ADMM iterations and learn feedback policies that map the
+residuals to the algorithm's parameters. Here (our design where the paper is silent): a
+small MLP, shared across steps, is called every ``interval`` iterations for the first
+``steps`` calls; its inputs are log10 of the relative primal and dual residuals (OSQP's
+normalisation), of their ratio and of rho, the step's position k/K and alpha - 1; its two
+outputs move rho by a factor up to 10 either way and set alpha in (0.05, 1.95). After those
+K learned steps OSQP's adaptive rule takes over, so convergence is OSQP's.
+
+Training uses evolution strategies (antithetic Gaussian perturbations of the weights, Salimans
+et al. 2017) on the loss ``min(iterations to tolerance, cap) / cap`` in [0, 1]: no gradients
+through the solver, numpy only. The search distribution N(m, s^2 I) is the PAC-Bayes posterior.
+
+PAC-Bayes (Maurer 2004; Perez-Ortiz et al. 2021 for the sampled empirical loss): with the
+prior P0 = N(theta0, s0^2 I) fixed before the N certification problems are drawn, with
+probability at least 1 - delta - delta', ``E l <= kl^-1(L_up, (KL(Q||P0) + ln(2 sqrt(N)/delta)) / N)``
+where ``L_up = kl^-1(L_hat, ln(2/delta') / (N L))`` bounds the expected empirical loss from
+``L`` posterior samples per problem. The prior is data-dependent: trained on a separate split
+of problems, then used as the posterior, so KL = 0.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+FEATURES = 6
+OUTPUTS = 2
+LOG_RES_CLIP = 12.0
+ALPHA_SPAN = 0.95
+ALPHA_START = 1.6
+
+
+def n_params(hidden: int) -> int:
+    return hidden * FEATURES + hidden + OUTPUTS * hidden + OUTPUTS
+
+
+def initial_weights(hidden: int, rng=None, scale: float = 0.1) -> np.ndarray:
+    """Small random first layer, zero output layer: rho unchanged and alpha = 1.6 at the start."""
+    rng = rng or np.random.default_rng(0)
+    theta = np.zeros(n_params(hidden))
+    theta[: hidden * FEATURES] = rng.standard_normal(hidden * FEATURES) * scale
+    theta[-1] = math.atanh((ALPHA_START - 1.0) / ALPHA_SPAN)
+    return theta
+
+
+@dataclass
+class Policy:
+    """An MLP parameter policy: ``policy(k, prim_rel, dual_rel, rho, alpha) -> (rho, alpha)``."""
+
+    theta: np.ndarray
+    hidden: int = 8
+    steps: int = 10  # K: learned calls
+    interval: int = 5  # iterations between calls
+    header: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.theta = np.asarray(self.theta, dtype=float)
+        if self.theta.shape != (n_params(self.hidden),):
+            raise ValueError(f"policy weights have {self.theta.size} entries, expected {n_params(self.hidden)} "
+                             f"for {self.hidden} hidden units")
+        h, f = self.hidden, FEATURES
+        t = self.theta
+        self.W1 = t[: h * f].reshape(h, f)
+        self.b1 = t[h * f: h * f + h]
+        self.W2 = t[h * f + h: h * f + h + OUTPUTS * h].reshape(OUTPUTS, h)
+        self.b2 = t[h * f + h + OUTPUTS * h:]
+
+    def __call__(self, k: int, prim_rel: float, dual_rel: float, rho: float, alpha: float):
+        lp = float(np.clip(math.log10(prim_rel + 1e-300), -LOG_RES_CLIP, 4.0))
+        ld = float(np.clip(math.log10(dual_rel + 1e-300), -LOG_RES_CLIP, 4.0))
+        feats = np.array([lp / 4.0, ld / 4.0, (lp - ld) / 4.0, k / max(self.steps, 1), math.log10(rho) / 3.0,
+                          alpha - 1.0])
+        out = np.tanh(self.W2 @ np.tanh(self.W1 @ feats + self.b1) + self.b2)
+        new_rho = float(np.clip(rho * 10.0 ** out[0], 1e-6, 1e6))
+        return new_rho, 1.0 + ALPHA_SPAN * float(out[1])
+
+    def save(self, path: str) -> None:
+        """An .npz file: the weights ``theta`` and a JSON ``header`` (training record, PAC-Bayes bound)."""
+        from optsolve.core.result import write_atomic_with
+
+        header = dict(self.header, hidden=self.hidden, steps=self.steps, interval=self.interval,
+                      format="optsolve.qp-policy/1")
+        write_atomic_with(path, lambda f: np.savez(f, theta=self.theta, header=np.array(json.dumps(header))))
+
+    @classmethod
+    def load(cls, path: str) -> "Policy":
+        from optsolve.core.errors import ParameterError
+
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                header = json.loads(str(data["header"]))
+                theta = np.asarray(data["theta"], dtype=float)
+        except (OSError, KeyError, ValueError) as exc:
+            raise ParameterError(f"Policy file {path!r} is not readable ({exc}).") from None
+        if header.get("format") != "optsolve.qp-policy/1":
+            raise ParameterError(f"Policy file {path!r} has format {header.get('format')!r}; expected "
+                                 "'optsolve.qp-policy/1'.")
+        try:
+            return cls(theta, int(header["hidden"]), int(header["steps"]), int(header["interval"]), header)
+        except (KeyError, ValueError) as exc:
+            raise ParameterError(f"Policy file {path!r} is malformed ({exc}).") from None
+
+
+# --------------------------------------------------------------------------- PAC-Bayes
+
+def kl_bernoulli(q: float, p: float) -> float:
+    """kl(q || p) between Bernoulli distributions."""
+    q, p = min(max(q, 0.0), 1.0), min(max(p, 1e-300), 1.0 - 1e-16)
+    out = 0.0
+    if q > 0:
+        out += q * math.log(q / p)
+    if q < 1:
+        out += (1 - q) * math.log((1 - q) / (1 - p))
+    return out
+
+
+def kl_inverse(q: float, c: float) -> float:
+    """The largest p in [q, 1] with kl(q || p) <= c (bisection)."""
+    if c <= 0:
+        return q
+    lo, hi = q, 1.0
+    if kl_bernoulli(q, hi) <= c:
+        return 1.0
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if kl_bernoulli(q, mid) > c:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def gaussian_kl(m, s, m0, s0) -> float:
+    """KL(N(m, s^2 I) || N(m0, s0^2 I))."""
+    m, m0 = np.asarray(m, dtype=float), np.asarray(m0, dtype=float)
+    d = m.size
+    r = (s / s0) ** 2
+    return float(0.5 * (d * r + float(((m - m0) ** 2).sum()) / s0 ** 2 - d - d * math.log(r)))
+
+
+def pac_bayes_bound(losses, kl: float, delta: float, delta_prime: float) -> dict:
+    """The certificate for an N x L array of losses in [0, 1] (L posterior samples per problem)."""
+    losses = np.asarray(losses, dtype=float)
+    n, l_samples = losses.shape
+    l_hat = float(losses.mean())
+    l_up = kl_inverse(l_hat, math.log(2.0 / delta_prime) / (n * l_samples))
+    bound = kl_inverse(l_up, (kl + math.log(2.0 * math.sqrt(n) / delta)) / n)
+    return {"N": n, "L": l_samples, "delta": delta, "delta_prime": delta_prime, "KL": kl,
+            "empirical_loss": l_hat, "empirical_loss_bound": l_up, "bound": bound}

@@ -1,0 +1,106 @@
+"""Learned DeepQP policies: the policy file, convergence under any policy, PAC-Bayes arithmetic, qp-train."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import optsolve.qp
+from optsolve.core.errors import ParameterError
+from optsolve.qp.policy import Policy, gaussian_kl, initial_weights, kl_bernoulli, kl_inverse, n_params, pac_bayes_bound
+from optsolve.qp.problems import FAMILIES, SCHEMA
+
+SHIPPED = optsolve.qp.POLICY_DIR
+
+
+def family(name, n=20, seed=1):
+    return SCHEMA.validate(FAMILIES[name].generate(np.random.default_rng(seed), n=n), source="test")
+
+
+@pytest.mark.parametrize("q, c", [(0.0, 0.1), (0.2, 0.05), (0.5, 1e-4), (0.9, 0.3)])
+def test_kl_inverse_inverts_kl(q, c):
+    p = kl_inverse(q, c)
+    assert p >= q
+    assert p == 1.0 or kl_bernoulli(q, p) == pytest.approx(c, rel=1e-6, abs=1e-12)
+    assert kl_inverse(q, 0.0) == q and kl_inverse(q, c / 2) <= p
+
+
+def test_gaussian_kl():
+    m = np.arange(4.0)
+    assert gaussian_kl(m, 0.1, m, 0.1) == 0.0
+    assert gaussian_kl(m, 0.1, m + 1, 0.1) == pytest.approx(0.5 * 4 / 0.01)
+    assert gaussian_kl(m, 0.2, m, 0.1) > 0
+
+
+def test_policy_file_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    pol = Policy(initial_weights(6, rng) + 0.1, hidden=6, steps=4, interval=3, header={"family": "x"})
+    path = tmp_path / "p.npz"
+    pol.save(str(path))
+    back = Policy.load(str(path))
+    np.testing.assert_array_equal(back.theta, pol.theta)
+    assert (back.hidden, back.steps, back.interval) == (6, 4, 3) and back.header["family"] == "x"
+    assert back(1, 1e-3, 1e-1, 0.1, 1.6) == pol(1, 1e-3, 1e-1, 0.1, 1.6)
+    (tmp_path / "bad.npz").write_bytes(b"not a policy")
+    with pytest.raises(ParameterError):
+        Policy.load(str(tmp_path / "bad.npz"))
+    with pytest.raises(ValueError):
+        Policy(np.zeros(3), hidden=6)
+
+
+def test_initial_policy_keeps_rho_and_osqp_alpha():
+    pol = Policy(initial_weights(8))
+    rho, alpha = pol(1, 1e-2, 1e-4, 0.1, 1.6)
+    assert rho == pytest.approx(0.1, rel=0.3) and alpha == pytest.approx(1.6, abs=0.05)
+    assert n_params(8) == pol.theta.size
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_any_policy_keeps_convergence(tmp_path, seed):
+    """After its K steps the policy hands over to OSQP's rule: even a wild policy reaches the tolerance."""
+    wild = Policy(np.random.default_rng(seed).standard_normal(n_params(8)) * 3.0, steps=10, interval=5)
+    path = tmp_path / "wild.npz"
+    wild.save(str(path))
+    for name in ("random", "mpc", "lasso"):
+        res = optsolve.qp.solve_problem(family(name, n=60), method="deepqp", policy=str(path), max_iter=20000)
+        assert res.status.value == "optimal" and res.certificate.holds
+
+
+@pytest.mark.skipif(not (SHIPPED / "random.npz").exists(), reason="no shipped policy in data/qp/policies")
+def test_shipped_policy_and_its_bound():
+    pol = Policy.load(str(SHIPPED / "random.npz"))
+    pb = pol.header["pac_bayes"]
+    up = kl_inverse(pb["empirical_loss"], math.log(2 / pb["delta_prime"]) / (pb["N"] * pb["L"]))
+    bound = kl_inverse(up, (pb["KL"] + math.log(2 * math.sqrt(pb["N"]) / pb["delta"])) / pb["N"])
+    assert up == pytest.approx(pb["empirical_loss_bound"], rel=1e-9)
+    assert bound == pytest.approx(pb["bound"], rel=1e-9) and bound < 0.9
+    res = optsolve.qp.solve_problem(family("random", n=20, seed=12345), method="deepqp")
+    assert res.status.value == "optimal" and res.certificate.holds
+    assert res.stats["policy"]["family"] == "random" and res.stats["policy"]["pac_bayes_bound"] == pb["bound"]
+
+
+def test_pac_bayes_bound_shape():
+    losses = np.full((100, 2), 0.3)
+    out = pac_bayes_bound(losses, kl=0.0, delta=0.05, delta_prime=0.05)
+    assert 0.3 < out["empirical_loss_bound"] < out["bound"] < 1.0
+    assert pac_bayes_bound(losses, kl=50.0, delta=0.05, delta_prime=0.05)["bound"] > out["bound"]
+
+
+def test_qp_train_cli(cli, tmp_path):
+    out = tmp_path / "pol.npz"
+    r = cli("qp-train", "mpc", "--n", "12", "--count", "20", "--generations", "2", "--population", "2", "-q",
+            "-o", out)
+    assert r.exit_code == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert set(summary) >= {"family", "training_loss", "held_out_loss", "held_out_iterations", "pac_bayes_bound"}
+    pol = Policy.load(str(out))
+    assert pol.header["problems"] == {"train": 6, "held_out": 4, "certification": 10}
+    assert 0 < pol.header["pac_bayes"]["bound"] <= 1
+    assert cli("qp-train", "nosuch", "-o", out).exit_code == 2
+    problem = tmp_path / "x.json"
+    problem.write_text(json.dumps({"P": [[1.0]], "q": [1.0]}))
+    r = cli("qp", problem, "--method", "admm", "--policy", str(out))
+    assert r.exit_code == 7 and "--policy" in r.stderr
