@@ -14,6 +14,7 @@ has no entries below the diagonal, else ``full``). Bounds with ``|b| >= 1e19`` a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -316,6 +317,80 @@ def gen_mpc(rng, n: int) -> dict:
     return _qp(P, q, A, l, u)
 
 
+# Network-structured families (ours): each file carries the natural partition of its rows.
+
+
+def _block_qp(rng, k):
+    M = rng.standard_normal((k, k)) / math.sqrt(k)
+    return M @ M.T + 0.1 * np.eye(k), rng.standard_normal(k)
+
+
+def gen_chain(rng, n: int, blocks: int = 8) -> dict:
+    """A chain of blocks of variables, neighbours sharing a quarter of theirs; each block has its own
+    PSD cost and inequality rows over its variables; ``partition`` = the block of every row."""
+    blocks = max(1, min(blocks, n // 4))
+    size = max(4, int(round(n / (0.75 * blocks + 0.25))))
+    overlap = size // 4
+    step = size - overlap
+    nv = step * (blocks - 1) + size
+    P = sp.lil_matrix((nv, nv))
+    q = np.zeros(nv)
+    rows, part, lo, hi = [], [], [], []
+    for b in range(blocks):
+        idx = np.arange(b * step, b * step + size)
+        Q, qb = _block_qp(rng, size)
+        P[np.ix_(idx, idx)] = P[np.ix_(idx, idx)].toarray() + Q
+        q[idx] += qb
+        mb = size
+        Ab = _sprandn(rng, mb, size, min(1.0, 4.0 / size)).toarray()
+        Ab[np.arange(mb), rng.integers(0, size, mb)] += 1.0
+        full = np.zeros((mb, nv))
+        full[:, idx] = Ab
+        rows.append(sp.csr_matrix(full))
+        part.append(np.full(mb, b))
+        lo.append(-1.0 - rng.random(mb))
+        hi.append(1.0 + rng.random(mb))
+    data = _qp(sp.csc_matrix(P), q, sp.vstack(rows), np.concatenate(lo), np.concatenate(hi))
+    data["partition"] = np.concatenate(part).astype(np.int64)
+    return data
+
+
+def gen_flow(rng, n: int, regions: int = 8) -> dict:
+    """Min-cost flow with quadratic costs on a random sparse directed graph: conservation at every
+    vertex (supplies sum to 0), capacities as bounds; ``partition`` cuts the vertices into regions."""
+    edges_target = max(8, n)
+    verts = max(4, edges_target // 4)
+    rng_edges = set()
+    for v in range(verts):  # a ring keeps the graph connected
+        rng_edges.add((v, (v + 1) % verts))
+    window = max(3, verts // regions)  # edges stay local, so that regions are loosely coupled
+    for _ in range(50 * edges_target):
+        if len(rng_edges) >= edges_target:
+            break
+        a = int(rng.integers(0, verts))
+        b = a + int(rng.integers(-window + 1, window))
+        if b != a and 0 <= b < verts:
+            rng_edges.add((a, b))
+    E = np.array(sorted(rng_edges))
+    ne = len(E)
+    inc = sp.csr_matrix((np.concatenate([-np.ones(ne), np.ones(ne)]),
+                         (np.concatenate([E[:, 0], E[:, 1]]), np.concatenate([np.arange(ne)] * 2))),
+                        shape=(verts, ne))
+    supply = rng.standard_normal(verts)
+    supply -= supply.mean()
+    cap = 1.0 + 2.0 * rng.random(ne)
+    P = sp.diags(0.1 + rng.random(ne))
+    q = rng.random(ne)
+    A = sp.vstack([inc, sp.eye(ne)], format="csc")
+    l = np.concatenate([supply, np.zeros(ne)])
+    u = np.concatenate([supply, cap * 10.0])
+    region_of_vertex = np.minimum(np.arange(verts) * regions // verts, regions - 1)
+    edge_region = region_of_vertex[E[:, 0]]
+    data = _qp(P, q, A, l, u)
+    data["partition"] = np.concatenate([region_of_vertex, edge_region]).astype(np.int64)
+    return data
+
+
 _N = Param("n", int, 100, "number of variables (about: each family sizes its parts from it)")
 FAMILIES = {
     "random": Family("random", "random QP, m = 10 n inequality rows (OSQP benchmark)", gen_random, (_N,)),
@@ -325,4 +400,8 @@ FAMILIES = {
     "huber": Family("huber", "Huber fitting as a QP", gen_huber, (_N,)),
     "svm": Family("svm", "support vector machine as a QP", gen_svm, (_N,)),
     "mpc": Family("mpc", "model predictive control, horizon 10", gen_mpc, (_N,)),
+    "chain": Family("chain", "a chain of overlapping blocks, partition = blocks (network-structured)", gen_chain,
+                    (_N, Param("blocks", int, 8, "blocks in the chain"))),
+    "flow": Family("flow", "quadratic-cost network flow, partition = regions of the graph (network-structured)",
+                   gen_flow, (_N, Param("regions", int, 8, "regions of the graph"))),
 }
