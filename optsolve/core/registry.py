@@ -23,7 +23,7 @@ from optsolve.core.errors import ParameterError
 # command -> one-line description (shown by `optsolve --help` without importing anything)
 KINDS = {
     "ot": "Optimal transport between two histograms (exact network simplex, Sinkhorn).",
-    "qp": "Convex quadratic programs (OSQP's ADMM, infeasibility claims re-checked).",
+    "qp": "Convex quadratic programs (OSQP's ADMM, DistributedQP, learned DeepQP policies).",
     "cover": "Fair submodular cover (bicriteria greedy, threshold, continuous).",
     "kmeans": "k-means with predicted labels (learning-augmented sampling).",
     "truncated": "Estimation from truncated samples (oracle-efficient MLE).",
