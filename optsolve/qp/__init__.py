@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -137,7 +138,7 @@ def _distributed(qp, s, progress, x0, y0):
             "prim_inf_cert": None, "dual_inf_cert": None}
 
 
-POLICY_DIR = __import__("pathlib").Path(__file__).resolve().parents[2] / "data" / "qp" / "policies"
+POLICY_DIR = Path(__file__).resolve().parent / "policies"  # shipped with the package (data/qp/policies links here)
 
 
 def default_policy_path() -> str:
