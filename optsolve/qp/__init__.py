@@ -5,7 +5,8 @@
 Methods: ``admm`` (default: OSQP's ADMM in numpy/scipy, with independently re-checked
 infeasibility claims, see :mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N
 nodes, :mod:`optsolve.qp.distributed`), ``deepqp`` (admm whose rho and alpha follow a
-learned policy for its first K steps, :mod:`optsolve.qp.policy`) and ``osqp`` (the osqp
+learned policy for its first K steps, :mod:`optsolve.qp.policy`), ``deepdistributed``
+(DistributedQP whose nodes' rho and mu follow a learned policy) and ``osqp`` (the osqp
 package itself, same tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
 ``Px + q + A'y = 0``) and ``z = Ax``; infeasible and unbounded problems carry a certificate
 vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OSQP.
@@ -115,18 +116,18 @@ def _admm(qp, s, progress, x0, y0, controller=None):
             "prim_inf_cert": r.prim_inf_cert, "dual_inf_cert": r.dual_inf_cert}
 
 
-def _distributed(qp, s, progress, x0, y0):
+def _distributed(qp, s, progress, x0, y0, controller=None):
     from optsolve.qp.distributed import solve_distributed
 
     if x0 is not None:
-        raise ParameterError("Method 'distributed' does not take a warm start (yet); use 'admm'.")
+        raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
     deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
     partition = qp.partition if s["nodes"] is None else None
     n_nodes = s["nodes"] or qp.nodes or (None if partition is not None else 1)
     r = solve_distributed(qp, n_nodes, partition, rho=s["rho"], mu=s["mu"], alpha=s["alpha"], scaling=s["scaling"],
                           eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
-                          check_every=s["check_every"], refine_stalled=s["refine"], deadline=deadline,
-                          progress=progress)
+                          check_every=controller.interval if controller else s["check_every"],
+                          refine_stalled=s["refine"], deadline=deadline, progress=progress, controller=controller)
     message = ""
     if r.polished:
         message = (f"The iterations stopped short of the tolerance after {r.iterations}; the solution is the "
@@ -146,15 +147,34 @@ def default_policy_path() -> str:
     return str(POLICY_DIR / "random.npz")
 
 
-def _deepqp(qp, s, progress, x0, y0):
+def _load_policy(path: str, kind: str):
     from optsolve.qp.policy import Policy
 
-    path = s["policy"] or default_policy_path()
     policy = Policy.load(path)
+    if policy.kind != kind:
+        raise ParameterError(f"Policy file {path!r} holds a {policy.kind} policy; method "
+                             f"{'deepqp' if kind == 'centralised' else 'deepdistributed'} needs a {kind} one.")
+    return policy
+
+
+def _policy_stats(path, policy):
+    return {"path": path, "family": policy.header.get("family"), "K": policy.steps, "interval": policy.interval,
+            "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
+
+
+def _deepdistributed(qp, s, progress, x0, y0):
+    path = s["policy"] or str(POLICY_DIR / "chain-distributed.npz")
+    policy = _load_policy(path, "distributed")
+    out = _distributed(qp, s, progress, x0, y0, controller=policy)
+    out["stats"]["policy"] = _policy_stats(path, policy)
+    return out
+
+
+def _deepqp(qp, s, progress, x0, y0):
+    path = s["policy"] or default_policy_path()
+    policy = _load_policy(path, "centralised")
     out = _admm(qp, s, progress, x0, y0, controller=policy)
-    out["stats"]["policy"] = {"path": path, "family": policy.header.get("family"), "K": policy.steps,
-                              "interval": policy.interval,
-                              "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
+    out["stats"]["policy"] = _policy_stats(path, policy)
     return out
 
 
@@ -206,8 +226,9 @@ def _osqp(qp, s, progress, x0, y0):
     return out
 
 
-METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp}
-DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1}
+METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
+           "deepdistributed": _deepdistributed}
+DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0}
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
@@ -228,12 +249,12 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError("At least one of '--eps-abs' and '--eps-rel' must be positive.")
     if nodes is not None and (int(nodes) != nodes or nodes < 1):
         raise ParameterError(f"The '--nodes' option must be a positive integer; got {nodes!r}.")
-    if nodes is not None and method != "distributed":
-        raise ParameterError("The '--nodes' option applies to '--method distributed' only.")
+    if nodes is not None and method not in ("distributed", "deepdistributed"):
+        raise ParameterError("The '--nodes' option applies to the methods distributed and deepdistributed only.")
     if rho is None:
         rho = DEFAULT_RHO[method]
-    if policy is not None and method != "deepqp":
-        raise ParameterError("The '--policy' option applies to '--method deepqp' only.")
+    if policy is not None and method not in ("deepqp", "deepdistributed"):
+        raise ParameterError("The '--policy' option applies to the methods deepqp and deepdistributed only.")
     return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
             "nodes": None if nodes is None else int(nodes),
             "max_iter": int(max_iter) if max_iter is not None else 4000,
@@ -242,7 +263,7 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method in ("admm", "distributed", "deepqp"), "policy": policy}
+            "refine": bool(refine) and method != "osqp", "policy": policy}
 
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,

@@ -14,13 +14,15 @@ OUTPUT_OPTIONS = ()
               help="admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
                    "distributed: DistributedQP over --nodes nodes (or the file's partition). "
                    "deepqp: admm with rho and alpha from a learned policy for its first K steps. "
+                   "deepdistributed: distributed with each node's rho and mu from a learned policy. "
                    "osqp: the osqp package itself, same settings.")
 @click.option("--nodes", type=int, default=None,
               help="distributed: number of nodes of the automatic partition [default: the file's 'partition' "
                    "or 'nodes', else 1].")
 @click.option("--mu", type=float, default=1.0, show_default=True, help="distributed: consensus penalty.")
 @click.option("--policy", metavar="POLICY.npz", default=None,
-              help="deepqp: the learned policy [default: the shipped random-QP policy].")
+              help="deepqp, deepdistributed: the learned policy [default: the shipped random-QP policy; "
+                   "for deepdistributed the chain family's].")
 @click.option("--eps-abs", type=float, default=1e-3, show_default=True, help="Absolute tolerance (as OSQP).")
 @click.option("--eps-rel", type=float, default=1e-3, show_default=True, help="Relative tolerance (as OSQP).")
 @click.option("--eps-prim-inf", type=float, default=1e-4, show_default=True,
@@ -66,16 +68,20 @@ def command(problem, **params):
 @click.option("--sigma", type=float, default=0.05, show_default=True,
               help="Width of the search distribution (and of the PAC-Bayes posterior).")
 @click.option("--eps", type=float, default=1e-3, show_default=True, help="Tolerance the loss counts iterations to.")
+@click.option("--cap", type=int, default=500, show_default=True, help="Iterations at which the loss is 1.")
+@click.option("--nodes", type=int, default=None,
+              help="Train a DeepDistributedQP policy for this many nodes (families with a partition use theirs).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
-def train_command(family, output, size, count, steps, interval, hidden, generations, population, sigma, eps, seed,
-                  quiet):
+def train_command(family, output, size, count, steps, interval, hidden, generations, population, sigma, eps, cap,
+                  nodes, seed, quiet):
     """Train a DeepQP policy on FAMILY (a generator family of `optsolve gen qp`) and certify it.
 
     Problems are generated and split before anything is fitted: the policy is trained by
     evolution strategies on 30%, compared on 20% held out with OSQP's defaults and a tuned
     constant rho, and certified on the rest by a PAC-Bayes bound on the loss
-    min(iterations, 500) / 500. The header of POLICY.npz records all of it.
+    min(iterations, cap) / cap. With --nodes the policy is a DeepDistributedQP one, for
+    the nodes' rho and mu. The header of POLICY.npz records all of it.
     """
     import json
     import sys
@@ -97,7 +103,8 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
     problems = [prepare(SCHEMA.validate(FAMILIES[family].generate(rng, n=size), source=f"{family} #{i}"))
                 for i in range(count)]
     policy = train_policy(problems, family=family, hidden=hidden, steps=steps, interval=interval, eps=eps,
-                          generations=generations, population=population, sigma=sigma, seed=seed)
+                          generations=generations, population=population, sigma=sigma, seed=seed, cap=cap,
+                          nodes=nodes)
     policy.header["n"] = size
     policy.save(output)
     summary = {k: policy.header[k] for k in ("family", "training_loss", "held_out_loss", "held_out_iterations")}

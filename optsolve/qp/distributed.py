@@ -65,6 +65,7 @@ class Node:
     l: np.ndarray
     u: np.ndarray
     rho: np.ndarray = None
+    rho_scalar: float = 1.0
     mu: float = 1.0
     lu: object = None
     x: np.ndarray = None
@@ -131,6 +132,40 @@ def split(s: Scaled, part: np.ndarray, n_nodes: int) -> list[Node]:
     return nodes
 
 
+def _set_rho(nd, rho: float):
+    """The node's per-row rho from its scalar: 1e3 x on equality rows, 1e-6 on free rows (as OSQP)."""
+    eq = np.abs(nd.u - nd.l) < RHO_TOL
+    loose = np.isinf(nd.l) & np.isinf(nd.u)
+    nd.rho_scalar = rho
+    nd.rho = np.where(loose, 1e-6, np.where(eq, RHO_EQ_FACTOR * rho, rho))
+
+
+def _apply_node_policy(policy, k, nodes, w, s: Scaled, n):
+    """New (rho, mu) for every node from its residuals; refactors the nodes that changed; new mu counts."""
+    lam = np.zeros(s.A.shape[0])
+    for nd in nodes:
+        lam[nd.rows] = nd.lam
+    Pw, Atl = s.P @ w, s.A.T @ lam
+    dual_rel = float(np.abs(Pw + s.q + Atl).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
+                                                          float(np.abs(s.q).max())) + 1e-30) if n else 0.0
+    counts = np.zeros(n)
+    for nd in nodes:
+        z = nd.A @ nd.x
+        prim = float(np.abs(z - nd.s).max()) / (max(float(np.abs(z).max()), float(np.abs(nd.s).max())) + 1e-30) \
+            if nd.rows.size else 0.0
+        wt = w[nd.idx]
+        cons = float(np.abs(nd.x - wt).max()) / (max(float(np.abs(nd.x).max()), float(np.abs(wt).max())) + 1e-30) \
+            if nd.idx.size else 0.0
+        new_rho, new_mu = policy.node(k, prim, cons, dual_rel, nd.rho_scalar, nd.mu)
+        if abs(math.log(new_rho / nd.rho_scalar)) > 0.01 or abs(math.log(new_mu / nd.mu)) > 0.01:
+            _set_rho(nd, new_rho)
+            nd.mu = new_mu
+            nd.factor()
+        counts[nd.idx] += nd.mu
+    counts[counts == 0] = 1.0
+    return counts
+
+
 @dataclass
 class DistributedResult:
     x: np.ndarray
@@ -152,10 +187,16 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                       mu: float = 1.0, alpha: float = 1.6, scaling: int = 10, eps_abs: float = 1e-3,
                       eps_rel: float = 1e-3, max_iter: int = 4000, check_every: int = 25,
                       refine_stalled: bool = True, deadline: float | None = None,
-                      progress: Progress = SILENT) -> DistributedResult:
-    """DistributedQP on ``qp`` over ``n_nodes`` nodes (automatic partition) or the given row ``partition``."""
+                      progress: Progress = SILENT, controller=None, scaled: Scaled | None = None,
+                      ) -> DistributedResult:
+    """DistributedQP on ``qp`` over ``n_nodes`` nodes (automatic partition) or the given row ``partition``.
+
+    ``controller``: a learned node policy (DeepDistributedQP, :class:`optsolve.qp.policy.Policy` of
+    kind 'distributed'): every ``controller.interval`` iterations, for ``controller.steps`` calls,
+    each node's rho and mu follow it (the node refactors); then they stay fixed.
+    """
     t0 = time.perf_counter()
-    s = ruiz_scale(qp, scaling)
+    s = scaled if scaled is not None else ruiz_scale(qp, scaling)
     n, m = qp.n, qp.m
     if partition is not None:
         part = np.asarray(partition, dtype=np.int64)
@@ -168,9 +209,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     nodes = split(s, part, n_nodes)
     counts = np.zeros(n)
     for nd in nodes:
-        eq = np.abs(nd.u - nd.l) < RHO_TOL
-        loose = np.isinf(nd.l) & np.isinf(nd.u)
-        nd.rho = np.where(loose, 1e-6, np.where(eq, RHO_EQ_FACTOR * rho, rho))
+        _set_rho(nd, rho)
         nd.mu = mu
         nd.factor()
         nd.x = np.zeros(nd.idx.size)
@@ -229,6 +268,9 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             w = alpha * (acc / counts) + (1.0 - alpha) * w_old
             for nd in nodes:
                 nd.y = nd.y + nd.mu * (alpha * nd.x + (1.0 - alpha) * w_old[nd.idx] - w[nd.idx])
+            if (controller is not None and it % controller.interval == 0
+                    and it // controller.interval <= controller.steps):
+                counts = _apply_node_policy(controller, it // controller.interval, nodes, w, s, n)
             if it % check_every == 0:
                 info = residuals()
                 progress.update(it, prim=info["prim"], dual=info["dual"])

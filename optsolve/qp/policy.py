@@ -6,7 +6,10 @@ small MLP, shared across steps, is called every ``interval`` iterations for the 
 ``steps`` calls; its inputs are log10 of the relative primal and dual residuals (OSQP's
 normalisation), of their ratio and of rho, the step's position k/K and alpha - 1; its two
 outputs move rho by a factor up to 10 either way and set alpha in (0.05, 1.95). After those
-K learned steps OSQP's adaptive rule takes over, so convergence is OSQP's.
+K learned steps OSQP's adaptive rule takes over, so convergence is OSQP's. For
+DeepDistributedQP the same MLP, shared by all nodes, maps a node's relative primal and
+consensus residuals, the global dual residual, k/K and its log10 rho and mu to its new rho
+and mu; after K steps the parameters stay fixed, where the relaxed ADMM converges.
 
 Training uses evolution strategies (antithetic Gaussian perturbations of the weights, Salimans
 et al. 2017) on the loss ``min(iterations to tolerance, cap) / cap`` in [0, 1]: no gradients
@@ -39,24 +42,31 @@ def n_params(hidden: int) -> int:
     return hidden * FEATURES + hidden + OUTPUTS * hidden + OUTPUTS
 
 
-def initial_weights(hidden: int, rng=None, scale: float = 0.1) -> np.ndarray:
-    """Small random first layer, zero output layer: rho unchanged and alpha = 1.6 at the start."""
+def initial_weights(hidden: int, rng=None, scale: float = 0.1, kind: str = "centralised") -> np.ndarray:
+    """Small random first layer, zero output layer: the parameters unchanged at the start (alpha = 1.6)."""
     rng = rng or np.random.default_rng(0)
     theta = np.zeros(n_params(hidden))
     theta[: hidden * FEATURES] = rng.standard_normal(hidden * FEATURES) * scale
-    theta[-1] = math.atanh((ALPHA_START - 1.0) / ALPHA_SPAN)
+    if kind == "centralised":
+        theta[-1] = math.atanh((ALPHA_START - 1.0) / ALPHA_SPAN)
     return theta
 
 
 @dataclass
 class Policy:
-    """An MLP parameter policy: ``policy(k, prim_rel, dual_rel, rho, alpha) -> (rho, alpha)``."""
+    """An MLP parameter policy: ``policy(k, prim_rel, dual_rel, rho, alpha) -> (rho, alpha)``.
+
+    ``kind`` ``"distributed"`` (DeepDistributedQP): one MLP shared by all nodes,
+    ``policy.node(k, prim_rel, cons_rel, dual_rel, rho, mu) -> (rho, mu)`` from a node's own
+    relative primal and consensus residuals and the global dual residual.
+    """
 
     theta: np.ndarray
     hidden: int = 8
     steps: int = 10  # K: learned calls
     interval: int = 5  # iterations between calls
     header: dict = field(default_factory=dict)
+    kind: str = "centralised"
 
     def __post_init__(self):
         self.theta = np.asarray(self.theta, dtype=float)
@@ -70,12 +80,24 @@ class Policy:
         self.W2 = t[h * f + h: h * f + h + OUTPUTS * h].reshape(OUTPUTS, h)
         self.b2 = t[h * f + h + OUTPUTS * h:]
 
+    def _forward(self, feats):
+        return np.tanh(self.W2 @ np.tanh(self.W1 @ feats + self.b1) + self.b2)
+
+    def node(self, k: int, prim_rel: float, cons_rel: float, dual_rel: float, rho: float, mu: float):
+        """DeepDistributedQP: a node's (rho, mu), each moved by a factor up to 10 either way."""
+        lp, lc, ld = (float(np.clip(math.log10(v + 1e-300), -LOG_RES_CLIP, 4.0)) for v in (prim_rel, cons_rel,
+                                                                                           dual_rel))
+        feats = np.array([lp / 4.0, lc / 4.0, ld / 4.0, k / max(self.steps, 1), math.log10(rho) / 3.0,
+                          math.log10(mu) / 3.0])
+        out = self._forward(feats)
+        return (float(np.clip(rho * 10.0 ** out[0], 1e-6, 1e6)), float(np.clip(mu * 10.0 ** out[1], 1e-6, 1e6)))
+
     def __call__(self, k: int, prim_rel: float, dual_rel: float, rho: float, alpha: float):
         lp = float(np.clip(math.log10(prim_rel + 1e-300), -LOG_RES_CLIP, 4.0))
         ld = float(np.clip(math.log10(dual_rel + 1e-300), -LOG_RES_CLIP, 4.0))
         feats = np.array([lp / 4.0, ld / 4.0, (lp - ld) / 4.0, k / max(self.steps, 1), math.log10(rho) / 3.0,
                           alpha - 1.0])
-        out = np.tanh(self.W2 @ np.tanh(self.W1 @ feats + self.b1) + self.b2)
+        out = self._forward(feats)
         new_rho = float(np.clip(rho * 10.0 ** out[0], 1e-6, 1e6))
         return new_rho, 1.0 + ALPHA_SPAN * float(out[1])
 
@@ -83,7 +105,7 @@ class Policy:
         """An .npz file: the weights ``theta`` and a JSON ``header`` (training record, PAC-Bayes bound)."""
         from optsolve.core.result import write_atomic_with
 
-        header = dict(self.header, hidden=self.hidden, steps=self.steps, interval=self.interval,
+        header = dict(self.header, hidden=self.hidden, steps=self.steps, interval=self.interval, kind=self.kind,
                       format="optsolve.qp-policy/1")
         write_atomic_with(path, lambda f: np.savez(f, theta=self.theta, header=np.array(json.dumps(header))))
 
@@ -101,7 +123,8 @@ class Policy:
             raise ParameterError(f"Policy file {path!r} has format {header.get('format')!r}; expected "
                                  "'optsolve.qp-policy/1'.")
         try:
-            return cls(theta, int(header["hidden"]), int(header["steps"]), int(header["interval"]), header)
+            return cls(theta, int(header["hidden"]), int(header["steps"]), int(header["interval"]), header,
+                       header.get("kind", "centralised"))
         except (KeyError, ValueError) as exc:
             raise ParameterError(f"Policy file {path!r} is malformed ({exc}).") from None
 

@@ -21,21 +21,35 @@ LOSS = "min(iterations to eps_abs = eps_rel = eps, cap) / cap; a run that misses
 
 
 class Batch:
-    """Problems with their scaling computed once."""
+    """Problems with their scaling computed once; ``nodes``: solved by DistributedQP (the file's
+    partition where there is one, else that many nodes), else by centralised ADMM."""
 
-    def __init__(self, problems, scaling: int = 10):
+    def __init__(self, problems, scaling: int = 10, nodes: int | None = None):
         self.problems = list(problems)
         self.scaled = [ruiz_scale(qp, scaling) for qp in self.problems]
+        self.nodes = nodes
 
     def __len__(self):
         return len(self.problems)
 
-    def iterations(self, settings: ADMMSettings, controller=None, idx=None) -> np.ndarray:
+    def run(self, eps: float, cap: int, check_every: int, controller=None, idx=None, rho: float | None = None,
+            adaptive: bool = True) -> np.ndarray:
+        """Iterations to tolerance of each problem (cap + 1 when it is not reached)."""
+        from optsolve.qp.distributed import solve_distributed
+
         idx = range(len(self)) if idx is None else idx
         out = []
         for i in idx:
-            r = solve_admm(self.problems[i], settings, controller=controller, scaled=self.scaled[i])
-            out.append(r.iterations if r.status == "optimal" else settings.max_iter + 1)
+            qp = self.problems[i]
+            if self.nodes is not None:
+                part = qp.partition
+                r = solve_distributed(qp, None if part is not None else self.nodes, part, rho=rho or 1.0,
+                                      mu=rho or 1.0, eps_abs=eps, eps_rel=eps, max_iter=cap, check_every=check_every,
+                                      refine_stalled=False, controller=controller, scaled=self.scaled[i])
+            else:
+                r = solve_admm(qp, _settings(eps, cap, check_every, rho or 0.1, adaptive), controller=controller,
+                               scaled=self.scaled[i])
+            out.append(r.iterations if r.status == "optimal" else cap + 1)
         return np.array(out, dtype=float)
 
 
@@ -46,16 +60,16 @@ def _settings(eps, cap, check_every, rho=0.1, adaptive=True):
 
 def losses_of(batch: Batch, theta, policy_shape: dict, eps: float, cap: int, idx=None) -> np.ndarray:
     policy = Policy(theta, **policy_shape)
-    its = batch.iterations(_settings(eps, cap, policy.interval), controller=policy, idx=idx)
+    its = batch.run(eps, cap, policy.interval, controller=policy, idx=idx)
     return np.minimum(its, cap) / cap
 
 
 def train_es(batch: Batch, *, hidden: int, steps: int, interval: int, eps: float, cap: int, generations: int,
-             population: int, sigma: float, lr: float, minibatch: int, seed: int):
+             population: int, sigma: float, lr: float, minibatch: int, seed: int, kind: str = "centralised"):
     """Antithetic evolution strategies with rank-shaped fitness and Adam on the mean; returns (theta, history)."""
     rng = np.random.default_rng(seed)
-    shape = {"hidden": hidden, "steps": steps, "interval": interval}
-    theta = initial_weights(hidden, rng)
+    shape = {"hidden": hidden, "steps": steps, "interval": interval, "kind": kind}
+    theta = initial_weights(hidden, rng, kind=kind)
     m1, m2 = np.zeros_like(theta), np.zeros_like(theta)
     b1, b2 = 0.9, 0.999
     history = []
@@ -83,7 +97,7 @@ def train_es(batch: Batch, *, hidden: int, steps: int, interval: int, eps: float
 
 def tune_constant_rho(batch: Batch, eps: float, cap: int, check_every: int, adaptive: bool):
     grid = 10.0 ** np.arange(-3.0, 2.01, 0.5)
-    scores = [float(np.minimum(batch.iterations(_settings(eps, cap, check_every, rho, adaptive)), cap).mean())
+    scores = [float(np.minimum(batch.run(eps, cap, check_every, rho=rho, adaptive=adaptive), cap).mean())
               for rho in grid]
     k = int(np.argmin(scores))
     return float(grid[k]), scores[k]
@@ -92,37 +106,46 @@ def tune_constant_rho(batch: Batch, eps: float, cap: int, check_every: int, adap
 def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, interval: int = 5, eps: float = 1e-3,
                  cap: int = 500, generations: int = 30, population: int = 8, sigma: float = 0.05, lr: float = 0.05,
                  minibatch: int = 16, split=(0.3, 0.2), samples: int = 2, delta: float = 0.01,
-                 delta_prime: float = 0.01, seed: int = 0) -> Policy:
-    """Train, evaluate and certify a policy on ``problems`` (QPProblem list); the header records it all."""
+                 delta_prime: float = 0.01, seed: int = 0, nodes: int | None = None) -> Policy:
+    """Train, evaluate and certify a policy on ``problems`` (QPProblem list); the header records it all.
+
+    ``nodes``: a DeepDistributedQP policy (for DistributedQP over that many nodes, or each problem's
+    own partition), compared with the untrained method and with centralised OSQP.
+    """
+    kind = "centralised" if nodes is None else "distributed"
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(problems))
     n_train = max(2, int(round(split[0] * len(problems))))
     n_held = max(1, int(round(split[1] * len(problems))))
-    train = Batch([problems[i] for i in order[:n_train]])
-    held = Batch([problems[i] for i in order[n_train:n_train + n_held]])
-    cert = Batch([problems[i] for i in order[n_train + n_held:]])
+    train = Batch([problems[i] for i in order[:n_train]], nodes=nodes)
+    held = Batch([problems[i] for i in order[n_train:n_train + n_held]], nodes=nodes)
+    cert = Batch([problems[i] for i in order[n_train + n_held:]], nodes=nodes)
     if len(cert) < 1:
         raise ValueError("too few problems for a certification split")
-    shape = {"hidden": hidden, "steps": steps, "interval": interval}
+    shape = {"hidden": hidden, "steps": steps, "interval": interval, "kind": kind}
     theta, history = train_es(train, eps=eps, cap=cap, generations=generations, population=population,
                               sigma=sigma, lr=lr, minibatch=minibatch, seed=seed, **shape)
 
-    def mean_its(batch, settings, controller=None):
-        return float(np.minimum(batch.iterations(settings, controller), cap).mean())
+    def mean_its(batch, check_every, controller=None, rho=None, adaptive=True):
+        return float(np.minimum(batch.run(eps, cap, check_every, controller, rho=rho, adaptive=adaptive), cap).mean())
 
     policy = Policy(theta, **shape)
     rho_const, _ = tune_constant_rho(train, eps, cap, interval, adaptive=False)
-    rho_start, _ = tune_constant_rho(train, eps, cap, interval, adaptive=True)
+    central = Batch(held.problems)  # centralised OSQP on the same held-out problems
     baselines = {
-        "osqp_defaults": mean_its(held, _settings(eps, cap, 25)),
-        "osqp_check_every_interval": mean_its(held, _settings(eps, cap, interval)),
-        "tuned_constant_rho": {"rho": rho_const,
-                               "iterations": mean_its(held, _settings(eps, cap, interval, rho_const, False))},
-        "tuned_initial_rho_adaptive": {"rho": rho_start,
-                                       "iterations": mean_its(held, _settings(eps, cap, interval, rho_start, True))},
-        "policy": mean_its(held, _settings(eps, cap, interval), policy),
+        "osqp_defaults": mean_its(central, 25),
+        "osqp_check_every_interval": mean_its(central, interval),
+        "tuned_constant_rho": {"rho": rho_const, "iterations": mean_its(held, interval, rho=rho_const,
+                                                                         adaptive=False)},
+        "policy": mean_its(held, interval, policy),
     }
+    if nodes is None:
+        rho_start, _ = tune_constant_rho(train, eps, cap, interval, adaptive=True)
+        baselines["tuned_initial_rho_adaptive"] = {"rho": rho_start,
+                                                   "iterations": mean_its(held, interval, rho=rho_start)}
+    else:
+        baselines["distributed_untrained"] = mean_its(held, interval)
     samples_losses = np.empty((len(cert), samples))
     for j in range(samples):
         noise_rng = np.random.default_rng(seed + 1000 + j)
@@ -133,7 +156,7 @@ def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, int
     bound.update(loss=LOSS, cap=cap, eps=eps, prior="N(theta_trained, sigma^2 I), fitted on the training split "
                  "before the certification split was used", posterior="the prior itself (KL = 0)", sigma=sigma)
     policy.header = {
-        "family": family, "K": steps, "interval": interval, "eps": eps, "cap": cap,
+        "family": family, "kind": kind, "nodes": nodes, "K": steps, "interval": interval, "eps": eps, "cap": cap,
         "problems": {"train": len(train), "held_out": len(held), "certification": len(cert)},
         "training_loss": float(losses_of(train, theta, shape, eps, cap).mean()),
         "held_out_loss": float(losses_of(held, theta, shape, eps, cap).mean()),

@@ -104,3 +104,30 @@ def test_qp_train_cli(cli, tmp_path):
     problem.write_text(json.dumps({"P": [[1.0]], "q": [1.0]}))
     r = cli("qp", problem, "--method", "admm", "--policy", str(out))
     assert r.exit_code == 7 and "--policy" in r.stderr
+
+
+def test_any_node_policy_keeps_distributed_convergence(tmp_path):
+    """DeepDistributedQP: after its K steps the nodes' parameters stay fixed, and the ADMM converges."""
+    wild = Policy(np.random.default_rng(3).standard_normal(n_params(8)) * 3.0, steps=10, interval=5,
+                  kind="distributed")
+    path = tmp_path / "wild.npz"
+    wild.save(str(path))
+    for name in ("chain", "flow", "mpc"):
+        problem = family(name, n=60)
+        res = optsolve.qp.solve_problem(problem, method="deepdistributed", policy=str(path), nodes=4,
+                                        max_iter=50000)
+        assert res.status.value == "optimal" and res.certificate.holds
+        assert res.stats["nodes"] == 4 and res.stats["policy"]["path"] == str(path)
+    with pytest.raises(ParameterError, match="distributed policy"):
+        optsolve.qp.solve_problem(family("random"), method="deepqp", policy=str(path))
+
+
+def test_qp_train_distributed_cli(cli, tmp_path):
+    out = tmp_path / "pol.npz"
+    r = cli("qp-train", "chain", "--n", "30", "--count", "20", "--generations", "1", "--population", "2",
+            "--nodes", "4", "-q", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    pol = Policy.load(str(out))
+    assert pol.kind == "distributed" and pol.header["kind"] == "distributed"
+    base = pol.header["held_out_iterations"]
+    assert {"osqp_defaults", "distributed_untrained", "tuned_constant_rho", "policy"} <= set(base)
