@@ -20,9 +20,12 @@ def test_sigint_writes_last_iterate(tmp_path):
     path = tmp_path / "p.npz"
     save_problem(str(path), {"a": rng.dirichlet(np.ones(150)), "b": rng.dirichlet(np.ones(150)),
                              "x": rng.random((150, 2)), "y": rng.random((150, 2)), "cost": "sqeuclidean"})
+    # a shell starts background jobs with SIGINT ignored, and Python keeps an inherited SIG_IGN:
+    # give the child the default disposition, as a terminal's foreground process has
     proc = subprocess.Popen([sys.executable, "-m", "optsolve", "ot", str(path), "--method", "sinkhorn",
                              "--reg", "1e-5", "--tol", "1e-300", "--max-iter", "100000000", "-v"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     seen = ""
     while time.monotonic() < deadline:  # wait until the solver is iterating
