@@ -164,6 +164,9 @@ def _policy_stats(path, policy):
 
 def _deepdistributed(qp, s, progress, x0, y0):
     path = s["policy"] or str(POLICY_DIR / "chain-distributed.npz")
+    if s["policy"] is None and not Path(path).exists():
+        raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
+                             "--nodes N -o POLICY.npz' and pass '--policy POLICY.npz'.")
     policy = _load_policy(path, "distributed")
     out = _distributed(qp, s, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)

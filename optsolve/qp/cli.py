@@ -21,8 +21,8 @@ OUTPUT_OPTIONS = ()
                    "or 'nodes', else 1].")
 @click.option("--mu", type=float, default=1.0, show_default=True, help="distributed: consensus penalty.")
 @click.option("--policy", metavar="POLICY.npz", default=None,
-              help="deepqp, deepdistributed: the learned policy [default: the shipped random-QP policy; "
-                   "for deepdistributed the chain family's].")
+              help="deepqp, deepdistributed: the learned policy [deepqp default: the shipped random-QP policy; "
+                   "deepdistributed needs one trained with qp-train --nodes].")
 @click.option("--eps-abs", type=float, default=1e-3, show_default=True, help="Absolute tolerance (as OSQP).")
 @click.option("--eps-rel", type=float, default=1e-3, show_default=True, help="Relative tolerance (as OSQP).")
 @click.option("--eps-prim-inf", type=float, default=1e-4, show_default=True,

@@ -131,3 +131,8 @@ def test_qp_train_distributed_cli(cli, tmp_path):
     assert pol.kind == "distributed" and pol.header["kind"] == "distributed"
     base = pol.header["held_out_iterations"]
     assert {"osqp_defaults", "distributed_untrained", "tuned_constant_rho", "policy"} <= set(base)
+
+
+def test_deepdistributed_without_a_policy_says_how_to_get_one():
+    with pytest.raises(ParameterError, match="qp-train"):
+        optsolve.qp.solve_problem(family("chain", n=40), method="deepdistributed")
