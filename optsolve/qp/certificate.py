@@ -139,6 +139,25 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
         return Certificate(unboundedness_checks(qp, dx))
     x = solution_vector(solution, "x", qp.n)
     y, z = solution_vector(solution, "y", qp.m), solution_vector(solution, "z", qp.m)
-    return Certificate(solution_checks(qp, x, y, z, eps_abs=float(settings.get("eps_abs") or DEFAULT_EPS),
-                                       eps_rel=float(settings.get("eps_rel") if settings.get("eps_rel") is not None
-                                                     else DEFAULT_EPS), objective=objective))
+    checks = solution_checks(qp, x, y, z, eps_abs=float(settings.get("eps_abs") or DEFAULT_EPS),
+                             eps_rel=float(settings.get("eps_rel") if settings.get("eps_rel") is not None
+                                           else DEFAULT_EPS), objective=objective)
+    if method in ("deepqp", "deepdistributed"):
+        checks.append(_policy_line(settings.get("policy"), method))
+    return Certificate(checks)
+
+
+def _policy_line(path, method) -> Check:
+    """The learned policy's PAC-Bayes bound, read from its file: a statement about the family, not this solve."""
+    from optsolve.qp import default_policy_path
+    from optsolve.qp.policy import Policy
+
+    path = path or default_policy_path()
+    try:
+        pb = Policy.load(path).header.get("pac_bayes") or {}
+    except Exception as exc:  # noqa: BLE001  a missing or unreadable policy leaves the line empty
+        return Check.info("pac_bayes_bound", None, f"policy {path!r} unreadable ({type(exc).__name__})")
+    note = (f"policy {path}: E[{pb.get('loss', 'loss')}] over its family <= this, with probability >= "
+            f"{1 - pb.get('delta', 0) - pb.get('delta_prime', 0):g} (N = {pb.get('N')}, L = {pb.get('L')}, "
+            f"KL = {pb.get('KL')}, empirical loss {pb.get('empirical_loss')})")
+    return Check.info("pac_bayes_bound", pb.get("bound"), note)

@@ -80,6 +80,7 @@ def test_shipped_policy_and_its_bound():
     res = optsolve.qp.solve_problem(family("random", n=20, seed=12345), method="deepqp")
     assert res.status.value == "optimal" and res.certificate.holds
     assert res.stats["policy"]["family"] == "random" and res.stats["policy"]["pac_bayes_bound"] == pb["bound"]
+    assert res.certificate["pac_bayes_bound"].value == pb["bound"]  # the certificate's PAC-Bayes line
 
 
 def test_pac_bayes_bound_shape():
