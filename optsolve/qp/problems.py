@@ -355,6 +355,39 @@ def gen_chain(rng, n: int, blocks: int = 8) -> dict:
     return data
 
 
+def gen_grid(rng, n: int, side: int = 3) -> dict:
+    """Agents on a side x side grid, each with its own variables, PSD cost and box rows, coupled to its
+    right and lower neighbours by rows over both blocks; ``partition`` = the agent of every row."""
+    side = max(1, min(side, int(math.sqrt(max(n // 4, 1)))))
+    agents = side * side
+    size = max(2, n // agents)
+    nv = size * agents
+    P = sp.lil_matrix((nv, nv))
+    q = np.zeros(nv)
+    rows, part, lo, hi = [], [], [], []
+    for a in range(agents):
+        idx = np.arange(a * size, (a + 1) * size)
+        Q, qa = _block_qp(rng, size)
+        P[np.ix_(idx, idx)] = Q
+        q[idx] = qa
+        r, c = divmod(a, side)
+        blocks = [sp.hstack([sp.csr_matrix((size, a * size)), sp.eye(size), sp.csr_matrix((size, nv - (a + 1) * size))])]
+        for nb in ([a + 1] if c + 1 < side else []) + ([a + side] if r + 1 < side else []):
+            k = max(1, size // 2)
+            C = np.zeros((k, nv))
+            C[:, idx] = rng.standard_normal((k, size))
+            C[:, nb * size:(nb + 1) * size] = rng.standard_normal((k, size))
+            blocks.append(sp.csr_matrix(C))
+        A_a = sp.vstack(blocks)
+        rows.append(A_a)
+        part.append(np.full(A_a.shape[0], a))
+        lo.append(-1.0 - rng.random(A_a.shape[0]))
+        hi.append(1.0 + rng.random(A_a.shape[0]))
+    data = _qp(sp.csc_matrix(P), q, sp.vstack(rows), np.concatenate(lo), np.concatenate(hi))
+    data["partition"] = np.concatenate(part).astype(np.int64)
+    return data
+
+
 def gen_flow(rng, n: int, regions: int = 8) -> dict:
     """Min-cost flow with quadratic costs on a random sparse directed graph: conservation at every
     vertex (supplies sum to 0), capacities as bounds; ``partition`` cuts the vertices into regions."""
@@ -402,6 +435,8 @@ FAMILIES = {
     "mpc": Family("mpc", "model predictive control, horizon 10", gen_mpc, (_N,)),
     "chain": Family("chain", "a chain of overlapping blocks, partition = blocks (network-structured)", gen_chain,
                     (_N, Param("blocks", int, 8, "blocks in the chain"))),
+    "grid": Family("grid", "agents on a grid coupled to their neighbours, partition = agents (network-structured)",
+                   gen_grid, (_N, Param("side", int, 3, "agents per side of the grid"))),
     "flow": Family("flow", "quadratic-cost network flow, partition = regions of the graph (network-structured)",
                    gen_flow, (_N, Param("regions", int, 8, "regions of the graph"))),
 }

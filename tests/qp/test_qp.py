@@ -304,12 +304,12 @@ def test_from_cvxpy_round_trip():
     assert problem.objective.value == pytest.approx(reference, rel=1e-6)
 
 
-@pytest.mark.parametrize("name", ["chain", "flow"])
-def test_network_families_carry_their_partition(name):
+@pytest.mark.parametrize("name, parts", [("chain", 8), ("flow", 8), ("grid", 9)])
+def test_network_families_carry_their_partition(name, parts):
     raw = FAMILIES[name].generate(np.random.default_rng(4), n=150)
     problem = SCHEMA.validate(raw, source="test")
-    assert raw["partition"].shape == (raw["A"].shape[0],) and len(np.unique(raw["partition"])) == 8
+    assert raw["partition"].shape == (raw["A"].shape[0],) and len(np.unique(raw["partition"])) == parts
     ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-9, eps_rel=1e-9, max_iter=100000)
     res = optsolve.qp.solve_problem(problem, method="distributed", eps_abs=1e-6, eps_rel=1e-6, max_iter=50000)
-    assert res.stats["nodes"] == 8 and res.status.value == "optimal" and res.certificate.holds
+    assert res.stats["nodes"] == parts and res.status.value == "optimal" and res.certificate.holds
     assert res.objective == pytest.approx(ref.objective, rel=1e-4, abs=1e-5)
