@@ -115,7 +115,7 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     its largest negative entry is bounded by that of the rank-one term (the Gibbs part is
     positive). Dual feasibility is ``max_j g_j - min_i (C_ij - f_i)``, a min-plus pass.
     """
-    from optsolve.ot.grid import bilinear, log_cost_kernels, lse_apply, min_apply
+    from optsolve.ot.grid import bilinear, gibbs_sums, min_apply
 
     C1, C2 = ot.axis_costs()
     k2 = ot.grid[1]
@@ -148,13 +148,9 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     reg = float(spec["reg"])
     if not reg > 0:
         raise ValueError("plan 'reg' must be positive")
-    L1, L2, M1, M2 = log_cost_kernels(C1, C2, reg)
-    with np.errstate(over="ignore", invalid="ignore"):
-        u = np.where(np.isnan(f), -np.inf, f) / reg
-        v = np.where(np.isnan(g), -np.inf, g) / reg
-        r = np.exp(u + lse_apply(v, L1, L2))
-        c = np.exp(v + lse_apply(u, L1, L2))
-        U = float(np.exp(u + lse_apply(v, M1, L2)).sum() + np.exp(u + lse_apply(v, L1, M2)).sum())
+    u = np.where(np.isnan(f), -np.inf, f) / reg
+    v = np.where(np.isnan(g), -np.inf, g) / reg
+    r, c, U = gibbs_sums(u, v, C1, C2, reg)
     err_a, err_b = a - r, b - c
     total = err_a.sum()
     rows, cols, neg = r, c, 0.0

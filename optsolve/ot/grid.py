@@ -86,6 +86,19 @@ def bilinear(x, y, C1, C2) -> float:
     return float(X.sum(1) @ C1 @ Y.sum(1) + X.sum(0) @ C2 @ Y.sum(0))
 
 
+def gibbs_sums(u, v, C1, C2, reg):
+    """Row sums, column sums and ``<C, K>`` of ``K_ij = exp(u_i + v_j - C_ij / reg)`` on the grid (numpy).
+
+    ``u``, ``v`` may hold -inf (zero rows or columns); every sum is a log-domain pass.
+    """
+    L1, L2, M1, M2 = log_cost_kernels(C1, C2, reg)
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = np.exp(u + lse_apply(v, L1, L2))
+        c = np.exp(v + lse_apply(u, L1, L2))
+        cost = float(np.exp(u + lse_apply(v, M1, L2)).sum() + np.exp(u + lse_apply(v, L1, M2)).sum())
+    return r, c, cost
+
+
 def log_cost_kernels(C1, C2, reg, xp=np):
     """``(L1, L2, M1, M2)``: ``L = -C/reg`` and ``M = log C - C/reg`` per axis (log 0 = -inf).
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsolve.core.backend import exp_flush
-
 from optsolve.ot.problems import OTProblem
 
 
@@ -140,10 +139,10 @@ def round_problem(ot: OTProblem, f, g, reg, xp=np) -> Rounded:
 
 def _round_grid(ot: OTProblem, f, g, reg) -> Rounded:
     """:func:`round_problem` for images: log row and column sums by nested LSEs, never the n x n kernel."""
-    from optsolve.ot.grid import bilinear, log_cost_kernels, lse_apply
+    from optsolve.ot.grid import bilinear, gibbs_sums, log_cost_kernels, lse_apply
 
     C1, C2 = ot.axis_costs()
-    L1, L2, M1, M2 = log_cost_kernels(C1, C2, reg)
+    L1, L2, _, _ = log_cost_kernels(C1, C2, reg)
     a, b = ot.a, ot.b
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         log_a, log_b = np.log(a), np.log(b)
@@ -153,10 +152,7 @@ def _round_grid(ot: OTProblem, f, g, reg) -> Rounded:
         f = f + np.where(log_r > log_a, reg * (log_a - log_r), 0.0)
         log_c = g / reg + lse_apply(f / reg, L1, L2)
         g = g + np.where(log_c > log_b, reg * (log_b - log_c), 0.0)
-        u, v = f / reg, g / reg
-        r = np.exp(u + lse_apply(v, L1, L2))
-        c = np.exp(v + lse_apply(u, L1, L2))
-        U = float(np.exp(u + lse_apply(v, M1, L2)).sum() + np.exp(u + lse_apply(v, L1, M2)).sum())
+    r, c, U = gibbs_sums(f / reg, g / reg, C1, C2, reg)
     err_a, err_b = a - r, b - c
     s = err_a.sum()
     if s > 0:
