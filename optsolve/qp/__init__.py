@@ -109,7 +109,7 @@ def _admm(qp, s, progress, x0, y0, controller=None):
         message += (f" An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
                    "not reported; iterations went on.")
     stats = {"iterations": r.iterations, "rho_updates": r.rho_updates, "rho": r.rho,
-             "factorisations": getattr(r, "factorisations", None), "prim_res": r.prim_res, "dual_res": r.dual_res,
+             "factorisations": r.factorisations, "prim_res": r.prim_res, "dual_res": r.dual_res,
              "duality_gap": r.duality_gap, "polished": r.polished, "time_s": {"setup": r.time_s.get("setup"),
                                                       "iterations": r.time_s.get("iterations")}}
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
@@ -128,10 +128,9 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
                           eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                           check_every=controller.interval if controller else s["check_every"],
                           refine_stalled=s["refine"], deadline=deadline, progress=progress, controller=controller)
-    message = ""
-    if r.polished:
-        message = (f"The iterations stopped short of the tolerance after {r.iterations}; the solution is the "
-                   "polished one (the active set of the last iterate, solved exactly).")
+    from optsolve.qp.admm import refined_message
+
+    message = refined_message(r.iterations) if r.polished else ""
     stats = {"iterations": r.iterations, "nodes": r.nodes, "copies": r.copies, "prim_res": r.prim_res,
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
              "time_s": dict(r.time_s)}
@@ -326,7 +325,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                                                     settings=s))
         stats["time_s"]["certificate"] = time.perf_counter() - t_cert
         if status in (Status.INFEASIBLE, Status.UNBOUNDED) and not result.certificate.holds:
-            result.status = Status.MAX_ITER if status is not None else status
+            result.status = Status.MAX_ITER
             result.add_message(f"The {status.value} claim failed its certificate "
                                f"({result.certificate.describe_failures()}); reported as max_iter.")
     return result

@@ -75,6 +75,17 @@ class ADMMResult:
     dual_inf_cert: np.ndarray | None = None  # dx, scaled to unit inf-norm
     rejected_claims: list = field(default_factory=list)
     time_s: dict = field(default_factory=dict)
+    factorisations: int = 0
+    polished: str | None = None  # "polished" or "refined a stalled run"
+
+
+REFINED = "refined a stalled run"
+
+
+def refined_message(iterations: int) -> str:
+    """The message of a run whose answer came from polishing after the iterations stalled."""
+    return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the polished "
+            "one (the active set of the last iterate, solved exactly).")
 
 
 def _limit(v):
@@ -408,7 +419,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         out = polish(s, x, y, z, st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS if stalled else 1) if m else None
         if out is not None and check(*out) == "optimal" and (
                 stalled or (info["prim"] <= max(saved["prim"], 1e-10) and info["dual"] <= max(saved["dual"], 1e-10))):
-            polished = "refined a stalled run" if stalled else "polished"
+            polished = REFINED if stalled else "polished"
             x, y, z = out
             status = "optimal"
         else:
@@ -430,7 +441,6 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             res.dual_inf_cert = cert
     res.factorisations = kkt.factorisations
     res.polished = polished
-    if polished == "refined a stalled run":
-        res.message = (f"ADMM stopped short of the tolerance after {iteration} iterations; the solution is the "
-                       "polished one (the active set of the last iterate, solved exactly).")
+    if polished == REFINED:
+        res.message = refined_message(iteration)
     return res

@@ -35,7 +35,7 @@ import scipy.sparse.linalg as spla
 
 from optsolve.core.errors import SolverError
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import RHO_EQ_FACTOR, RHO_TOL, Scaled, polish, ruiz_scale, support
+from optsolve.qp.admm import REFINED, RHO_EQ_FACTOR, RHO_TOL, Scaled, polish, ruiz_scale, support
 from optsolve.qp.problems import QPProblem
 
 
@@ -300,7 +300,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             rp = float(np.abs(Einv * (s.A @ xp - zp)).max())
             rd = cinv * float(np.abs(Dinv * (s.P @ xp + s.q + s.A.T @ yp)).max())
             if rp < eps_abs and rd < eps_abs:
-                w, lam, status, polished = xp, yp, "optimal", "refined a stalled run"
+                w, lam, status, polished = xp, yp, "optimal", REFINED
     t_end = time.perf_counter()
     return DistributedResult(x=s.D * w, y=cinv * s.E * lam, z=Einv * (s.A @ w), status=status, iterations=it,
                              prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
