@@ -35,7 +35,7 @@ import scipy.sparse.linalg as spla
 
 from optsolve.core.errors import SolverError
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import REFINED, RHO_EQ_FACTOR, RHO_TOL, Scaled, polish, ruiz_scale, support
+from optsolve.qp.admm import ACTIVE_SET_ROUNDS, REFINED, RHO_EQ_FACTOR, RHO_TOL, Scaled, polish, ruiz_scale, support
 from optsolve.qp.problems import QPProblem
 
 
@@ -292,8 +292,6 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     lam = info["lam"]
     polished = None
     if refine_stalled and status in ("max_iter", "time_limit") and m:
-        from optsolve.qp.admm import ACTIVE_SET_ROUNDS
-
         out = polish(s, w, lam, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS)
         if out is not None:
             xp, yp, zp = out
