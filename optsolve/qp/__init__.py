@@ -2,12 +2,14 @@
 
     minimise 1/2 x'Px + q'x + r   subject to   l <= Ax <= u
 
-Methods: ``admm`` (default: OSQP's ADMM in numpy/scipy, with independently re-checked
+Methods: ``admm`` (OSQP's ADMM in numpy/scipy, with independently re-checked
 infeasibility claims, see :mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N
 nodes, :mod:`optsolve.qp.distributed`), ``deepqp`` (admm whose rho and alpha follow a
 learned policy for its first K steps, :mod:`optsolve.qp.policy`), ``deepdistributed``
 (DistributedQP whose nodes' rho and mu follow a learned policy) and ``osqp`` (the osqp
-package itself, same tolerances). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
+package itself, same tolerances). The default is ``deepdistributed`` for a network-structured
+problem (a ``partition`` or ``nodes``) whose ``family`` has a shipped DeepDistributedQP
+policy, else ``admm``. Solutions carry ``x``, the duals ``y`` (OSQP's signs:
 ``Px + q + A'y = 0``) and ``z = Ax``; infeasible and unbounded problems carry a certificate
 vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OSQP.
 
@@ -31,7 +33,7 @@ from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
-DEFAULT_METHOD = "admm"
+DEFAULT_METHOD = "admm"  # where no learned policy applies: see default_method()
 DEFAULT_EPS = 1e-3
 
 
@@ -131,7 +133,8 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
     from optsolve.qp.admm import refined_message
 
     message = refined_message(r.iterations) if r.polished else ""
-    stats = {"iterations": r.iterations, "nodes": r.nodes, "copies": r.copies, "prim_res": r.prim_res,
+    stats = {"iterations": r.iterations, "nodes": r.nodes, "copies": r.copies, "factorisations": r.factorisations,
+             "prim_res": r.prim_res,
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
              "time_s": dict(r.time_s)}
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
@@ -141,9 +144,24 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
 POLICY_DIR = Path(__file__).resolve().parent / "policies"  # shipped with the package (data/qp/policies links here)
 
 
-def default_policy_path() -> str:
-    """The shipped policy used when none is given (trained on the random-QP family)."""
-    return str(POLICY_DIR / "random.npz")
+def default_policy_path(qp: QPProblem | None = None, kind: str = "centralised") -> str | None:
+    """The shipped policy for ``qp``'s family (its ``family`` field), else the general one: the random-QP
+    policy (centralised), the chain policy (distributed); None when no such file is shipped."""
+    suffix = "" if kind == "centralised" else "-distributed"
+    family = qp.family if qp is not None else None
+    if family and (POLICY_DIR / f"{family}{suffix}.npz").exists():
+        return str(POLICY_DIR / f"{family}{suffix}.npz")
+    path = POLICY_DIR / ("random.npz" if kind == "centralised" else "chain-distributed.npz")
+    return str(path) if path.exists() else None
+
+
+def default_method(qp: QPProblem) -> str:
+    """deepdistributed when a shipped policy applies (the problem is partitioned and its family has
+    a DeepDistributedQP policy), else admm."""
+    if qp.family and (qp.partition is not None or qp.nodes) and \
+            (POLICY_DIR / f"{qp.family}-distributed.npz").exists():
+        return "deepdistributed"
+    return DEFAULT_METHOD
 
 
 def _load_policy(path: str, kind: str):
@@ -162,10 +180,11 @@ def _policy_stats(path, policy):
 
 
 def _deepdistributed(qp, s, progress, x0, y0):
-    path = s["policy"] or str(POLICY_DIR / "chain-distributed.npz")
-    if s["policy"] is None and not Path(path).exists():
+    path = s["policy"] or default_policy_path(qp, "distributed")
+    if path is None:
         raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
                              "--nodes N -o POLICY.npz' and pass '--policy POLICY.npz'.")
+    s["policy"] = path  # the settings record the policy used (the certificate reads its bound there)
     policy = _load_policy(path, "distributed")
     out = _distributed(qp, s, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)
@@ -173,7 +192,7 @@ def _deepdistributed(qp, s, progress, x0, y0):
 
 
 def _deepqp(qp, s, progress, x0, y0):
-    path = s["policy"] or default_policy_path()
+    path = s["policy"] = s["policy"] or default_policy_path(qp)
     policy = _load_policy(path, "centralised")
     out = _admm(qp, s, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)
@@ -278,11 +297,11 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
     from optsolve.qp import certificate
 
-    method = method or DEFAULT_METHOD
     if device == "gpu":
         raise ParameterError("optsolve qp runs on the CPU; use '--device cpu' (or auto).")
     t0 = time.perf_counter()
     qp = prepare(problem)
+    method = method or default_method(qp)
     s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
                          check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
@@ -331,7 +350,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     return result
 
 
-def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str = DEFAULT_METHOD,
+def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str | None = None,
           eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS, max_iter: int | None = None,
           time_limit: float | None = None, warm_start=None, progress: Progress = SILENT, **options) -> Result:
     """Solve ``min 1/2 x'Px + q'x + r`` s.t. ``l <= Ax <= u`` (P full symmetric, or its upper triangle).

@@ -93,18 +93,6 @@ def _limit(v):
     return np.minimum(v, MAX_SCALING)
 
 
-def _col_norms(M) -> np.ndarray:
-    if M.shape[0] == 0 or M.nnz == 0:
-        return np.zeros(M.shape[1])
-    return np.asarray(abs(M).max(axis=0).todense()).ravel()
-
-
-def _row_norms(M) -> np.ndarray:
-    if M.shape[1] == 0 or M.nnz == 0:
-        return np.zeros(M.shape[0])
-    return np.asarray(abs(M).max(axis=1).todense()).ravel()
-
-
 @dataclass
 class Scaled:
     """The equilibrated problem: P~ = c D P D, q~ = c D q, A~ = E A D, bounds E l, E u."""
@@ -119,29 +107,56 @@ class Scaled:
     c: float
 
 
+def _col_max(M: sp.csc_matrix) -> np.ndarray:
+    """max |entry| of every column of a CSC matrix (0 for an empty column)."""
+    out = np.zeros(M.shape[1])
+    full = np.diff(M.indptr) > 0
+    if full.any():
+        out[full] = np.maximum.reduceat(np.abs(M.data), M.indptr[:-1][full])
+    return out
+
+
+def _row_max(M: sp.csc_matrix) -> np.ndarray:
+    out = np.zeros(M.shape[0])
+    np.maximum.at(out, M.indices, np.abs(M.data))
+    return out
+
+
+def _columns(M: sp.csc_matrix) -> np.ndarray:
+    return np.repeat(np.arange(M.shape[1]), np.diff(M.indptr))
+
+
 def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     """Ruiz equilibration of the KKT matrix [P A'; A 0] with cost scaling, as osqp does it.
 
     The column norms of P are those of its stored upper triangle, as osqp 1.x computes them
     (measured: with the full matrix's norms the iterates leave osqp's after a few steps).
+    The passes scale the stored entries of A and of P's upper triangle in place; P itself is
+    scaled once at the end.
     """
-    P, A, q = qp.P.copy(), qp.A.copy(), qp.q.copy()
+    P, A, q = qp.P.tocsc(copy=True), qp.A.tocsc(copy=True), qp.q.copy()
+    P.sort_indices()
+    A.sort_indices()
+    U = sp.triu(P, format="csc")
+    U.sort_indices()
     n, m = qp.n, qp.m
+    u_rows, u_cols = U.indices, _columns(U)
+    a_rows, a_cols = A.indices, _columns(A)
     D, E, c = np.ones(n), np.ones(m), 1.0
     for _ in range(passes):
-        dn = _limit(np.maximum(_col_norms(sp.triu(P, format="csc")), _col_norms(A)))
-        en = _limit(_row_norms(A))
+        dn = _limit(np.maximum(_col_max(U), _col_max(A)))
+        en = _limit(_row_max(A))
         dt, et = 1.0 / np.sqrt(dn), 1.0 / np.sqrt(en)
-        Dt = sp.diags(dt)
-        P = (Dt @ P @ Dt).tocsc()
-        A = (sp.diags(et) @ A @ Dt).tocsc()
+        U.data *= dt[u_rows] * dt[u_cols]
+        A.data *= et[a_rows] * dt[a_cols]
         q = q * dt
         D, E = D * dt, E * et
-        mean_col = float(_col_norms(sp.triu(P, format="csc")).mean()) if n else 0.0
+        mean_col = float(_col_max(U).mean()) if n else 0.0
         ct = 1.0 / float(_limit(np.array([max(mean_col, float(_limit(np.array([np.abs(q).max() if n else 0.0]))[0]))]))[0])
-        P = (P * ct).tocsc()
+        U.data *= ct
         q = q * ct
         c *= ct
+    P.data *= D[P.indices] * D[_columns(P)] * c  # once, from the accumulated scalings (exactly symmetric)
     return Scaled(P=P, q=q, A=A, l=qp.l * E, u=qp.u * E, D=D, E=E, c=c)
 
 
@@ -248,6 +263,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     ``controller``: a learned parameter policy (:class:`optsolve.qp.policy.Policy`): every
     ``controller.interval`` iterations, for its first ``controller.steps`` calls, it maps the
     relative residuals to (rho, alpha); OSQP's adaptive rule is off meanwhile and takes over after.
+    The policy's starting rho (``controller.start["rho"]``, fitted with it), where it has one,
+    replaces ``settings.rho``.
 
     ``verify_claim(kind, vector) -> (certificate or None, reason)``: an independent check of an
     infeasibility certificate (``kind`` 'infeasible' with dy or 'unbounded' with dx, unscaled),
@@ -258,7 +275,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     s = scaled if scaled is not None else ruiz_scale(qp, st.scaling)  # ``scaled``: reused across solves
     n, m = qp.n, qp.m
     Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
-    rho = min(max(st.rho, RHO_MIN), RHO_MAX)
+    rho = st.rho if controller is None else controller.start.get("rho", st.rho)  # a policy's own starting rho
+    rho = min(max(rho, RHO_MIN), RHO_MAX)
     rho_vec = _rho_vector(rho, s.l, s.u)
     kkt = KKT(s, st.sigma, rho_vec)
     t_setup = time.perf_counter()

@@ -152,7 +152,7 @@ def _policy_line(path, method) -> Check:
     from optsolve.qp import default_policy_path
     from optsolve.qp.policy import Policy
 
-    path = path or default_policy_path()
+    path = path or default_policy_path(None, "centralised" if method == "deepqp" else "distributed")
     try:
         pb = Policy.load(path).header.get("pac_bayes") or {}
     except Exception as exc:  # noqa: BLE001  a missing or unreadable policy leaves the line empty

@@ -3,15 +3,17 @@
 import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
-from optsolve.qp import DEFAULT_METHOD, METHODS
+from optsolve.qp import METHODS
 
 OUTPUT_OPTIONS = ()
 
 
 @click.command("qp", context_settings=CONTEXT_SETTINGS)
 @solve_options
-@click.option("--method", type=click.Choice(sorted(METHODS)), default=DEFAULT_METHOD, show_default=True,
-              help="admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
+@click.option("--method", type=click.Choice(sorted(METHODS)), default=None,
+              help="[default: deepdistributed for a partitioned problem whose 'family' has a shipped "
+                   "DeepDistributedQP policy, else admm] "
+                   "admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
                    "distributed: DistributedQP over --nodes nodes (or the file's partition). "
                    "deepqp: admm with rho and alpha from a learned policy for its first K steps. "
                    "deepdistributed: distributed with each node's rho and mu from a learned policy. "
@@ -21,8 +23,8 @@ OUTPUT_OPTIONS = ()
                    "or 'nodes', else 1].")
 @click.option("--mu", type=float, default=1.0, show_default=True, help="distributed: consensus penalty.")
 @click.option("--policy", metavar="POLICY.npz", default=None,
-              help="deepqp, deepdistributed: the learned policy [deepqp default: the shipped random-QP policy; "
-                   "deepdistributed needs one trained with qp-train --nodes].")
+              help="deepqp, deepdistributed: the learned policy [default: the shipped policy of the file's 'family' "
+                   "where there is one, else the random-QP one (deepqp) or the chain one (deepdistributed)].")
 @click.option("--eps-abs", type=float, default=1e-3, show_default=True, help="Absolute tolerance (as OSQP).")
 @click.option("--eps-rel", type=float, default=1e-3, show_default=True, help="Relative tolerance (as OSQP).")
 @click.option("--eps-prim-inf", type=float, default=1e-4, show_default=True,

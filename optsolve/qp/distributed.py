@@ -57,6 +57,8 @@ def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:
 
 @dataclass
 class Node:
+    """One node's share of the scaled problem: its rows, the variables it copies, its cost part."""
+
     rows: np.ndarray  # global constraint rows
     idx: np.ndarray  # global variables copied here
     Q: sp.csc_matrix
@@ -64,30 +66,6 @@ class Node:
     A: sp.csc_matrix
     l: np.ndarray
     u: np.ndarray
-    rho: np.ndarray = None
-    rho_scalar: float = 1.0
-    mu: float = 1.0
-    lu: object = None
-    x: np.ndarray = None
-    s: np.ndarray = None
-    lam: np.ndarray = None
-    y: np.ndarray = None
-
-    def factor(self):
-        """Factor ``[Q + mu I, A'; A, -diag(1/rho)]``: solving it with right-hand side (b, 0) gives
-        ``(Q + mu I + A' diag(rho) A) x = b`` without forming A'A (dense when A has a dense row)."""
-        k, r = self.idx.size, self.rows.size
-        K = sp.vstack([sp.hstack([self.Q + self.mu * sp.eye(k), self.A.T]),
-                       sp.hstack([self.A, sp.diags(-1.0 / self.rho) if r else sp.csc_matrix((0, 0))])], format="csc")
-        try:
-            self.lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                                options={"SymmetricMode": True})
-        except (MemoryError, RuntimeError) as exc:
-            raise SolverError(f"the local system of a node ({k} variables, {r} rows) could not be factored "
-                              f"({exc}); try another number of nodes, or method admm.") from None
-
-    def solve(self, b):
-        return self.lu.solve(np.concatenate([b, np.zeros(self.rows.size)]))[: self.idx.size]
 
 
 def split(s: Scaled, part: np.ndarray, n_nodes: int) -> list[Node]:
@@ -132,38 +110,79 @@ def split(s: Scaled, part: np.ndarray, n_nodes: int) -> list[Node]:
     return nodes
 
 
-def _set_rho(nd, rho: float):
-    """The node's per-row rho from its scalar: 1e3 x on equality rows, 1e-6 on free rows (as OSQP)."""
-    eq = np.abs(nd.u - nd.l) < RHO_TOL
-    loose = np.isinf(nd.l) & np.isinf(nd.u)
-    nd.rho_scalar = rho
-    nd.rho = np.where(loose, 1e-6, np.where(eq, RHO_EQ_FACTOR * rho, rho))
+def _segment_max(v: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """max |v| over each segment ptr[i]:ptr[i+1] (0 for an empty one)."""
+    out = np.zeros(ptr.size - 1)
+    full = ptr[1:] > ptr[:-1]
+    if v.size and full.any():
+        out[full] = np.maximum.reduceat(np.abs(v), ptr[:-1][full])
+    return out
 
 
-def _apply_node_policy(policy, k, nodes, w, s: Scaled, n):
-    """New (rho, mu) for every node from its residuals; refactors the nodes that changed; new mu counts."""
-    lam = np.zeros(s.A.shape[0])
-    for nd in nodes:
-        lam[nd.rows] = nd.lam
-    Pw, Atl = s.P @ w, s.A.T @ lam
-    dual_rel = float(np.abs(Pw + s.q + Atl).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
-                                                          float(np.abs(s.q).max())) + 1e-30) if n else 0.0
-    counts = np.zeros(n)
-    for nd in nodes:
-        z = nd.A @ nd.x
-        prim = float(np.abs(z - nd.s).max()) / (max(float(np.abs(z).max()), float(np.abs(nd.s).max())) + 1e-30) \
-            if nd.rows.size else 0.0
-        wt = w[nd.idx]
-        cons = float(np.abs(nd.x - wt).max()) / (max(float(np.abs(nd.x).max()), float(np.abs(wt).max())) + 1e-30) \
-            if nd.idx.size else 0.0
-        new_rho, new_mu = policy.node(k, prim, cons, dual_rel, nd.rho_scalar, nd.mu)
-        if abs(math.log(new_rho / nd.rho_scalar)) > 0.01 or abs(math.log(new_mu / nd.mu)) > 0.01:
-            _set_rho(nd, new_rho)
-            nd.mu = new_mu
-            nd.factor()
-        counts[nd.idx] += nd.mu
-    counts[counts == 0] = 1.0
-    return counts
+class Blocks:
+    """The nodes side by side: local copies and rows concatenated in node order, the local
+    matrices block-diagonal. The nodes' KKT systems form one block-diagonal matrix, factored
+    once per parameter change (the fill stays inside the blocks: these are the local
+    factorisations) and solved for all nodes at once every iteration."""
+
+    def __init__(self, nodes: list[Node], n: int):
+        self.count = len(nodes)
+        self.n = n
+        ks = np.array([nd.idx.size for nd in nodes], dtype=np.int64)
+        rs = np.array([nd.rows.size for nd in nodes], dtype=np.int64)
+        self.copy_ptr = np.concatenate([[0], np.cumsum(ks)])
+        self.row_ptr = np.concatenate([[0], np.cumsum(rs)])
+        self.node_of_copy = np.repeat(np.arange(self.count), ks)
+        self.node_of_row = np.repeat(np.arange(self.count), rs)
+        self.gidx = np.concatenate([nd.idx for nd in nodes]) if nodes else np.zeros(0, dtype=np.int64)
+        self.rows = np.concatenate([nd.rows for nd in nodes]) if nodes else np.zeros(0, dtype=np.int64)
+        self.Q = sp.block_diag([nd.Q for nd in nodes], format="csc")
+        self.A = sp.block_diag([nd.A for nd in nodes], format="csc")
+        self.AT = self.A.T.tocsr()
+        self.q = np.concatenate([nd.q for nd in nodes])
+        self.l = np.concatenate([nd.l for nd in nodes])
+        self.u = np.concatenate([nd.u for nd in nodes])
+        self.eq = np.abs(self.u - self.l) < RHO_TOL
+        self.loose = np.isinf(self.l) & np.isinf(self.u)
+        self.factorisations = 0
+
+    def set_parameters(self, rho: np.ndarray, mu: np.ndarray):
+        """Per-node rho and mu; rows get 1e3 x rho when they are equalities, 1e-6 when free (as OSQP)."""
+        self.rho_node, self.mu_node = rho, mu
+        self.rho = np.where(self.loose, 1e-6, np.where(self.eq, RHO_EQ_FACTOR, 1.0) * rho[self.node_of_row])
+        self.mu = mu[self.node_of_copy]
+        self.counts = np.bincount(self.gidx, weights=self.mu, minlength=self.n)
+        self.counts[self.counts == 0] = 1.0  # no variable is left out by split(); kept finite regardless
+        C = self.gidx.size
+        K = sp.bmat([[self.Q + sp.diags(self.mu), self.AT.tocsc() if C else None],
+                     [self.A, sp.diags(-1.0 / self.rho)]], format="csc") if self.rows.size else \
+            sp.csc_matrix(self.Q + sp.diags(self.mu))
+        try:
+            self.lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
+                                options={"SymmetricMode": True})
+        except (MemoryError, RuntimeError) as exc:
+            raise SolverError(f"the nodes' local systems ({C} copied variables, {self.rows.size} rows) could not "
+                              f"be factored ({exc}); try another number of nodes, or method admm.") from None
+        self.factorisations += 1
+
+    def solve(self, b: np.ndarray) -> np.ndarray:
+        """``(Q_i + mu_i I + A_i' R_i A_i) x_i = b_i`` for every node, through the quasi-definite KKT form."""
+        if not self.rows.size:
+            return self.lu.solve(b)
+        return self.lu.solve(np.concatenate([b, np.zeros(self.rows.size)]))[: self.gidx.size]
+
+
+def _apply_node_policy(policy, k, B: Blocks, X, sl, w, dual_rel):
+    """New (rho, mu) of every node from its residuals; refactors when any moved by more than 1%."""
+    z = B.A @ X
+    prim = _segment_max(z - sl, B.row_ptr) / (np.maximum(_segment_max(z, B.row_ptr), _segment_max(sl, B.row_ptr))
+                                              + 1e-30)
+    wt = w[B.gidx]
+    cons = _segment_max(X - wt, B.copy_ptr) / (np.maximum(_segment_max(X, B.copy_ptr),
+                                                          _segment_max(wt, B.copy_ptr)) + 1e-30)
+    rho, mu = policy.nodes(k, prim, cons, dual_rel, B.rho_node, B.mu_node)
+    if np.abs(np.log(rho / B.rho_node)).max(initial=0.0) > 0.01 or np.abs(np.log(mu / B.mu_node)).max(initial=0.0) > 0.01:
+        B.set_parameters(rho, mu)
 
 
 @dataclass
@@ -178,6 +197,7 @@ class DistributedResult:
     consensus_res: float
     nodes: int
     copies: int
+    factorisations: int = 0
     message: str = ""
     polished: str | None = None
     time_s: dict = field(default_factory=dict)
@@ -193,7 +213,8 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
 
     ``controller``: a learned node policy (DeepDistributedQP, :class:`optsolve.qp.policy.Policy` of
     kind 'distributed'): every ``controller.interval`` iterations, for ``controller.steps`` calls,
-    each node's rho and mu follow it (the node refactors); then they stay fixed.
+    each node's rho and mu follow it (the nodes refactor); then they stay fixed. Its starting
+    rho and mu (``controller.start``), where it has them, replace ``rho`` and ``mu``.
     """
     t0 = time.perf_counter()
     s = scaled if scaled is not None else ruiz_scale(qp, scaling)
@@ -206,72 +227,53 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     else:
         n_nodes = max(1, min(int(n_nodes or 1), max(m, 1)))
         part = auto_partition(s.A, n_nodes)
-    nodes = split(s, part, n_nodes)
-    counts = np.zeros(n)
-    for nd in nodes:
-        _set_rho(nd, rho)
-        nd.mu = mu
-        nd.factor()
-        nd.x = np.zeros(nd.idx.size)
-        nd.s = np.zeros(nd.rows.size)
-        nd.lam = np.zeros(nd.rows.size)
-        nd.y = np.zeros(nd.idx.size)
-        counts[nd.idx] += nd.mu
-    orphan = counts == 0  # variables in no node: none, by construction of split()
-    counts[orphan] = 1.0
+    B = Blocks(split(s, part, n_nodes), n)
+    if controller is not None:  # the policy's own starting parameters, fitted with it
+        rho, mu = controller.start.get("rho", rho), controller.start.get("mu", mu)
+    B.set_parameters(np.full(B.count, float(rho)), np.full(B.count, float(mu)))
+    C, M = B.gidx.size, B.rows.size
+    X, Y = np.zeros(C), np.zeros(C)
+    sl, lam = np.zeros(M), np.zeros(M)
     w = np.zeros(n)
     t_setup = time.perf_counter()
     Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
     status, it = "max_iter", 0
     info = {}
 
-    def assemble():
-        lam, sv = np.zeros(m), np.zeros(m)
-        for nd in nodes:
-            lam[nd.rows] = nd.lam
-            sv[nd.rows] = nd.s
-        return lam, sv
-
     def residuals():
-        lam, sv = assemble()
-        Aw, Pw, Atl = s.A @ w, s.P @ w, s.A.T @ lam
-        cons = max((float(np.abs(Dinv[nd.idx] * (nd.x - w[nd.idx])).max()) if nd.idx.size else 0.0)
-                   for nd in nodes)
-        prim = float(np.abs(Einv * (Aw - sv)).max()) if m else 0.0
-        dual = cinv * float(np.abs(Dinv * (Pw + s.q + Atl)).max()) if n else 0.0
+        lam_g, s_g = np.zeros(m), np.zeros(m)
+        lam_g[B.rows], s_g[B.rows] = lam, sl
+        Aw, Pw, Atl = s.A @ w, s.P @ w, s.A.T @ lam_g
+        cons = float(np.abs(Dinv[B.gidx] * (X - w[B.gidx])).max()) if C else 0.0
+        prim = float(np.abs(Einv * (Aw - s_g)).max()) if m else 0.0
+        rd = Pw + s.q + Atl
+        dual = cinv * float(np.abs(Dinv * rd).max()) if n else 0.0
         ptol = eps_abs + eps_rel * max(float(np.abs(Einv * Aw).max()) if m else 0.0,
-                                       float(np.abs(Einv * sv).max()) if m else 0.0)
-        dtol = eps_abs + eps_rel * cinv * max(float(np.abs(Dinv * Pw).max()) if n else 0.0,
-                                              float(np.abs(Dinv * Atl).max()) if n else 0.0,
-                                              float(np.abs(Dinv * s.q).max()) if n else 0.0)
-        quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam, s.l, s.u) if m else 0.0
+                                       float(np.abs(Einv * s_g).max()) if m else 0.0)
+        dscale = cinv * max(float(np.abs(Dinv * Pw).max()) if n else 0.0, float(np.abs(Dinv * Atl).max()) if n else 0.0,
+                            float(np.abs(Dinv * s.q).max()) if n else 0.0)
+        dtol = eps_abs + eps_rel * dscale
+        quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam_g, s.l, s.u) if m else 0.0
         gap = cinv * abs(quad + lin + sc)
         gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
-        return {"prim": max(prim, cons), "dual": dual, "cons": cons, "gap": gap,
-                "ok": max(prim, cons) < ptol and dual < dtol and gap < gtol, "lam": lam, "s": sv}
+        dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
+                                                   float(np.abs(s.q).max())) + 1e-30)) if n else 0.0
+        return {"prim": max(prim, cons), "dual": dual, "cons": cons, "gap": gap, "dual_rel": dual_rel,
+                "ok": max(prim, cons) < ptol and dual < dtol and gap < gtol, "lam": lam_g, "s": s_g}
 
     try:
         for it in range(1, max_iter + 1):
             w_old = w
-            for nd in nodes:
-                wt = w[nd.idx]
-                rhs = -nd.q + nd.mu * wt - nd.y + nd.A.T @ (nd.rho * nd.s - nd.lam)
-                nd.x = nd.solve(rhs)
-                z = nd.A @ nd.x
-                zr = alpha * z + (1.0 - alpha) * nd.s
-                s_new = np.clip(zr + nd.lam / nd.rho, nd.l, nd.u)
-                nd.lam = nd.lam + nd.rho * (zr - s_new)
-                nd.s = s_new
-            acc = np.zeros(n)
-            for nd in nodes:
-                np.add.at(acc, nd.idx, nd.mu * nd.x)
-            w = alpha * (acc / counts) + (1.0 - alpha) * w_old
-            for nd in nodes:
-                nd.y = nd.y + nd.mu * (alpha * nd.x + (1.0 - alpha) * w_old[nd.idx] - w[nd.idx])
-            if (controller is not None and it % controller.interval == 0
-                    and it // controller.interval <= controller.steps):
-                counts = _apply_node_policy(controller, it // controller.interval, nodes, w, s, n)
-            if it % check_every == 0:
+            wt = w[B.gidx]
+            X = B.solve(-B.q + B.mu * wt - Y + B.AT @ (B.rho * sl - lam))
+            zr = alpha * (B.A @ X) + (1.0 - alpha) * sl
+            s_new = np.clip(zr + lam / B.rho, B.l, B.u)
+            lam = lam + B.rho * (zr - s_new)
+            sl = s_new
+            w = alpha * (np.bincount(B.gidx, weights=B.mu * X, minlength=n) / B.counts) + (1.0 - alpha) * w_old
+            Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - w[B.gidx])
+            checking = it % check_every == 0
+            if checking:
                 info = residuals()
                 progress.update(it, prim=info["prim"], dual=info["dual"])
                 if info["ok"]:
@@ -280,6 +282,10 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                 if not (math.isfinite(info["prim"]) and math.isfinite(info["dual"])):
                     status = "numerical_error"
                     break
+            if (controller is not None and it % controller.interval == 0
+                    and it // controller.interval <= controller.steps):
+                dual_rel = (info if checking else residuals())["dual_rel"]
+                _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
             if deadline is not None and time.perf_counter() > deadline:
                 status = "time_limit"
                 break
@@ -289,18 +295,18 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         info = residuals()
         if info["ok"]:
             status = "optimal"
-    lam = info["lam"]
+    lam_g = info["lam"]
     polished = None
     if refine_stalled and status in ("max_iter", "time_limit") and m:
-        out = polish(s, w, lam, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS)
+        out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS)
         if out is not None:
             xp, yp, zp = out
             rp = float(np.abs(Einv * (s.A @ xp - zp)).max())
             rd = cinv * float(np.abs(Dinv * (s.P @ xp + s.q + s.A.T @ yp)).max())
             if rp < eps_abs and rd < eps_abs:
-                w, lam, status, polished = xp, yp, "optimal", REFINED
+                w, lam_g, status, polished = xp, yp, "optimal", REFINED
     t_end = time.perf_counter()
-    return DistributedResult(x=s.D * w, y=cinv * s.E * lam, z=Einv * (s.A @ w), status=status, iterations=it,
+    return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
                              prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
-                             nodes=n_nodes, copies=int(sum(nd.idx.size for nd in nodes)), polished=polished,
+                             nodes=n_nodes, copies=C, factorisations=B.factorisations, polished=polished,
                              time_s={"setup": t_setup - t0, "iterations": t_end - t_setup})

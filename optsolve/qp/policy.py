@@ -57,7 +57,7 @@ class Policy:
     """An MLP parameter policy: ``policy(k, prim_rel, dual_rel, rho, alpha) -> (rho, alpha)``.
 
     ``kind`` ``"distributed"`` (DeepDistributedQP): one MLP shared by all nodes,
-    ``policy.node(k, prim_rel, cons_rel, dual_rel, rho, mu) -> (rho, mu)`` from a node's own
+    ``policy.nodes(k, prim_rel, cons_rel, dual_rel, rho, mu) -> (rho, mu)`` from each node's own
     relative primal and consensus residuals and the global dual residual.
     """
 
@@ -67,6 +67,7 @@ class Policy:
     interval: int = 5  # iterations between calls
     header: dict = field(default_factory=dict)
     kind: str = "centralised"
+    start: dict = field(default_factory=dict)  # starting parameters: {"rho": ..} (and "mu" for distributed)
 
     def __post_init__(self):
         self.theta = np.asarray(self.theta, dtype=float)
@@ -81,16 +82,23 @@ class Policy:
         self.b2 = t[h * f + h + OUTPUTS * h:]
 
     def _forward(self, feats):
-        return np.tanh(self.W2 @ np.tanh(self.W1 @ feats + self.b1) + self.b2)
+        """Outputs for features ``feats`` (FEATURES,) or (FEATURES, N): one column per node."""
+        b1, b2 = (self.b1, self.b2) if feats.ndim == 1 else (self.b1[:, None], self.b2[:, None])
+        return np.tanh(self.W2 @ np.tanh(self.W1 @ feats + b1) + b2)
 
-    def node(self, k: int, prim_rel: float, cons_rel: float, dual_rel: float, rho: float, mu: float):
-        """DeepDistributedQP: a node's (rho, mu), each moved by a factor up to 10 either way."""
-        lp, lc, ld = (float(np.clip(math.log10(v + 1e-300), -LOG_RES_CLIP, 4.0)) for v in (prim_rel, cons_rel,
-                                                                                           dual_rel))
-        feats = np.array([lp / 4.0, lc / 4.0, ld / 4.0, k / max(self.steps, 1), math.log10(rho) / 3.0,
-                          math.log10(mu) / 3.0])
+    def nodes(self, k: int, prim_rel, cons_rel, dual_rel: float, rho, mu):
+        """DeepDistributedQP: every node's new (rho, mu), each moved by a factor up to 10 either way, from
+        the arrays of the nodes' own relative primal and consensus residuals and the global dual one."""
+        prim_rel, cons_rel = np.asarray(prim_rel, dtype=float), np.asarray(cons_rel, dtype=float)
+        rho, mu = np.asarray(rho, dtype=float), np.asarray(mu, dtype=float)
+
+        def lg(v):
+            return np.clip(np.log10(v + 1e-300), -LOG_RES_CLIP, 4.0) / 4.0
+
+        feats = np.vstack([lg(prim_rel), lg(cons_rel), np.full(prim_rel.shape, lg(float(dual_rel))),
+                           np.full(prim_rel.shape, k / max(self.steps, 1)), np.log10(rho) / 3.0, np.log10(mu) / 3.0])
         out = self._forward(feats)
-        return (float(np.clip(rho * 10.0 ** out[0], 1e-6, 1e6)), float(np.clip(mu * 10.0 ** out[1], 1e-6, 1e6)))
+        return np.clip(rho * 10.0 ** out[0], 1e-6, 1e6), np.clip(mu * 10.0 ** out[1], 1e-6, 1e6)
 
     def __call__(self, k: int, prim_rel: float, dual_rel: float, rho: float, alpha: float):
         lp = float(np.clip(math.log10(prim_rel + 1e-300), -LOG_RES_CLIP, 4.0))
@@ -106,7 +114,7 @@ class Policy:
         from optsolve.core.result import write_atomic_with
 
         header = dict(self.header, hidden=self.hidden, steps=self.steps, interval=self.interval, kind=self.kind,
-                      format="optsolve.qp-policy/1")
+                      start=self.start, format="optsolve.qp-policy/1")
         write_atomic_with(path, lambda f: np.savez(f, theta=self.theta, header=np.array(json.dumps(header))))
 
     @classmethod
@@ -123,9 +131,12 @@ class Policy:
             raise ParameterError(f"Policy file {path!r} has format {header.get('format')!r}; expected "
                                  "'optsolve.qp-policy/1'.")
         try:
+            start = {str(k): float(v) for k, v in (header.get("start") or {}).items()}
+            if any(not (1e-6 <= v <= 1e6) for v in start.values()):
+                raise ValueError(f"starting parameters {start} outside [1e-6, 1e6]")
             return cls(theta, int(header["hidden"]), int(header["steps"]), int(header["interval"]), header,
-                       header.get("kind", "centralised"))
-        except (KeyError, ValueError) as exc:
+                       header.get("kind", "centralised"), start)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise ParameterError(f"Policy file {path!r} is malformed ({exc}).") from None
 
 

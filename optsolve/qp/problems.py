@@ -135,6 +135,8 @@ SCHEMA = Schema(
               doc="node index of every constraint row (method distributed)"),
         Field("nodes", kind="scalar", dtype="int", required=False, positive=True,
               doc="number of nodes for the automatic partition (method distributed)"),
+        Field("family", kind="string", required=False,
+              doc="the generator family it belongs to ('optsolve gen qp' writes it): picks the shipped policy"),
     ),
     rules=(_bounds_rule, _sizes_rule, _psd_rule),
 )
@@ -153,6 +155,7 @@ class QPProblem:
     P_storage: str = "full"
     partition: np.ndarray | None = None
     nodes: int | None = None
+    family: str | None = None
 
     @property
     def n(self) -> int:
@@ -179,7 +182,8 @@ def prepare(problem: Problem) -> QPProblem:
     part = problem.get("partition")
     return QPProblem(P=P, q=q, A=A, l=l, u=u, r=float(problem.get("r", 0.0)), P_storage=storage,
                      partition=None if part is None else np.asarray(part, dtype=np.int64),
-                     nodes=None if problem.get("nodes") is None else int(problem["nodes"]))
+                     nodes=None if problem.get("nodes") is None else int(problem["nodes"]),
+                     family=problem.get("family"))
 
 
 # --------------------------------------------------------------------------- generators
@@ -424,6 +428,15 @@ def gen_flow(rng, n: int, regions: int = 8) -> dict:
     return data
 
 
+def _tagged(name: str, generate):
+    """``generate`` whose problems record their family (it picks the shipped policy)."""
+    def tagged(rng, **params):
+        return dict(generate(rng, **params), family=name)
+
+    tagged.__doc__ = generate.__doc__
+    return tagged
+
+
 _N = Param("n", int, 100, "number of variables (about: each family sizes its parts from it)")
 FAMILIES = {
     "random": Family("random", "random QP, m = 10 n inequality rows (OSQP benchmark)", gen_random, (_N,)),
@@ -440,3 +453,4 @@ FAMILIES = {
     "flow": Family("flow", "quadratic-cost network flow, partition = regions of the graph (network-structured)",
                    gen_flow, (_N, Param("regions", int, 8, "regions of the graph"))),
 }
+FAMILIES = {name: Family(f.name, f.help, _tagged(name, f.generate), f.params) for name, f in FAMILIES.items()}

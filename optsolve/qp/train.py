@@ -33,7 +33,7 @@ class Batch:
         return len(self.problems)
 
     def run(self, eps: float, cap: int, check_every: int, controller=None, idx=None, rho: float | None = None,
-            adaptive: bool = True) -> np.ndarray:
+            adaptive: bool = True, mu: float | None = None) -> np.ndarray:
         """Iterations to tolerance of each problem (cap + 1 when it is not reached)."""
         from optsolve.qp.distributed import solve_distributed
 
@@ -44,7 +44,7 @@ class Batch:
             if self.nodes is not None:
                 part = qp.partition
                 r = solve_distributed(qp, None if part is not None else self.nodes, part, rho=rho or 1.0,
-                                      mu=rho or 1.0, eps_abs=eps, eps_rel=eps, max_iter=cap, check_every=check_every,
+                                      mu=mu or rho or 1.0, eps_abs=eps, eps_rel=eps, max_iter=cap, check_every=check_every,
                                       refine_stalled=False, controller=controller, scaled=self.scaled[i])
             else:
                 r = solve_admm(qp, _settings(eps, cap, check_every, rho or 0.1, adaptive), controller=controller,
@@ -60,15 +60,46 @@ def _settings(eps, cap, check_every, rho=0.1, adaptive=True):
 
 def losses_of(batch: Batch, theta, policy_shape: dict, eps: float, cap: int, idx=None) -> np.ndarray:
     policy = Policy(theta, **policy_shape)
+    return _losses(batch, policy, eps, cap, idx)
+
+
+def _losses(batch: Batch, policy: Policy, eps: float, cap: int, idx=None) -> np.ndarray:
     its = batch.run(eps, cap, policy.interval, controller=policy, idx=idx)
     return np.minimum(its, cap) / cap
 
 
+START_GRID = 10.0 ** np.arange(-2.0, 1.01, 0.5)
+
+
+def tune_start(batch: Batch, shape: dict, eps: float, cap: int, minibatch: int, rng) -> tuple[dict, float]:
+    """The policy's starting parameters: the best of a grid for the policy whose output layer is
+    zero (it keeps them), on a subset of the training split. Centralised: rho; distributed: rho
+    and mu, by coordinate search (mu, then rho, then mu again)."""
+    idx = rng.choice(len(batch), size=min(max(minibatch, 16), len(batch)), replace=False)
+    theta = initial_weights(shape["hidden"], np.random.default_rng(0), kind=shape["kind"])
+    scores = {}
+
+    def score(start):
+        key = tuple(sorted(start.items()))
+        if key not in scores:
+            scores[key] = float(_losses(batch, Policy(theta, **shape, start=dict(start)), eps, cap, idx).mean())
+        return scores[key]
+
+    if shape["kind"] == "centralised":
+        start = min(({"rho": float(r)} for r in START_GRID), key=score)
+    else:
+        start = {"rho": 1.0, "mu": 1.0}
+        for name in ("mu", "rho", "mu"):
+            start = min((dict(start, **{name: float(v)}) for v in START_GRID), key=score)
+    return start, score(start)
+
+
 def train_es(batch: Batch, *, hidden: int, steps: int, interval: int, eps: float, cap: int, generations: int,
-             population: int, sigma: float, lr: float, minibatch: int, seed: int, kind: str = "centralised"):
+             population: int, sigma: float, lr: float, minibatch: int, seed: int, kind: str = "centralised",
+             start: dict | None = None):
     """Antithetic evolution strategies with rank-shaped fitness and Adam on the mean; returns (theta, history)."""
     rng = np.random.default_rng(seed)
-    shape = {"hidden": hidden, "steps": steps, "interval": interval, "kind": kind}
+    shape = {"hidden": hidden, "steps": steps, "interval": interval, "kind": kind, "start": dict(start or {})}
     theta = initial_weights(hidden, rng, kind=kind)
     m1, m2 = np.zeros_like(theta), np.zeros_like(theta)
     b1, b2 = 0.9, 0.999
@@ -124,8 +155,11 @@ def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, int
     if len(cert) < 1:
         raise ValueError("too few problems for a certification split")
     shape = {"hidden": hidden, "steps": steps, "interval": interval, "kind": kind}
+    start, start_loss = tune_start(train, shape, eps, cap, minibatch, rng)
+    get_logger().info(f"qp-train: starting parameters {start} (training subset loss {start_loss:.4f})")
     theta, history = train_es(train, eps=eps, cap=cap, generations=generations, population=population,
-                              sigma=sigma, lr=lr, minibatch=minibatch, seed=seed, **shape)
+                              sigma=sigma, lr=lr, minibatch=minibatch, seed=seed, start=start, **shape)
+    shape["start"] = start
 
     def mean_its(batch, check_every, controller=None, rho=None, adaptive=True):
         return float(np.minimum(batch.run(eps, cap, check_every, controller, rho=rho, adaptive=adaptive), cap).mean())
@@ -146,6 +180,9 @@ def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, int
                                                    "iterations": mean_its(held, interval, rho=rho_start)}
     else:
         baselines["distributed_untrained"] = mean_its(held, interval)
+        baselines["tuned_constant_rho_mu"] = {
+            **start, "iterations": float(np.minimum(held.run(eps, cap, interval, rho=start["rho"], mu=start["mu"]),
+                                                    cap).mean())}
     samples_losses = np.empty((len(cert), samples))
     for j in range(samples):
         noise_rng = np.random.default_rng(seed + 1000 + j)

@@ -37,12 +37,14 @@ def test_gaussian_kl():
 
 def test_policy_file_round_trip(tmp_path):
     rng = np.random.default_rng(0)
-    pol = Policy(initial_weights(6, rng) + 0.1, hidden=6, steps=4, interval=3, header={"family": "x"})
+    pol = Policy(initial_weights(6, rng) + 0.1, hidden=6, steps=4, interval=3, header={"family": "x"},
+                 start={"rho": 0.05, "mu": 0.3})
     path = tmp_path / "p.npz"
     pol.save(str(path))
     back = Policy.load(str(path))
     np.testing.assert_array_equal(back.theta, pol.theta)
     assert (back.hidden, back.steps, back.interval) == (6, 4, 3) and back.header["family"] == "x"
+    assert back.start == {"rho": 0.05, "mu": 0.3}
     assert back(1, 1e-3, 1e-1, 0.1, 1.6) == pol(1, 1e-3, 1e-1, 0.1, 1.6)
     (tmp_path / "bad.npz").write_bytes(b"not a policy")
     with pytest.raises(ParameterError):
@@ -69,14 +71,22 @@ def test_any_policy_keeps_convergence(tmp_path, seed):
         assert res.status.value == "optimal" and res.certificate.holds
 
 
-@pytest.mark.skipif(not (SHIPPED / "random.npz").exists(), reason="no shipped policy in data/qp/policies")
-def test_shipped_policy_and_its_bound():
-    pol = Policy.load(str(SHIPPED / "random.npz"))
+@pytest.mark.parametrize("name", sorted(p.stem for p in SHIPPED.glob("*.npz")))
+def test_every_shipped_policy_bound_recomputes(name):
+    pol = Policy.load(str(SHIPPED / f"{name}.npz"))
     pb = pol.header["pac_bayes"]
     up = kl_inverse(pb["empirical_loss"], math.log(2 / pb["delta_prime"]) / (pb["N"] * pb["L"]))
     bound = kl_inverse(up, (pb["KL"] + math.log(2 * math.sqrt(pb["N"]) / pb["delta"])) / pb["N"])
     assert up == pytest.approx(pb["empirical_loss_bound"], rel=1e-9)
     assert bound == pytest.approx(pb["bound"], rel=1e-9) and bound < 0.9
+    assert pol.kind == ("distributed" if name.endswith("-distributed") else "centralised")
+    assert pol.header["family"] == name.removesuffix("-distributed")
+
+
+@pytest.mark.skipif(not (SHIPPED / "random.npz").exists(), reason="no shipped policy in data/qp/policies")
+def test_shipped_policy_and_its_bound():
+    pol = Policy.load(str(SHIPPED / "random.npz"))
+    pb = pol.header["pac_bayes"]
     res = optsolve.qp.solve_problem(family("random", n=20, seed=12345), method="deepqp")
     assert res.status.value == "optimal" and res.certificate.holds
     assert res.stats["policy"]["family"] == "random" and res.stats["policy"]["pac_bayes_bound"] == pb["bound"]
@@ -131,9 +141,51 @@ def test_qp_train_distributed_cli(cli, tmp_path):
     pol = Policy.load(str(out))
     assert pol.kind == "distributed" and pol.header["kind"] == "distributed"
     base = pol.header["held_out_iterations"]
-    assert {"osqp_defaults", "distributed_untrained", "tuned_constant_rho", "policy"} <= set(base)
+    assert {"osqp_defaults", "distributed_untrained", "tuned_constant_rho", "tuned_constant_rho_mu",
+            "policy"} <= set(base)
+    assert set(pol.start) == {"rho", "mu"} and pol.header["start"] == pol.start
+    assert base["tuned_constant_rho_mu"]["rho"] == pol.start["rho"]
 
 
-def test_deepdistributed_without_a_policy_says_how_to_get_one():
+def test_node_policy_on_arrays_is_the_policy_of_each_node():
+    pol = Policy(np.random.default_rng(4).standard_normal(n_params(8)), kind="distributed")
+    prim, cons = np.array([1e-3, 0.2, 5.0]), np.array([1e-1, 1e-6, 0.3])
+    rho, mu = np.array([0.1, 1.0, 30.0]), np.array([1.0, 0.01, 2.0])
+    r_all, m_all = pol.nodes(3, prim, cons, 1e-2, rho, mu)
+    for i in range(3):
+        r1, m1 = pol.nodes(3, prim[i:i + 1], cons[i:i + 1], 1e-2, rho[i:i + 1], mu[i:i + 1])
+        assert r_all[i] == pytest.approx(r1[0], rel=1e-12) and m_all[i] == pytest.approx(m1[0], rel=1e-12)
+
+
+def test_policy_start_replaces_the_initial_parameters():
+    """A policy whose output layer is zero keeps its starting rho and mu: the same iterates as fixed ones."""
+    from optsolve.qp.distributed import solve_distributed
+    from optsolve.qp.problems import prepare
+
+    qp = prepare(family("chain", n=60))
+    keep = Policy(initial_weights(8, kind="distributed"), kind="distributed", start={"rho": 0.1, "mu": 0.3})
+    a = solve_distributed(qp, rho=1.0, mu=1.0, partition=qp.partition, controller=keep, check_every=5)
+    b = solve_distributed(qp, rho=0.1, mu=0.3, partition=qp.partition, check_every=5)
+    assert a.iterations == b.iterations and a.status == b.status == "optimal"
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-9, atol=1e-12)
+    c = solve_distributed(qp, rho=1.0, mu=1.0, partition=qp.partition, check_every=5)
+    assert c.iterations != a.iterations
+
+
+def test_default_method_follows_the_family_and_its_shipped_policy(monkeypatch, tmp_path):
+    chain = family("chain", n=40)
+    assert chain["family"] == "chain"
+    if (SHIPPED / "chain-distributed.npz").exists():
+        res = optsolve.qp.solve_problem(chain)
+        assert res.method == "deepdistributed" and res.status.value == "optimal" and res.certificate.holds
+        assert res.settings["policy"].endswith("chain-distributed.npz")
+    assert optsolve.qp.solve_problem(family("random")).method == "admm"
+    unnamed = SCHEMA.validate({k: v for k, v in FAMILIES["chain"].generate(np.random.default_rng(1), n=40).items()
+                               if k != "family"}, source="test")
+    assert optsolve.qp.solve_problem(unnamed).method == "admm"
+    res = optsolve.qp.solve_problem(family("mpc", n=40), method="deepqp")
+    assert res.settings["policy"].endswith("mpc.npz")  # the family's own policy
+    monkeypatch.setattr(optsolve.qp, "POLICY_DIR", tmp_path)  # nothing shipped
+    assert optsolve.qp.solve_problem(chain).method == "admm"
     with pytest.raises(ParameterError, match="qp-train"):
-        optsolve.qp.solve_problem(family("chain", n=40), method="deepdistributed")
+        optsolve.qp.solve_problem(chain, method="deepdistributed")
