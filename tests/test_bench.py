@@ -24,9 +24,14 @@ def test_bench_qp_quick():
     proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-qp"), "--quick", "--mm", "3"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.split("Shipped policies")[0].splitlines()  # the family table
+    lines = proc.stdout.split("After 50 iterations")[0].splitlines()  # the family table
     assert lines[0].startswith("# bench-qp:")
     rows = [line for line in lines if line.startswith("| random") or line.startswith("| mpc")]
     assert {row.split("|")[5].strip() for row in rows} >= {"osqp", "osqp, check every iteration", "admm",
                                                            "distributed, 8 nodes (untrained)"}
+    chain = {row.split("|")[5].strip() for row in lines if row.startswith("| chain")}
+    assert {"distributed, its partition (8 nodes, untrained)", "deepdistributed (its family's policy)"} <= chain
     assert all(row.split("|")[6].strip() == "optimal" for row in rows)
+    after = proc.stdout.split("After 50 iterations")[1].split("Shipped policies")[0]
+    assert "| mpc |" in after and "| chain |" in after
+    assert "Shipped DeepDistributedQP policies" in proc.stdout and "Maros-Meszaros, 3 files" in proc.stdout

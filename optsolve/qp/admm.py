@@ -23,6 +23,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from optsolve.core.progress import SILENT, Progress
+from optsolve.qp.ipm import interior_point
 from optsolve.qp.problems import QPProblem
 
 MIN_SCALING, MAX_SCALING = 1e-4, 1e4
@@ -80,10 +81,14 @@ class ADMMResult:
 
 
 REFINED = "refined a stalled run"
+REFINED_IPM = "refined a stalled run by interior-point steps"
 
 
-def refined_message(iterations: int) -> str:
-    """The message of a run whose answer came from polishing after the iterations stalled."""
+def refined_message(iterations: int, how: str = REFINED) -> str:
+    """The message of a run whose answer came from a refinement after the iterations stalled."""
+    if how == REFINED_IPM:
+        return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the one of "
+                "interior-point steps started from the last iterate, polished where they stop short (it passes the same termination test).")
     return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the polished "
             "one (the active set of the last iterate, solved exactly).")
 
@@ -337,8 +342,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             return None
         return s.D * dx
 
-    def check(x, y, z, approximate=False):
-        """OSQP's termination test; returns a status or None."""
+    def check(x, y, z, approximate=False, claims=True):
+        """OSQP's termination test; returns a status or None (``claims``: also the infeasibility tests)."""
         nonlocal info
         info = residuals(x, y, z)
         if info["prim"] > NONCONVEX_RES or info["dual"] > NONCONVEX_RES or not (
@@ -351,6 +356,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         gap_ok = (not st.check_dualgap) or abs(info["gap"]) < ea + er * info["gap_tol_scale"]
         if prim_ok and dual_ok and gap_ok:
             return "optimal_inaccurate" if approximate else "optimal"
+        if not claims:
+            return None
         if not prim_ok:
             cert = primal_infeasible(dy, st.eps_prim_inf * f)
             if cert is not None and _accepted("infeasible", cert):
@@ -442,6 +449,27 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             status = "optimal"
         else:
             info = saved
+    if st.refine_stalled and stalled and polished is None and m:
+        saved = info
+        def valid_dual(y):
+            """y without pushes on missing bounds (the dual cone of [l, u]): the answer is tested as such."""
+            y = np.where(np.isinf(s.u) & (y > 0), 0.0, y)
+            return np.where(np.isinf(s.l) & (y < 0), 0.0, y)
+
+        def optimal(x, y, z):
+            return check(x, valid_dual(y), z, claims=False) == "optimal"
+
+        out = interior_point(s, x, optimal, deadline=deadline)
+        if out is not None and not out[3]:  # close, not there: polish from the interior-point iterate
+            done = polish(s, out[0], out[1], out[2], st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS)
+            out = (*done, True) if done is not None and optimal(*done) else None
+        if out is not None:
+            out = (out[0], valid_dual(out[1]), out[2], True)
+            check(*out[:3], claims=False)  # info of the answer
+            x, y, z, _ = out
+            status, polished = "optimal", REFINED_IPM
+        else:
+            info = saved
 
     t_end = time.perf_counter()
     x_out, y_out, z_out = s.D * x, cinv * s.E * y, Einv * z
@@ -459,6 +487,6 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             res.dual_inf_cert = cert
     res.factorisations = kkt.factorisations
     res.polished = polished
-    if polished == REFINED:
-        res.message = refined_message(iteration)
+    if polished in (REFINED, REFINED_IPM):
+        res.message = refined_message(iteration, polished)
     return res

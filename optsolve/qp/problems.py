@@ -324,37 +324,62 @@ def gen_mpc(rng, n: int) -> dict:
 # Network-structured families (ours): each file carries the natural partition of its rows.
 
 
+def _banded(rng, rows: int, cols: int, width: int = 8) -> sp.coo_matrix:
+    """Gaussian entries in a band: row i touches ``width`` columns around i cols/rows (all when fewer)."""
+    width = min(width, cols)
+    first = np.clip((np.arange(rows) * cols) // max(rows, 1) - width // 2, 0, cols - width)
+    c = first[:, None] + np.arange(width)[None, :]
+    r = np.repeat(np.arange(rows), width)
+    return sp.coo_matrix(sp.csr_matrix((rng.standard_normal(rows * width), (r, c.ravel())), shape=(rows, cols)))
+
+
 def _block_qp(rng, k):
-    M = rng.standard_normal((k, k)) / math.sqrt(k)
-    return M @ M.T + 0.1 * np.eye(k), rng.standard_normal(k)
+    """A banded PSD block M M'/8 + 0.1 I (M with 8 entries a row) and its linear cost: the same
+    structure at every size, and large blocks still factor cheaply."""
+    M = _banded(rng, k, k).tocsr() / math.sqrt(8.0)
+    return sp.coo_matrix(M @ M.T + 0.1 * sp.eye(k)), rng.standard_normal(k)
+
+
+class _Triplets:
+    """A sparse matrix assembled from blocks placed at offsets (duplicates add up)."""
+
+    def __init__(self):
+        self.r, self.c, self.v = [], [], []
+
+    def add(self, block: sp.coo_matrix, row0: int, col0: int):
+        self.r.append(block.row + row0)
+        self.c.append(block.col + col0)
+        self.v.append(block.data)
+
+    def matrix(self, shape) -> sp.csc_matrix:
+        cat = (lambda xs: np.concatenate(xs)) if self.r else (lambda xs: np.zeros(0))
+        return sp.csc_matrix((cat(self.v), (cat(self.r).astype(np.int64), cat(self.c).astype(np.int64))),
+                             shape=shape)
 
 
 def gen_chain(rng, n: int, blocks: int = 8) -> dict:
     """A chain of blocks of variables, neighbours sharing a quarter of theirs; each block has its own
-    PSD cost and inequality rows over its variables; ``partition`` = the block of every row."""
+    banded PSD cost and banded inequality rows over its variables; ``partition`` = the block of
+    every row."""
     blocks = max(1, min(blocks, n // 4))
     size = max(4, int(round(n / (0.75 * blocks + 0.25))))
     overlap = size // 4
     step = size - overlap
     nv = step * (blocks - 1) + size
-    P = sp.lil_matrix((nv, nv))
+    P, A = _Triplets(), _Triplets()
     q = np.zeros(nv)
-    rows, part, lo, hi = [], [], [], []
+    part, lo, hi = [], [], []
     for b in range(blocks):
-        idx = np.arange(b * step, b * step + size)
+        off = b * step
         Q, qb = _block_qp(rng, size)
-        P[np.ix_(idx, idx)] = P[np.ix_(idx, idx)].toarray() + Q
-        q[idx] += qb
-        mb = size
-        Ab = _sprandn(rng, mb, size, min(1.0, 4.0 / size)).toarray()
-        Ab[np.arange(mb), rng.integers(0, size, mb)] += 1.0
-        full = np.zeros((mb, nv))
-        full[:, idx] = Ab
-        rows.append(sp.csr_matrix(full))
-        part.append(np.full(mb, b))
-        lo.append(-1.0 - rng.random(mb))
-        hi.append(1.0 + rng.random(mb))
-    data = _qp(sp.csc_matrix(P), q, sp.vstack(rows), np.concatenate(lo), np.concatenate(hi))
+        P.add(Q, off, off)
+        q[off:off + size] += qb
+        A.add(_banded(rng, size, size, 4), b * size, off)  # banded rows, a unit entry on each diagonal
+        A.add(sp.eye(size, format="coo"), b * size, off)
+        part.append(np.full(size, b))
+        lo.append(-1.0 - rng.random(size))
+        hi.append(1.0 + rng.random(size))
+    data = _qp(P.matrix((nv, nv)), q, A.matrix((blocks * size, nv)), np.concatenate(lo), np.concatenate(hi))
     data["partition"] = np.concatenate(part).astype(np.int64)
     return data
 
@@ -366,28 +391,27 @@ def gen_grid(rng, n: int, side: int = 3) -> dict:
     agents = side * side
     size = max(2, n // agents)
     nv = size * agents
-    P = sp.lil_matrix((nv, nv))
+    P, A = _Triplets(), _Triplets()
     q = np.zeros(nv)
-    rows, part, lo, hi = [], [], [], []
+    part, lo, hi = [], [], []
+    row0 = 0
     for a in range(agents):
-        idx = np.arange(a * size, (a + 1) * size)
         Q, qa = _block_qp(rng, size)
-        P[np.ix_(idx, idx)] = Q
-        q[idx] = qa
+        P.add(Q, a * size, a * size)
+        q[a * size:(a + 1) * size] = qa
         r, c = divmod(a, side)
-        blocks = [sp.hstack([sp.csr_matrix((size, a * size)), sp.eye(size), sp.csr_matrix((size, nv - (a + 1) * size))])]
+        A.add(sp.eye(size, format="coo"), row0, a * size)
+        rows_a = size
         for nb in ([a + 1] if c + 1 < side else []) + ([a + side] if r + 1 < side else []):
             k = max(1, size // 2)
-            C = np.zeros((k, nv))
-            C[:, idx] = rng.standard_normal((k, size))
-            C[:, nb * size:(nb + 1) * size] = rng.standard_normal((k, size))
-            blocks.append(sp.csr_matrix(C))
-        A_a = sp.vstack(blocks)
-        rows.append(A_a)
-        part.append(np.full(A_a.shape[0], a))
-        lo.append(-1.0 - rng.random(A_a.shape[0]))
-        hi.append(1.0 + rng.random(A_a.shape[0]))
-    data = _qp(sp.csc_matrix(P), q, sp.vstack(rows), np.concatenate(lo), np.concatenate(hi))
+            A.add(_banded(rng, k, size), row0 + rows_a, a * size)
+            A.add(_banded(rng, k, size), row0 + rows_a, nb * size)
+            rows_a += k
+        part.append(np.full(rows_a, a))
+        lo.append(-1.0 - rng.random(rows_a))
+        hi.append(1.0 + rng.random(rows_a))
+        row0 += rows_a
+    data = _qp(P.matrix((nv, nv)), q, A.matrix((row0, nv)), np.concatenate(lo), np.concatenate(hi))
     data["partition"] = np.concatenate(part).astype(np.int64)
     return data
 

@@ -313,3 +313,40 @@ def test_network_families_carry_their_partition(name, parts):
     res = optsolve.qp.solve_problem(problem, method="distributed", eps_abs=1e-6, eps_rel=1e-6, max_iter=50000)
     assert res.stats["nodes"] == parts and res.status.value == "optimal" and res.certificate.holds
     assert res.objective == pytest.approx(ref.objective, rel=1e-4, abs=1e-5)
+
+
+@needs_mm
+def test_stalled_lp_like_run_is_finished_by_interior_point_steps():
+    """QSCAGR7 stalls at the iteration cap (osqp too); the interior-point finish passes the certificate."""
+    from optsolve.core.problem import load_problem
+
+    problem = load_problem(str(MM / "QSCAGR7.mat"), SCHEMA)
+    osqp_says = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-3, eps_rel=0.0, max_iter=10000)
+    ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-9, eps_rel=0.0, max_iter=200000)
+    ours = optsolve.qp.solve_problem(problem, eps_abs=1e-3, eps_rel=0.0, max_iter=10000)
+    assert osqp_says.status.value != "optimal"
+    assert ours.status.value == "optimal" and ours.certificate.holds
+    assert ours.stats["polished"] == "refined a stalled run by interior-point steps" and "interior-point" in ours.message
+    assert ours.objective == pytest.approx(ref.objective, rel=1e-3)  # a 1e-3 (absolute) answer
+    plain = optsolve.qp.solve_problem(problem, eps_abs=1e-3, eps_rel=0.0, max_iter=10000, refine=False)
+    assert plain.status.value != "optimal"
+
+
+@pytest.mark.parametrize("name", ["random", "eqqp", "mpc", "portfolio"])
+def test_interior_point_steps_solve_generated_problems(name):
+    """From x = 0, the interior-point method alone reaches tight residuals on the scaled problem."""
+    from optsolve.qp.admm import ruiz_scale, support
+    from optsolve.qp.ipm import interior_point
+    from optsolve.qp.problems import prepare
+
+    qp = prepare(family(name, n=40))
+    s = ruiz_scale(qp, 10)
+
+    def tight(x, y, z):
+        gap = abs(x @ (s.P @ x) + s.q @ x + support(y, s.l, s.u))
+        return max(float(np.abs(s.A @ x - z).max()), float(np.abs(s.P @ x + s.q + s.A.T @ y).max()), gap) < 1e-8
+
+    x, y, z, accepted = interior_point(s, np.zeros(qp.n), tight)
+    assert accepted
+    ref = optsolve.qp.solve_problem(family(name, n=40), method="osqp", eps_abs=1e-10, eps_rel=1e-10, max_iter=200000)
+    assert qp.objective(s.D * x) == pytest.approx(ref.objective, rel=1e-6, abs=1e-6)

@@ -1,0 +1,151 @@
+"""A primal-dual interior-point finish for ADMM runs that stall (``--refine``, on by default).
+
+OSQP's ADMM converges slowly on degenerate, LP-like problems (many Maros-Meszaros files stop
+at the iteration cap). When polishing cannot finish such a run, a few dozen Newton steps of a
+Mehrotra predictor-corrector interior-point method (Mehrotra 1992; Nocedal and Wright,
+"Numerical Optimization", 2nd ed., section 16.6) on the same scaled problem usually can. Its
+answer is accepted only when it passes the solver's own termination test.
+
+Form: for every row with a finite lower bound a slack ``sl = a'x - l > 0`` with multiplier
+``zl > 0``, for a finite upper bound ``su = u - a'x > 0`` with ``zu > 0``; equality rows
+(``l = u``) stay equations with a free multiplier. OSQP's dual is ``y = zu - zl`` (inequality
+rows), so that ``Px + q + A'y = 0``. Eliminating the slacks and the bound multipliers leaves
+one quasi-definite system per step,
+
+    [P + delta I, A'; A, -W^-1] [dx; dy] = [-r_d; -g / W],   W = zl/sl + zu/su,
+
+(equality rows: ``a'dx - eps dy = -(a'x - b)``), factored once and solved twice (predictor and
+corrector).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+REG_PRIMAL = 1e-9  # delta: regularisation of P (keeps the system quasi-definite)
+REG_EQ = 1e-10  # the same for equality rows
+STEP_TO_BOUNDARY = 0.995
+REFINE_STEPS = 3
+EQ_TOL = 1e-4  # |u - l| below this (scaled): an equality row, as in the ADMM
+
+
+def interior_point(s, x0, accept, *, max_iter: int = 80, deadline: float | None = None):
+    """``(x, y, z, accepted)`` for the scaled problem ``s`` (see :class:`optsolve.qp.admm.Scaled`),
+    starting near ``x0``: the first iterate where ``accept(x, y, z)`` holds, else the iterate with the
+    smallest residuals and complementarity (``accepted`` False: a start for polishing); None when
+    the steps break down at once."""
+    with np.errstate(all="ignore"):
+        return _interior_point(s, x0, accept, max_iter, deadline)
+
+
+def _interior_point(s, x0, accept, max_iter, deadline):
+    P, q, A, l, u = s.P, s.q, s.A, s.l, s.u
+    n, m = P.shape[0], A.shape[0]
+    if m == 0:
+        return None
+    eq = np.abs(u - l) < EQ_TOL
+    has_l = np.isfinite(l) & ~eq
+    has_u = np.isfinite(u) & ~eq
+    b = np.where(eq, l, 0.0)
+    lf, uf = np.where(has_l, l, 0.0), np.where(has_u, u, 0.0)
+    Ax = A @ x0
+    x = np.asarray(x0, dtype=float).copy()
+    sl = np.where(has_l, np.maximum(Ax - lf, 1.0), 1.0)
+    su = np.where(has_u, np.maximum(uf - Ax, 1.0), 1.0)
+    zl, zu = np.where(has_l, 1.0, 0.0), np.where(has_u, 1.0, 0.0)
+    ye = np.zeros(m)
+    pairs = int(has_l.sum() + has_u.sum())
+    top = sp.hstack([P + REG_PRIMAL * sp.eye(n), A.T])
+    AT = A.T.tocsr()
+
+    def dual_y():
+        return np.where(eq, ye, zu - zl)
+
+    def mu_of(sl, zl, su, zu):
+        return float((sl * zl)[has_l].sum() + (su * zu)[has_u].sum()) / max(pairs, 1)
+
+    best, best_merit = None, np.inf
+    for _ in range(max_iter):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        y = dual_y()
+        Ax = A @ x
+        z = np.clip(Ax, l, u)
+        if accept(x, y, z):
+            return x, y, z, True
+        r_d = P @ x + q + AT @ y
+        r_l = np.where(has_l, Ax - lf - sl, 0.0)
+        r_u = np.where(has_u, uf - Ax - su, 0.0)
+        r_e = np.where(eq, Ax - b, 0.0)
+        mu = mu_of(sl, zl, su, zu)
+        merit = max(float(np.abs(r_d).max()), float(np.abs(Ax - z).max()), mu)
+        if not np.isfinite(merit):
+            break
+        if merit < best_merit:
+            best, best_merit = (x, y, z, False), merit
+        W = np.where(has_l, zl / sl, 0.0) + np.where(has_u, zu / su, 0.0)
+        free = ~eq & ~has_l & ~has_u
+        Wexact = np.where(eq, 0.0, np.where(free, 1e12, 1.0 / np.maximum(W, 1e-300)))
+        Winv = np.clip(np.where(eq, REG_EQ, Wexact), REG_EQ, 1e12)
+        try:
+            lu = spla.splu(sp.vstack([top, sp.hstack([A, sp.diags(-Winv)])], format="csc"),
+                           permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
+        except RuntimeError:
+            break
+
+        def direction(cl, cu):
+            """Newton direction for complementarity targets sl zl -> cl, su zu -> cu (row-wise)."""
+            g = np.where(has_u, (cu - zu * r_u) / su - zu, 0.0) - np.where(has_l, (cl - zl * r_l) / sl - zl, 0.0)
+            rhs = np.concatenate([-r_d, np.where(eq, -r_e, np.where(free, 0.0, -g * Winv))])
+            sol = lu.solve(rhs)
+
+            def residual(v):
+                return rhs - np.concatenate([P @ v[:n] + AT @ v[n:], A @ v[:n] - Wexact * v[n:]])
+
+            res = residual(sol)
+            for _ in range(REFINE_STEPS):  # iterative refinement against the unregularised system, while it helps
+                trial = sol + lu.solve(res)
+                res_trial = residual(trial)
+                if not np.abs(res_trial).max() < 0.5 * np.abs(res).max():
+                    break
+                sol, res = trial, res_trial
+            dx, dy = sol[:n], sol[n:]
+            adx = A @ dx
+            dsl = np.where(has_l, adx + r_l, 0.0)
+            dsu = np.where(has_u, r_u - adx, 0.0)
+            # one-sided rows: the multiplier's step is the solved dy itself (dividing by a vanishing slack
+            # would amplify rounding); range rows from the complementarity equations
+            dzl = np.where(has_l, np.where(has_u, (cl - zl * sl - zl * dsl) / sl, -dy), 0.0)
+            dzu = np.where(has_u, np.where(has_l, (cu - zu * su - zu * dsu) / su, dy), 0.0)
+            # and their slacks' steps from the complementarity equations (not from A dx, inaccurate at that scale)
+            dsl = np.where(has_l & ~has_u, (cl - zl * sl - sl * dzl) / np.maximum(zl, 1e-300), dsl)
+            dsu = np.where(has_u & ~has_l, (cu - zu * su - su * dzu) / np.maximum(zu, 1e-300), dsu)
+            return dx, dy, dsl, dsu, dzl, dzu
+
+        def max_step(v, dv, mask):
+            neg = mask & (dv < 0)
+            return min(1.0, float((-v[neg] / dv[neg]).min())) if neg.any() else 1.0
+
+        zero = np.zeros(m)
+        dx, dy, dsl, dsu, dzl, dzu = direction(zero, zero)
+        ap = min(max_step(sl, dsl, has_l), max_step(su, dsu, has_u))
+        ad = min(max_step(zl, dzl, has_l), max_step(zu, dzu, has_u))
+        mu_aff = mu_of(sl + ap * dsl, zl + ad * dzl, su + ap * dsu, zu + ad * dzu)
+        sigma = min(1.0, (mu_aff / max(mu, 1e-300)) ** 3)
+        dx, dy, dsl, dsu, dzl, dzu = direction(sigma * mu - dsl * dzl, sigma * mu - dsu * dzu)
+        # one step length for primal and dual: P couples x to the dual residual (unlike an LP)
+        ap = ad = STEP_TO_BOUNDARY * min(max_step(sl, dsl, has_l), max_step(su, dsu, has_u),
+                                         max_step(zl, dzl, has_l), max_step(zu, dzu, has_u))
+        x = x + ap * dx
+        sl = np.where(has_l, sl + ap * dsl, 1.0)
+        su = np.where(has_u, su + ap * dsu, 1.0)
+        zl = np.where(has_l, zl + ad * dzl, 0.0)
+        zu = np.where(has_u, zu + ad * dzu, 0.0)
+        ye = np.where(eq, ye + ad * dy, 0.0)
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(ye))):
+            break
+    return best
