@@ -33,16 +33,16 @@ REFINE_STEPS = 3
 EQ_TOL = 1e-4  # |u - l| below this (scaled): an equality row, as in the ADMM
 
 
-def interior_point(s, x0, accept, *, max_iter: int = 80, deadline: float | None = None):
+def interior_point(s, x0, score, *, max_iter: int = 80, deadline: float | None = None):
     """``(x, y, z, accepted)`` for the scaled problem ``s`` (see :class:`optsolve.qp.admm.Scaled`),
-    starting near ``x0``: the first iterate where ``accept(x, y, z)`` holds, else the iterate with the
-    smallest residuals and complementarity (``accepted`` False: a start for polishing); None when
-    the steps break down at once."""
+    starting near ``x0``: the first iterate whose ``score(x, y, z)`` (the termination test's largest
+    ratio of a residual to its tolerance) is at most 1, else the iterate of the smallest score
+    (``accepted`` False: a start for polishing); None when the steps break down at once."""
     with np.errstate(all="ignore"):
-        return _interior_point(s, x0, accept, max_iter, deadline)
+        return _interior_point(s, x0, score, max_iter, deadline)
 
 
-def _interior_point(s, x0, accept, max_iter, deadline):
+def _interior_point(s, x0, score, max_iter, deadline):
     P, q, A, l, u = s.P, s.q, s.A, s.l, s.u
     n, m = P.shape[0], A.shape[0]
     if m == 0:
@@ -75,18 +75,18 @@ def _interior_point(s, x0, accept, max_iter, deadline):
         y = dual_y()
         Ax = A @ x
         z = np.clip(Ax, l, u)
-        if accept(x, y, z):
+        merit = score(x, y, z)
+        if merit <= 1.0:
             return x, y, z, True
+        if merit < best_merit:
+            best, best_merit = (x, y, z, False), merit
         r_d = P @ x + q + AT @ y
         r_l = np.where(has_l, Ax - lf - sl, 0.0)
         r_u = np.where(has_u, uf - Ax - su, 0.0)
         r_e = np.where(eq, Ax - b, 0.0)
         mu = mu_of(sl, zl, su, zu)
-        merit = max(float(np.abs(r_d).max()), float(np.abs(Ax - z).max()), mu)
         if not np.isfinite(merit):
             break
-        if merit < best_merit:
-            best, best_merit = (x, y, z, False), merit
         W = np.where(has_l, zl / sl, 0.0) + np.where(has_u, zu / su, 0.0)
         free = ~eq & ~has_l & ~has_u
         Wexact = np.where(eq, 0.0, np.where(free, 1e12, 1.0 / np.maximum(W, 1e-300)))

@@ -342,11 +342,11 @@ def test_interior_point_steps_solve_generated_problems(name):
     qp = prepare(family(name, n=40))
     s = ruiz_scale(qp, 10)
 
-    def tight(x, y, z):
+    def score(x, y, z):  # <= 1: residuals and gap below 1e-8
         gap = abs(x @ (s.P @ x) + s.q @ x + support(y, s.l, s.u))
-        return max(float(np.abs(s.A @ x - z).max()), float(np.abs(s.P @ x + s.q + s.A.T @ y).max()), gap) < 1e-8
+        return max(float(np.abs(s.A @ x - z).max()), float(np.abs(s.P @ x + s.q + s.A.T @ y).max()), gap) / 1e-8
 
-    x, y, z, accepted = interior_point(s, np.zeros(qp.n), tight)
+    x, y, z, accepted = interior_point(s, np.zeros(qp.n), score)
     assert accepted
     ref = optsolve.qp.solve_problem(family(name, n=40), method="osqp", eps_abs=1e-10, eps_rel=1e-10, max_iter=200000)
     assert qp.objective(s.D * x) == pytest.approx(ref.objective, rel=1e-6, abs=1e-6)
