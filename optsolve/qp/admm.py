@@ -437,11 +437,24 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         status = "interrupted"
         info = residuals(x, y, z)
 
+    def valid_dual(y):
+        """y without pushes on missing bounds (the dual cone of [l, u]), as the answer is certified."""
+        y = np.where(np.isinf(s.u) & (y > 0), 0.0, y)
+        return np.where(np.isinf(s.l) & (y < 0), 0.0, y)
+
+    if status == "optimal" and m:  # report y in the dual cone where it passes the same test
+        saved, yv = info, valid_dual(y)
+        if check(x, yv, z, claims=False) == "optimal":
+            y = yv
+        else:
+            info = saved
     polished = None
     stalled = status in ("max_iter", "time_limit", "optimal_inaccurate")
     if (st.polish and status == "optimal") or (st.refine_stalled and stalled):
         saved = info
         out = polish(s, x, y, z, st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS if stalled else 1) if m else None
+        if out is not None:
+            out = (out[0], valid_dual(out[1]), out[2])
         if out is not None and check(*out) == "optimal" and (
                 stalled or (info["prim"] <= max(saved["prim"], 1e-10) and info["dual"] <= max(saved["dual"], 1e-10))):
             polished = REFINED if stalled else "polished"
@@ -451,11 +464,6 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             info = saved
     if st.refine_stalled and stalled and polished is None and m:
         saved = info
-        def valid_dual(y):
-            """y without pushes on missing bounds (the dual cone of [l, u]): the answer is tested as such."""
-            y = np.where(np.isinf(s.u) & (y > 0), 0.0, y)
-            return np.where(np.isinf(s.l) & (y < 0), 0.0, y)
-
         def optimal(x, y, z):
             return check(x, valid_dual(y), z, claims=False) == "optimal"
 

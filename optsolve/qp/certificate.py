@@ -29,9 +29,13 @@ OBJ_RTOL = 1e-9
 CERT_TOL = 1e-7  # leftovers of infeasibility certificates, relative to the data's scale
 
 
-def support_function(y, l, u) -> float:
-    """SC(y) = sup over l <= z <= u of y'z: +inf when y_i > 0 with u_i infinite (or y_i < 0 with l_i infinite)."""
-    tol = SIGN_TOL * max(float(np.abs(y).max()) if y.size else 0.0, 1e-300)
+def support_function(y, l, u, scale: float = 0.0) -> float:
+    """SC(y) = sup over l <= z <= u of y'z: +inf when y_i > 0 with u_i infinite (or y_i < 0 with l_i infinite).
+
+    Entries below SIGN_TOL times max(||y||_inf, ``scale``) count as zero (rounding): ``scale`` is the
+    size the multipliers are measured against (for a solution's duals, max(1, ||q||_inf)), so that
+    y ~ 1e-17 at an unconstrained optimum is not read as a push on a missing bound."""
+    tol = SIGN_TOL * max(float(np.abs(y).max()) if y.size else 0.0, scale, 1e-300)
     pos = np.where(y > tol, y, 0.0)
     neg = np.where(y < -tol, y, 0.0)
     if np.any((pos > 0) & np.isinf(u)) or np.any((neg < 0) & np.isinf(l)):
@@ -105,7 +109,7 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
         bound = max(float(np.maximum(qp.l - z, 0.0).max()), float(np.maximum(z - qp.u, 0.0).max()))
     prim = inf(Ax - z)
     dual = inf(Px + qp.q + Aty)
-    sc = support_function(y, qp.l, qp.u) if qp.m else 0.0
+    sc = support_function(y, qp.l, qp.u, max(1.0, inf(qp.q))) if qp.m else 0.0
     quad, lin = float(x @ Px), float(qp.q @ x)
     gap = quad + lin + sc
     f = qp.objective(x)

@@ -207,7 +207,7 @@ def test_bad_options():
 
 
 @needs_mm
-@pytest.mark.parametrize("name", ["HS21", "HS35", "QAFIRO", "DUALC1", "CVXQP1_S"])
+@pytest.mark.parametrize("name", ["HS21", "HS35", "HS268", "QAFIRO", "DUALC1", "CVXQP1_S"])
 def test_small_maros_meszaros_problems(name):
     from optsolve.core.problem import load_problem
 
@@ -350,3 +350,14 @@ def test_interior_point_steps_solve_generated_problems(name):
     assert accepted
     ref = optsolve.qp.solve_problem(family(name, n=40), method="osqp", eps_abs=1e-10, eps_rel=1e-10, max_iter=200000)
     assert qp.objective(s.D * x) == pytest.approx(ref.objective, rel=1e-6, abs=1e-6)
+
+
+def test_support_function_reads_rounding_as_zero_against_the_scale():
+    from optsolve.qp.certificate import support_function
+
+    l, u = np.array([-1.0, 0.0]), np.array([np.inf, 2.0])
+    y = np.array([1e-17, 0.0])  # an unconstrained optimum's rounding on a row without upper bound
+    assert support_function(y, l, u) == np.inf  # relative to ||y|| alone it is a push
+    assert support_function(y, l, u, scale=1.0) == 0.0
+    assert support_function(np.array([1e-3, 0.0]), l, u, scale=1.0) == np.inf  # a real push stays one
+    assert support_function(np.array([-2.0, 1.0]), l, u, scale=1.0) == 4.0
