@@ -22,6 +22,9 @@ OUTPUT_OPTIONS = ()
               help="distributed: number of nodes of the automatic partition [default: the file's 'partition' "
                    "or 'nodes', else 1].")
 @click.option("--mu", type=float, default=1.0, show_default=True, help="distributed: consensus penalty.")
+@click.option("--balance", is_flag=True,
+              help="distributed, deepdistributed: residual balancing node by node (OSQP's adaptive rule for each "
+                   "node's rho and mu) every 50 iterations, at most 10 times; after a policy's K steps.")
 @click.option("--policy", metavar="POLICY.npz", default=None,
               help="deepqp, deepdistributed: the learned policy [default: the shipped policy of the file's 'family' "
                    "where there is one, else the random-QP one (deepqp) or the chain one (deepdistributed)].")

@@ -110,6 +110,11 @@ def split(s: Scaled, part: np.ndarray, n_nodes: int) -> list[Node]:
     return nodes
 
 
+BALANCE_EVERY = 50  # iterations between residual-balancing updates (balance=True)
+BALANCE_MAX = 10  # updates at most: the parameters then stay fixed, where the ADMM converges
+BALANCE_FACTOR = 5.0  # an update only when some node's parameter moves by more than this factor
+
+
 def _segment_max(v: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """max |v| over each segment ptr[i]:ptr[i+1] (0 for an empty one)."""
     out = np.zeros(ptr.size - 1)
@@ -172,14 +177,34 @@ class Blocks:
         return self.lu.solve(np.concatenate([b, np.zeros(self.rows.size)]))[: self.gidx.size]
 
 
-def _apply_node_policy(policy, k, B: Blocks, X, sl, w, dual_rel):
-    """New (rho, mu) of every node from its residuals; refactors when any moved by more than 1%."""
+def _node_residuals(B: Blocks, X, sl, w):
+    """Every node's relative primal and consensus residuals (OSQP's normalisation)."""
     z = B.A @ X
     prim = _segment_max(z - sl, B.row_ptr) / (np.maximum(_segment_max(z, B.row_ptr), _segment_max(sl, B.row_ptr))
                                               + 1e-30)
     wt = w[B.gidx]
     cons = _segment_max(X - wt, B.copy_ptr) / (np.maximum(_segment_max(X, B.copy_ptr),
                                                           _segment_max(wt, B.copy_ptr)) + 1e-30)
+    return prim, cons
+
+
+def _balance(B: Blocks, X, sl, w, dual_rel) -> bool:
+    """Residual balancing per node (OSQP's adaptive rule, node by node): rho_i by sqrt(primal_i / dual),
+    mu_i by sqrt(consensus_i / dual); applied when some node's factor passes BALANCE_FACTOR."""
+    prim, cons = _node_residuals(B, X, sl, w)
+    d = max(dual_rel, 1e-30)
+    rho = np.clip(B.rho_node * np.sqrt(np.maximum(prim, 1e-30) / d), 1e-6, 1e6)
+    mu = np.clip(B.mu_node * np.sqrt(np.maximum(cons, 1e-30) / d), 1e-6, 1e6)
+    jump = np.maximum(np.abs(np.log(rho / B.rho_node)), np.abs(np.log(mu / B.mu_node)))
+    if jump.max(initial=0.0) <= math.log(BALANCE_FACTOR):
+        return False
+    B.set_parameters(rho, mu)
+    return True
+
+
+def _apply_node_policy(policy, k, B: Blocks, X, sl, w, dual_rel):
+    """New (rho, mu) of every node from its residuals; refactors when any moved by more than 1%."""
+    prim, cons = _node_residuals(B, X, sl, w)
     rho, mu = policy.nodes(k, prim, cons, dual_rel, B.rho_node, B.mu_node)
     if np.abs(np.log(rho / B.rho_node)).max(initial=0.0) > 0.01 or np.abs(np.log(mu / B.mu_node)).max(initial=0.0) > 0.01:
         B.set_parameters(rho, mu)
@@ -198,6 +223,7 @@ class DistributedResult:
     nodes: int
     copies: int
     factorisations: int = 0
+    balance_updates: int = 0
     message: str = ""
     polished: str | None = None
     time_s: dict = field(default_factory=dict)
@@ -208,13 +234,17 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                       eps_rel: float = 1e-3, max_iter: int = 4000, check_every: int = 25,
                       refine_stalled: bool = True, deadline: float | None = None,
                       progress: Progress = SILENT, controller=None, scaled: Scaled | None = None,
-                      ) -> DistributedResult:
+                      balance: bool = False) -> DistributedResult:
     """DistributedQP on ``qp`` over ``n_nodes`` nodes (automatic partition) or the given row ``partition``.
 
     ``controller``: a learned node policy (DeepDistributedQP, :class:`optsolve.qp.policy.Policy` of
     kind 'distributed'): every ``controller.interval`` iterations, for ``controller.steps`` calls,
     each node's rho and mu follow it (the nodes refactor); then they stay fixed. Its starting
     rho and mu (``controller.start``), where it has them, replace ``rho`` and ``mu``.
+
+    ``balance``: after the policy's steps (or from the start), every BALANCE_EVERY iterations each
+    node's rho and mu follow OSQP's residual-balancing rule node by node (:func:`_balance`), at
+    most BALANCE_MAX times, so that they end fixed.
     """
     t0 = time.perf_counter()
     s = scaled if scaled is not None else ruiz_scale(qp, scaling)
@@ -239,6 +269,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
     status, it = "max_iter", 0
     info = {}
+    balanced = 0
 
     def residuals():
         lam_g, s_g = np.zeros(m), np.zeros(m)
@@ -286,6 +317,10 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                     and it // controller.interval <= controller.steps):
                 dual_rel = (info if checking else residuals())["dual_rel"]
                 _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
+            learned_until = controller.interval * controller.steps if controller is not None else 0
+            if balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX:
+                if _balance(B, X, sl, w, (info if checking else residuals())["dual_rel"]):
+                    balanced += 1
             if deadline is not None and time.perf_counter() > deadline:
                 status = "time_limit"
                 break
@@ -308,5 +343,6 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     t_end = time.perf_counter()
     return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
                              prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
-                             nodes=n_nodes, copies=C, factorisations=B.factorisations, polished=polished,
+                             nodes=n_nodes, copies=C, factorisations=B.factorisations, balance_updates=balanced,
+                             polished=polished,
                              time_s={"setup": t_setup - t0, "iterations": t_end - t_setup})

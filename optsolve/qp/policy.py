@@ -6,7 +6,8 @@ small MLP, shared across steps, is called every ``interval`` iterations for the 
 ``steps`` calls; its inputs are log10 of the relative primal and dual residuals (OSQP's
 normalisation), of their ratio and of rho, the step's position k/K and alpha - 1; its two
 outputs move rho by a factor up to 10 either way and set alpha in (0.05, 1.95). After those
-K learned steps OSQP's adaptive rule takes over, so convergence is OSQP's. For
+K learned steps OSQP's adaptive rule takes over, so convergence is OSQP's. A policy also
+carries the parameters it starts from (``start``: rho, and mu), fitted with it. For
 DeepDistributedQP the same MLP, shared by all nodes, maps a node's relative primal and
 consensus residuals, the global dual residual, k/K and its log10 rho and mu to its new rho
 and mu; after K steps the parameters stay fixed, where the relaxed ADMM converges.

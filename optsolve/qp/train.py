@@ -1,8 +1,8 @@
 """Training DeepQP policies (``optsolve qp-train``): evolution strategies, baselines, PAC-Bayes.
 
 The problems are split three ways before anything is fitted: a training split (the policy's
-mean is fitted there by antithetic evolution strategies, and the constant-rho baseline is
-tuned there), a held-out split (losses reported, nothing fitted), and a certification split
+starting rho, and mu, are chosen there from a grid, then the policy's mean is fitted by
+antithetic evolution strategies; the constant-rho baseline is tuned there too), a held-out split (losses reported, nothing fitted), and a certification split
 (the PAC-Bayes bound, computed with the trained policy as a data-dependent prior that is
 also the posterior: see :mod:`optsolve.qp.policy`).
 """
