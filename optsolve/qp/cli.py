@@ -72,13 +72,14 @@ def command(problem, **params):
 @click.option("--population", type=int, default=8, show_default=True, help="Antithetic pairs per generation.")
 @click.option("--sigma", type=float, default=0.05, show_default=True,
               help="Width of the search distribution (and of the PAC-Bayes posterior).")
+@click.option("--lr", type=float, default=0.05, show_default=True, help="Adam step size of the evolution strategies.")
 @click.option("--eps", type=float, default=1e-3, show_default=True, help="Tolerance the loss counts iterations to.")
 @click.option("--cap", type=int, default=500, show_default=True, help="Iterations at which the loss is 1.")
 @click.option("--nodes", type=int, default=None,
               help="Train a DeepDistributedQP policy for this many nodes (families with a partition use theirs).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
-def train_command(family, output, size, count, steps, interval, hidden, generations, population, sigma, eps, cap,
+def train_command(family, output, size, count, steps, interval, hidden, generations, population, sigma, lr, eps, cap,
                   nodes, seed, quiet):
     """Train a DeepQP policy on FAMILY (a generator family of `optsolve gen qp`) and certify it.
 
@@ -108,7 +109,7 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
     problems = [prepare(SCHEMA.validate(FAMILIES[family].generate(rng, n=size), source=f"{family} #{i}"))
                 for i in range(count)]
     policy = train_policy(problems, family=family, hidden=hidden, steps=steps, interval=interval, eps=eps,
-                          generations=generations, population=population, sigma=sigma, seed=seed, cap=cap,
+                          generations=generations, population=population, sigma=sigma, lr=lr, seed=seed, cap=cap,
                           nodes=nodes)
     policy.header["n"] = size
     policy.save(output)
