@@ -204,3 +204,17 @@ def test_residual_balancing_reaches_the_centralised_answer():
     assert bal.stats["iterations"] < plain.stats["iterations"]
     with pytest.raises(ParameterError, match="--balance"):
         optsolve.qp.solve_problem(problem, method="admm", balance=True)
+
+
+def test_distributed_refines_a_capped_run_under_the_full_termination_test():
+    """A capped DistributedQP run is finished by polishing; the answer passes the residual and gap
+    tests at the asked tolerance (the certificate agrees)."""
+    problem = family("chain", n=200)
+    capped = optsolve.qp.solve_problem(problem, method="distributed", eps_abs=1e-8, eps_rel=1e-8, max_iter=40,
+                                       refine=False)
+    assert capped.status.value == "max_iter"
+    refined = optsolve.qp.solve_problem(problem, method="distributed", eps_abs=1e-8, eps_rel=1e-8, max_iter=40)
+    assert refined.status.value == "optimal" and refined.certificate.holds
+    assert refined.stats["polished"] == "refined a stalled run"
+    ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-10, eps_rel=1e-10, max_iter=100000)
+    assert refined.objective == pytest.approx(ref.objective, rel=1e-7)
