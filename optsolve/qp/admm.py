@@ -88,7 +88,8 @@ def refined_message(iterations: int, how: str = REFINED) -> str:
     """The message of a run whose answer came from a refinement after the iterations stalled."""
     if how == REFINED_IPM:
         return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the one of "
-                "interior-point steps started from the last iterate, polished where they stop short (it passes the same termination test).")
+                "interior-point steps started from the last iterate, polished where they stop short (it passes "
+                "the same termination test).")
     return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the polished "
             "one (the active set of the last iterate, solved exactly).")
 

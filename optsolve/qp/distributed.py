@@ -206,7 +206,8 @@ def _apply_node_policy(policy, k, B: Blocks, X, sl, w, dual_rel):
     """New (rho, mu) of every node from its residuals; refactors when any moved by more than 1%."""
     prim, cons = _node_residuals(B, X, sl, w)
     rho, mu = policy.nodes(k, prim, cons, dual_rel, B.rho_node, B.mu_node)
-    if np.abs(np.log(rho / B.rho_node)).max(initial=0.0) > 0.01 or np.abs(np.log(mu / B.mu_node)).max(initial=0.0) > 0.01:
+    moved = max(np.abs(np.log(rho / B.rho_node)).max(initial=0.0), np.abs(np.log(mu / B.mu_node)).max(initial=0.0))
+    if moved > 0.01:
         B.set_parameters(rho, mu)
 
 

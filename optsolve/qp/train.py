@@ -2,8 +2,8 @@
 
 The problems are split three ways before anything is fitted: a training split (the policy's
 starting rho, and mu, are chosen there from a grid, then the policy's mean is fitted by
-antithetic evolution strategies; the constant-rho baseline is tuned there too), a held-out split (losses reported, nothing fitted), and a certification split
-(the PAC-Bayes bound, computed with the trained policy as a data-dependent prior that is
+antithetic evolution strategies; the constant-rho baseline is tuned there too), a held-out
+split (losses reported, nothing fitted), and a certification split (the PAC-Bayes bound, computed with the trained policy as a data-dependent prior that is
 also the posterior: see :mod:`optsolve.qp.policy`).
 """
 
@@ -44,7 +44,8 @@ class Batch:
             if self.nodes is not None:
                 part = qp.partition
                 r = solve_distributed(qp, None if part is not None else self.nodes, part, rho=rho or 1.0,
-                                      mu=mu or rho or 1.0, eps_abs=eps, eps_rel=eps, max_iter=cap, check_every=check_every,
+                                      mu=mu or rho or 1.0, eps_abs=eps, eps_rel=eps, max_iter=cap,
+                                      check_every=check_every,
                                       refine_stalled=False, controller=controller, scaled=self.scaled[i])
             else:
                 r = solve_admm(qp, _settings(eps, cap, check_every, rho or 0.1, adaptive), controller=controller,
