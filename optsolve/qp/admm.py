@@ -166,6 +166,13 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     return Scaled(P=P, q=q, A=A, l=qp.l * E, u=qp.u * E, D=D, E=E, c=c)
 
 
+def dual_cone(y, l, u) -> np.ndarray:
+    """y without pushes on missing bounds (its projection on the dual cone of [l, u]): an answer's
+    duals as the certificate reads them."""
+    y = np.where(np.isinf(u) & (y > 0), 0.0, y)
+    return np.where(np.isinf(l) & (y < 0), 0.0, y)
+
+
 def support(y, l, u) -> float:
     """SC(y) = u' max(y, 0) + l' min(y, 0) over the finite bounds (y projected on the polar recession cone)."""
     yp = np.where(np.isinf(u), np.minimum(y, 0.0), y)
@@ -196,7 +203,7 @@ class KKT:
         return self.lu.solve(rhs)
 
 
-def _rho_vector(rho, l, u):
+def rho_vector(rho, l, u):
     loose = np.isinf(l) & np.isinf(u)
     eq = np.abs(u - l) < RHO_TOL
     return np.where(loose, RHO_MIN, np.where(eq, RHO_EQ_FACTOR * rho, rho))
@@ -283,7 +290,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
     rho = st.rho if controller is None else controller.start.get("rho", st.rho)  # a policy's own starting rho
     rho = min(max(rho, RHO_MIN), RHO_MAX)
-    rho_vec = _rho_vector(rho, s.l, s.u)
+    rho_vec = rho_vector(rho, s.l, s.u)
     kkt = KKT(s, st.sigma, rho_vec)
     t_setup = time.perf_counter()
 
@@ -421,7 +428,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                     change = new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance
                 if change:
                     rho = new
-                    kkt.update(_rho_vector(rho, s.l, s.u))
+                    kkt.update(rho_vector(rho, s.l, s.u))
                     rho_updates += 1
             if deadline is not None and time.perf_counter() > deadline:
                 status = "time_limit"
@@ -439,9 +446,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         info = residuals(x, y, z)
 
     def valid_dual(y):
-        """y without pushes on missing bounds (the dual cone of [l, u]), as the answer is certified."""
-        y = np.where(np.isinf(s.u) & (y > 0), 0.0, y)
-        return np.where(np.isinf(s.l) & (y < 0), 0.0, y)
+        return dual_cone(y, s.l, s.u)
 
     if status == "optimal" and m:  # report y in the dual cone where it passes the same test
         saved, yv = info, valid_dual(y)

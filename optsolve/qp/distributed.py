@@ -35,7 +35,8 @@ import scipy.sparse.linalg as spla
 
 from optsolve.core.errors import SolverError
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import ACTIVE_SET_ROUNDS, REFINED, RHO_EQ_FACTOR, RHO_TOL, Scaled, polish, ruiz_scale, support
+from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, Scaled, dual_cone, polish, rho_vector, ruiz_scale,
+                               support)
 from optsolve.qp.problems import QPProblem
 
 
@@ -147,14 +148,12 @@ class Blocks:
         self.q = np.concatenate([nd.q for nd in nodes])
         self.l = np.concatenate([nd.l for nd in nodes])
         self.u = np.concatenate([nd.u for nd in nodes])
-        self.eq = np.abs(self.u - self.l) < RHO_TOL
-        self.loose = np.isinf(self.l) & np.isinf(self.u)
         self.factorisations = 0
 
     def set_parameters(self, rho: np.ndarray, mu: np.ndarray):
         """Per-node rho and mu; rows get 1e3 x rho when they are equalities, 1e-6 when free (as OSQP)."""
         self.rho_node, self.mu_node = rho, mu
-        self.rho = np.where(self.loose, 1e-6, np.where(self.eq, RHO_EQ_FACTOR, 1.0) * rho[self.node_of_row])
+        self.rho = rho_vector(rho[self.node_of_row], self.l, self.u)
         self.mu = mu[self.node_of_copy]
         self.counts = np.bincount(self.gidx, weights=self.mu, minlength=self.n)
         self.counts[self.counts == 0] = 1.0  # no variable is left out by split(); kept finite regardless
@@ -287,6 +286,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     status, it = "max_iter", 0
     info = {}
     balanced = 0
+    learned_until = controller.interval * controller.steps if controller is not None else 0  # then balancing
 
     def residuals():
         lam_g, s_g = np.zeros(m), np.zeros(m)
@@ -334,7 +334,6 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                     and it // controller.interval <= controller.steps):
                 dual_rel = (info if checking else residuals())["dual_rel"]
                 _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
-            learned_until = controller.interval * controller.steps if controller is not None else 0
             if balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX:
                 if _balance(B, X, sl, w, (info if checking else residuals())["dual_rel"]):
                     balanced += 1
@@ -353,7 +352,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS)
         if out is not None:
             xp, yp, zp = out
-            yp = np.where(np.isinf(s.u) & (yp > 0), 0.0, np.where(np.isinf(s.l) & (yp < 0), 0.0, yp))
+            yp = dual_cone(yp, s.l, s.u)
             if _passes(s, xp, yp, zp, eps_abs, eps_rel):
                 w, lam_g, status, polished = xp, yp, "optimal", REFINED
     t_end = time.perf_counter()

@@ -78,6 +78,8 @@ def _interior_point(s, x0, score, max_iter, deadline):
         merit = score(x, y, z)
         if merit <= 1.0:
             return x, y, z, True
+        if not np.isfinite(merit):
+            break
         if merit < best_merit:
             best, best_merit = (x, y, z, False), merit
         r_d = P @ x + q + AT @ y
@@ -85,8 +87,6 @@ def _interior_point(s, x0, score, max_iter, deadline):
         r_u = np.where(has_u, uf - Ax - su, 0.0)
         r_e = np.where(eq, Ax - b, 0.0)
         mu = mu_of(sl, zl, su, zu)
-        if not np.isfinite(merit):
-            break
         W = np.where(has_l, zl / sl, 0.0) + np.where(has_u, zu / su, 0.0)
         free = ~eq & ~has_l & ~has_u
         Wexact = np.where(eq, 0.0, np.where(free, 1e12, 1.0 / np.maximum(W, 1e-300)))
@@ -138,14 +138,14 @@ def _interior_point(s, x0, score, max_iter, deadline):
         sigma = min(1.0, (mu_aff / max(mu, 1e-300)) ** 3)
         dx, dy, dsl, dsu, dzl, dzu = direction(sigma * mu - dsl * dzl, sigma * mu - dsu * dzu)
         # one step length for primal and dual: P couples x to the dual residual (unlike an LP)
-        ap = ad = STEP_TO_BOUNDARY * min(max_step(sl, dsl, has_l), max_step(su, dsu, has_u),
-                                         max_step(zl, dzl, has_l), max_step(zu, dzu, has_u))
-        x = x + ap * dx
-        sl = np.where(has_l, sl + ap * dsl, 1.0)
-        su = np.where(has_u, su + ap * dsu, 1.0)
-        zl = np.where(has_l, zl + ad * dzl, 0.0)
-        zu = np.where(has_u, zu + ad * dzu, 0.0)
-        ye = np.where(eq, ye + ad * dy, 0.0)
+        step = STEP_TO_BOUNDARY * min(max_step(sl, dsl, has_l), max_step(su, dsu, has_u),
+                                      max_step(zl, dzl, has_l), max_step(zu, dzu, has_u))
+        x = x + step * dx
+        sl = np.where(has_l, sl + step * dsl, 1.0)
+        su = np.where(has_u, su + step * dsu, 1.0)
+        zl = np.where(has_l, zl + step * dzl, 0.0)
+        zu = np.where(has_u, zu + step * dzu, 0.0)
+        ye = np.where(eq, ye + step * dy, 0.0)
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(ye))):
             break
     return best
