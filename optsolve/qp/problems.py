@@ -330,7 +330,7 @@ def _banded(rng, rows: int, cols: int, width: int = 8) -> sp.coo_matrix:
     first = np.clip((np.arange(rows) * cols) // max(rows, 1) - width // 2, 0, cols - width)
     c = first[:, None] + np.arange(width)[None, :]
     r = np.repeat(np.arange(rows), width)
-    return sp.coo_matrix(sp.csr_matrix((rng.standard_normal(rows * width), (r, c.ravel())), shape=(rows, cols)))
+    return sp.coo_matrix((rng.standard_normal(rows * width), (r, c.ravel())), shape=(rows, cols))
 
 
 def _block_qp(rng, k):
@@ -352,9 +352,9 @@ class _Triplets:
         self.v.append(block.data)
 
     def matrix(self, shape) -> sp.csc_matrix:
-        cat = (lambda xs: np.concatenate(xs)) if self.r else (lambda xs: np.zeros(0))
-        return sp.csc_matrix((cat(self.v), (cat(self.r).astype(np.int64), cat(self.c).astype(np.int64))),
-                             shape=shape)
+        if not self.r:
+            return sp.csc_matrix(shape)
+        return sp.csc_matrix((np.concatenate(self.v), (np.concatenate(self.r), np.concatenate(self.c))), shape=shape)
 
 
 def gen_chain(rng, n: int, blocks: int = 8) -> dict:

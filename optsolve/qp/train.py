@@ -3,8 +3,9 @@
 The problems are split three ways before anything is fitted: a training split (the policy's
 starting rho, and mu, are chosen there from a grid, then the policy's mean is fitted by
 antithetic evolution strategies; the constant-rho baseline is tuned there too), a held-out
-split (losses reported, nothing fitted), and a certification split (the PAC-Bayes bound, computed with the trained policy as a data-dependent prior that is
-also the posterior: see :mod:`optsolve.qp.policy`).
+split (losses reported, nothing fitted), and a certification split (the PAC-Bayes bound,
+computed with the trained policy as a data-dependent prior that is also the posterior: see
+:mod:`optsolve.qp.policy`).
 """
 
 from __future__ import annotations
@@ -162,8 +163,9 @@ def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, int
                               sigma=sigma, lr=lr, minibatch=minibatch, seed=seed, start=start, **shape)
     shape["start"] = start
 
-    def mean_its(batch, check_every, controller=None, rho=None, adaptive=True):
-        return float(np.minimum(batch.run(eps, cap, check_every, controller, rho=rho, adaptive=adaptive), cap).mean())
+    def mean_its(batch, check_every, controller=None, rho=None, adaptive=True, mu=None):
+        return float(np.minimum(batch.run(eps, cap, check_every, controller, rho=rho, adaptive=adaptive, mu=mu),
+                                cap).mean())
 
     policy = Policy(theta, **shape)
     rho_const, _ = tune_constant_rho(train, eps, cap, interval, adaptive=False)
@@ -181,9 +183,8 @@ def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, int
                                                    "iterations": mean_its(held, interval, rho=rho_start)}
     else:
         baselines["distributed_untrained"] = mean_its(held, interval)
-        baselines["tuned_constant_rho_mu"] = {
-            **start, "iterations": float(np.minimum(held.run(eps, cap, interval, rho=start["rho"], mu=start["mu"]),
-                                                    cap).mean())}
+        baselines["tuned_constant_rho_mu"] = {**start, "iterations": mean_its(held, interval, rho=start["rho"],
+                                                                              mu=start["mu"])}
     samples_losses = np.empty((len(cert), samples))
     for j in range(samples):
         noise_rng = np.random.default_rng(seed + 1000 + j)
