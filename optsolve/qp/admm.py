@@ -203,6 +203,44 @@ class KKT:
         return self.lu.solve(rhs)
 
 
+def residuals_of(s: Scaled, x, y, z) -> dict:
+    """OSQP's termination quantities of (x, y, z) on the scaled problem, unscaled where OSQP tests
+    them: residuals, duality gap and the scales their relative tolerances multiply."""
+    n, m = s.P.shape[0], s.A.shape[0]
+    Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
+    Ax = s.A @ x
+    Px = s.P @ x
+    Aty = s.A.T @ y
+    rp = Ax - z
+    rd = s.q + Px + Aty
+    out = {"Ax": Ax, "Px": Px, "Aty": Aty, "rows": m,
+           "prim_scaled": float(np.abs(rp).max()) if m else 0.0,
+           "prim": float(np.abs(Einv * rp).max()) if m else 0.0,
+           "dual_scaled": float(np.abs(rd).max()) if n else 0.0,
+           "dual": cinv * float(np.abs(Dinv * rd).max()) if n else 0.0}
+    quad, lin, sc = float(Px @ x), float(s.q @ x), support(y, s.l, s.u) if m else 0.0
+    out["gap"] = cinv * (quad + lin + sc)
+    out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
+    out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0
+    out["dual_tol_scale"] = cinv * max(float(np.abs(Dinv * s.q).max()) if n else 0.0,
+                                       float(np.abs(Dinv * Aty).max()) if n else 0.0,
+                                       float(np.abs(Dinv * Px).max()) if n else 0.0)
+    return out
+
+
+def tolerance_tests(r: dict, eps_abs: float, eps_rel: float) -> tuple[bool, bool, bool]:
+    """OSQP's three tests on :func:`residuals_of`'s quantities: (primal, dual, duality gap) within tolerance."""
+    prim_ok = r["rows"] == 0 or r["prim"] < eps_abs + eps_rel * r["prim_tol_scale"]
+    dual_ok = r["dual"] < eps_abs + eps_rel * r["dual_tol_scale"]
+    gap_ok = abs(r["gap"]) < eps_abs + eps_rel * r["gap_tol_scale"]
+    return prim_ok, dual_ok, gap_ok
+
+
+def passes_termination(s: Scaled, x, y, z, eps_abs: float, eps_rel: float) -> bool:
+    """OSQP's termination test (residuals and duality gap) on (x, y, z)."""
+    return all(tolerance_tests(residuals_of(s, x, y, z), eps_abs, eps_rel))
+
+
 def rho_vector(rho, l, u):
     loose = np.isinf(l) & np.isinf(u)
     eq = np.abs(u - l) < RHO_TOL
@@ -307,24 +345,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     iteration = 0
 
     def residuals(x, y, z):
-        Ax = s.A @ x
-        Px = s.P @ x
-        Aty = s.A.T @ y
-        rp = Ax - z
-        rd = s.q + Px + Aty
-        out = {"Ax": Ax, "Px": Px, "Aty": Aty,
-               "prim_scaled": float(np.abs(rp).max()) if m else 0.0,
-               "prim": float(np.abs(Einv * rp).max()) if m else 0.0,
-               "dual_scaled": float(np.abs(rd).max()) if n else 0.0,
-               "dual": cinv * float(np.abs(Dinv * rd).max()) if n else 0.0}
-        quad, lin, sc = float(Px @ x), float(s.q @ x), support(y, s.l, s.u) if m else 0.0
-        out["gap"] = cinv * (quad + lin + sc)
-        out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
-        out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0
-        out["dual_tol_scale"] = cinv * max(float(np.abs(Dinv * s.q).max()) if n else 0.0,
-                                           float(np.abs(Dinv * Aty).max()) if n else 0.0,
-                                           float(np.abs(Dinv * Px).max()) if n else 0.0)
-        return out
+        return residuals_of(s, x, y, z)
 
     def primal_infeasible(dy, eps):
         dyp = np.where(np.isinf(s.u), np.minimum(dy, 0.0), dy)
@@ -358,10 +379,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                 math.isfinite(info["prim"]) and math.isfinite(info["dual"])):
             return "numerical_error"
         f = 10.0 if approximate else 1.0
-        ea, er = st.eps_abs * f, st.eps_rel * f
-        prim_ok = m == 0 or info["prim"] < ea + er * info["prim_tol_scale"]
-        dual_ok = info["dual"] < ea + er * info["dual_tol_scale"]
-        gap_ok = (not st.check_dualgap) or abs(info["gap"]) < ea + er * info["gap_tol_scale"]
+        prim_ok, dual_ok, gap_ok = tolerance_tests(info, st.eps_abs * f, st.eps_rel * f)
+        gap_ok = gap_ok or not st.check_dualgap
         if prim_ok and dual_ok and gap_ok:
             return "optimal_inaccurate" if approximate else "optimal"
         if not claims:

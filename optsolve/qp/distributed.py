@@ -35,8 +35,8 @@ import scipy.sparse.linalg as spla
 
 from optsolve.core.errors import SolverError
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, Scaled, dual_cone, polish, rho_vector, ruiz_scale,
-                               support)
+from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, Scaled, dual_cone, passes_termination, polish,
+                               rho_vector, ruiz_scale, support)
 from optsolve.qp.problems import QPProblem
 
 
@@ -210,22 +210,6 @@ def _apply_node_policy(policy, k, B: Blocks, X, sl, w, dual_rel):
         B.set_parameters(rho, mu)
 
 
-def _passes(s: Scaled, x, y, z, eps_abs: float, eps_rel: float) -> bool:
-    """OSQP's termination test (residuals and duality gap, unscaled) on a candidate answer."""
-    Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
-    Ax, Px, Aty = s.A @ x, s.P @ x, s.A.T @ y
-
-    def inf(v):
-        return float(np.abs(v).max()) if v.size else 0.0
-
-    prim_ok = inf(Einv * (Ax - z)) < eps_abs + eps_rel * max(inf(Einv * Ax), inf(Einv * z))
-    dual_ok = cinv * inf(Dinv * (Px + s.q + Aty)) < eps_abs + eps_rel * cinv * max(
-        inf(Dinv * Px), inf(Dinv * Aty), inf(Dinv * s.q))
-    quad, lin, sc = float(Px @ x), float(s.q @ x), support(y, s.l, s.u) if y.size else 0.0
-    gap_ok = cinv * abs(quad + lin + sc) < eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
-    return prim_ok and dual_ok and gap_ok
-
-
 @dataclass
 class DistributedResult:
     x: np.ndarray
@@ -353,7 +337,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         if out is not None:
             xp, yp, zp = out
             yp = dual_cone(yp, s.l, s.u)
-            if _passes(s, xp, yp, zp, eps_abs, eps_rel):
+            if passes_termination(s, xp, yp, zp, eps_abs, eps_rel):
                 w, lam_g, status, polished = xp, yp, "optimal", REFINED
     t_end = time.perf_counter()
     return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
