@@ -23,6 +23,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from optsolve.core.progress import SILENT, Progress
+from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
 from optsolve.qp.problems import QPProblem
 
@@ -173,11 +174,13 @@ def dual_cone(y, l, u) -> np.ndarray:
     return np.where(np.isinf(l) & (y < 0), 0.0, y)
 
 
-def support(y, l, u) -> float:
-    """SC(y) = u' max(y, 0) + l' min(y, 0) over the finite bounds (y projected on the polar recession cone)."""
+def support(y, l, u, dead=None) -> float:
+    """SC(y) = u' max(y, 0) + l' min(y, 0) over the finite bounds (y projected on the polar recession cone).
+
+    ``dead``: entries with ``|y| <= dead`` (a vector or number) count as zero, else ``ZERO_DEADZONE``."""
     yp = np.where(np.isinf(u), np.minimum(y, 0.0), y)
     yp = np.where(np.isinf(l), np.maximum(yp, 0.0), yp)
-    yp = np.where(np.abs(yp) <= ZERO_DEADZONE, 0.0, yp)
+    yp = np.where(np.abs(yp) <= (ZERO_DEADZONE if dead is None else dead), 0.0, yp)
     pos, neg = np.maximum(yp, 0.0), np.minimum(yp, 0.0)
     return float(np.where(pos > 0, u, 0.0) @ pos + np.where(neg < 0, l, 0.0) @ neg)
 
@@ -203,6 +206,15 @@ class KKT:
         return self.lu.solve(rhs)
 
 
+def scaled_support(s: Scaled, y) -> float:
+    """:func:`support` of scaled duals, with the certificate's dead zone
+    (:data:`optsolve.qp.certificate.SIGN_TOL`) applied to the unscaled ones (``y / c * E``), so
+    that the duality gap the solver stops on is the one the certificate checks."""
+    cinv = 1.0 / s.c
+    size = max(cinv * float(np.abs(s.E * y).max()), 1.0, cinv * float(np.abs(s.q / s.D).max()) if s.q.size else 0.0)
+    return support(y, s.l, s.u, dead=SIGN_TOL * size * s.c / s.E)
+
+
 def residuals_of(s: Scaled, x, y, z) -> dict:
     """OSQP's termination quantities of (x, y, z) on the scaled problem, unscaled where OSQP tests
     them: residuals, duality gap and the scales their relative tolerances multiply."""
@@ -218,7 +230,7 @@ def residuals_of(s: Scaled, x, y, z) -> dict:
            "prim": float(np.abs(Einv * rp).max()) if m else 0.0,
            "dual_scaled": float(np.abs(rd).max()) if n else 0.0,
            "dual": cinv * float(np.abs(Dinv * rd).max()) if n else 0.0}
-    quad, lin, sc = float(Px @ x), float(s.q @ x), support(y, s.l, s.u) if m else 0.0
+    quad, lin, sc = float(Px @ x), float(s.q @ x), scaled_support(s, y) if m else 0.0
     out["gap"] = cinv * (quad + lin + sc)
     out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
     out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0
@@ -247,8 +259,13 @@ def rho_vector(rho, l, u):
     return np.where(loose, RHO_MIN, np.where(eq, RHO_EQ_FACTOR * rho, rho))
 
 
-def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int):
-    """The equality-constrained QP on the rows in ``lower`` (at l) and ``upper`` (at u): (x, y) or None."""
+def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int, start):
+    """The equality-constrained QP on the rows in ``lower`` (at l) and ``upper`` (at u): (x, y) or None.
+
+    ``start``: the (x, y) the regularisation is first centred at (osqp centres it at zero): each
+    solve with the factor of the regularised matrix is a proximal step from the previous solution,
+    so directions the active rows leave free stay near the iterate being polished instead of
+    being pulled to zero (which breaks feasibility of the inactive rows on degenerate LP-like problems)."""
     n, m = s.P.shape[0], s.A.shape[0]
     active = np.flatnonzero(lower | upper)
     Ared = s.A.tocsr()[active]
@@ -260,7 +277,8 @@ def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int):
     try:
         lu = spla.splu((K0 + reg).tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                        options={"SymmetricMode": True})
-        sol = lu.solve(rhs)
+        sol = np.concatenate([start[0], start[1][active]])
+        sol = sol + lu.solve(rhs - K0 @ sol)
         for _ in range(refine_iter):
             sol = sol + lu.solve(rhs - K0 @ sol)
     except RuntimeError:  # singular reduced system
@@ -290,7 +308,7 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1):
         if key in seen:  # the rule cycles: keep the best set met
             break
         seen.add(key)
-        sol = _solve_active(s, lower, upper, delta, refine_iter)
+        sol = _solve_active(s, lower, upper, delta, refine_iter, (x, y))
         if sol is None:
             break
         xp, yp = sol

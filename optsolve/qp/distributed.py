@@ -36,7 +36,7 @@ import scipy.sparse.linalg as spla
 from optsolve.core.errors import SolverError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, Scaled, dual_cone, passes_termination, polish,
-                               rho_vector, ruiz_scale, support)
+                               rho_vector, ruiz_scale, scaled_support)
 from optsolve.qp.problems import QPProblem
 
 
@@ -285,7 +285,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         dscale = cinv * max(float(np.abs(Dinv * Pw).max()) if n else 0.0, float(np.abs(Dinv * Atl).max()) if n else 0.0,
                             float(np.abs(Dinv * s.q).max()) if n else 0.0)
         dtol = eps_abs + eps_rel * dscale
-        quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam_g, s.l, s.u) if m else 0.0
+        quad, lin, sc = float(Pw @ w), float(s.q @ w), scaled_support(s, lam_g) if m else 0.0
         gap = cinv * abs(quad + lin + sc)
         gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
         dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),

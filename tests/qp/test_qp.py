@@ -219,6 +219,27 @@ def test_small_maros_meszaros_problems(name):
 
 
 @needs_mm
+@pytest.mark.parametrize("name", ["QSCAGR7", "QADLITTL"])
+def test_stalled_and_marginal_maros_meszaros_runs_finish(name):
+    """QSCAGR7 (LP-like, degenerate) stalls at the iteration cap: the interior-point finish and the
+    polish centred at its iterate reach the absolute 1e-6 gap. QADLITTL stops at the margin of the
+    gap tolerance: the solver's gap uses the certificate's dead zone, so the claim holds."""
+    from optsolve.core.problem import load_problem
+
+    problem = load_problem(str(MM / f"{name}.mat"), SCHEMA)
+    res = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
+    assert res.status.value == "optimal" and res.certificate.holds, res.message
+    cp = pytest.importorskip("cvxpy")  # an interior-point reference (osqp stalls on QSCAGR7 even at 2e5 iterations)
+    qp = prepare(problem)
+    x = cp.Variable(qp.n)
+    Ax, fin_l, fin_u = qp.A @ x, np.isfinite(qp.l), np.isfinite(qp.u)
+    ref = cp.Problem(cp.Minimize(0.5 * cp.quad_form(x, cp.psd_wrap(qp.P)) + qp.q @ x),
+                     [Ax[np.flatnonzero(fin_l)] >= qp.l[fin_l], Ax[np.flatnonzero(fin_u)] <= qp.u[fin_u]])
+    ref.solve(solver=cp.CLARABEL)
+    assert res.objective == pytest.approx(ref.value + qp.r, rel=1e-6)
+
+
+@needs_mm
 def test_false_unboundedness_claim_is_refuted():
     """osqp calls PRIMALC2 unbounded; the LP check refutes the claim and ADMM goes on."""
     from optsolve.core.problem import load_problem
