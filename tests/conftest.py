@@ -44,6 +44,22 @@ def cli():
 
 
 @pytest.fixture
+def bad_input(cli, tmp_path):
+    """``bad_input(kind, doc, needle)``: a JSON problem file ``doc`` makes ``optsolve KIND`` exit 7 with
+    one stderr line naming the file and containing ``needle``, and nothing but an invalid_input document."""
+
+    def run(kind: str, doc: dict, needle: str) -> None:
+        path = tmp_path / "p.json"
+        path.write_text(json.dumps(doc))
+        r = cli(kind, path)
+        assert r.exit_code == 7, r.stderr
+        assert needle in r.stderr and str(path) in r.stderr
+        assert r.stdout.strip() == "" or json.loads(r.stdout)["status"] == "invalid_input"
+
+    return run
+
+
+@pytest.fixture
 def sh():
     """Run ``python -m optsolve ARGS...`` as a real process (for stdin, pipes and signals)."""
 

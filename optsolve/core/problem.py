@@ -226,7 +226,7 @@ def _coerce(problem: Problem, f: Field, value):
                 value = value.astype(np.float64)
             return value
     arr = _as_numeric(problem, f, value)
-    alt = f.alt_shape is not None and arr.ndim == len(f.alt_shape) and min(arr.shape) > 1
+    alt = f.alt_shape is not None and arr.ndim == len(f.alt_shape) and min(arr.shape, default=2) > 1
     if f.shape is not None and arr.ndim != len(f.shape) and not alt:
         arr = _squeeze_to(arr, len(f.shape))
     _check_ndim_shape(problem, f, arr.shape)

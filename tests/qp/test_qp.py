@@ -187,12 +187,8 @@ def test_cli_gen_solve_verify(cli, tmp_path):
     ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "A": [[1.0, 0.0]], "l": [0.0]}, "missing key 'u'"),
     ({"P": [[1.0, 0.0], [0.0, 1.0]], "q": [0, 0], "n": 3}, "key 'n' is 3"),
 ])
-def test_bad_inputs_exit_7(cli, tmp_path, doc, needle):
-    path = tmp_path / "p.json"
-    path.write_text(json.dumps(doc))
-    r = cli("qp", path)
-    assert r.exit_code == 7, r.stderr
-    assert needle in r.stderr and str(path) in r.stderr
+def test_bad_inputs_exit_7(bad_input, doc, needle):
+    bad_input("qp", doc, needle)
 
 
 def test_bad_options():

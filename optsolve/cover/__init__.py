@@ -1,0 +1,171 @@
+"""``optsolve cover``: fair submodular cover (Chen, Xing, Zhou and Crawford, ICLR 2025).
+
+Find a small set S of elements with f(S) >= tau whose groups are in proportion,
+ceil(p_c |S|) <= |S n U_c| <= floor(q_c |S|), for a weighted coverage or facility-location f.
+
+Methods: ``greedy`` (convert-fair with greedy-fairness-bi, lazy evaluations), ``threshold``
+(threshold-fairness-bi), ``milp`` (the exact optimum by HiGHS, small instances) and the
+baseline ``unfair-greedy`` (classic greedy cover, no fairness).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optsolve.core.errors import ParameterError
+from optsolve.core.progress import SILENT, Progress
+from optsolve.core.result import Result, Status
+from optsolve.cover.problems import SCHEMA, fairness_violation, infeasibility_reason, prepare
+
+DEFAULT_METHOD = "greedy"
+DEFAULT_MILP_TIME_LIMIT = 60.0
+
+
+def _convert(method):
+    def run(cp, fn, s, deadline):
+        from optsolve.cover.greedy import convert_fair
+
+        return convert_fair(cp, fn, method=method, eps=s["eps"], alpha=s["alpha"], beta=s["beta"],
+                            bicriteria=s["bicriteria"], deadline=deadline, max_rounds=s["max_iter"])
+    return run
+
+
+def _unfair(cp, fn, s, deadline):
+    from optsolve.cover.greedy import unfair_greedy
+
+    return unfair_greedy(cp, fn, deadline)
+
+
+def _milp(cp, s, info, stats, deadline) -> Result:
+    return _milp_result(cp, s, info, stats, deadline)
+
+
+# greedy, threshold, unfair-greedy: (problem, oracle, settings, deadline) -> CoverRun; milp builds its Result
+METHODS = {"greedy": _convert("greedy"), "threshold": _convert("threshold"), "milp": _milp,
+           "unfair-greedy": _unfair}
+
+
+def _beta(beta):
+    if beta in (None, "auto"):
+        return "auto"
+    try:
+        b = int(beta)
+    except (TypeError, ValueError):
+        b = 0
+    if b < 1 or str(b) != str(beta).strip():
+        raise ParameterError(f"The '--beta' option must be 'auto' or a positive integer; got {beta!r}.")
+    return b
+
+
+def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed):
+    if method not in METHODS:
+        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
+    if not 0 < eps < 1:
+        raise ParameterError(f"The '--eps' option must be a number in (0, 1); got {eps!r}.")
+    if not alpha > 0:
+        raise ParameterError(f"The '--alpha' option must be a positive number; got {alpha!r}.")
+    if balance is not None and not 0 <= balance <= 1:
+        raise ParameterError(f"The '--balance' option must be a number in [0, 1]; got {balance!r}.")
+    if tau is not None and tau_frac is not None:
+        raise ParameterError("Give at most one of '--tau' and '--tau-frac'.")
+    if tau is not None and not tau > 0:
+        raise ParameterError(f"The '--tau' option must be a positive number; got {tau!r}.")
+    if tau_frac is not None and not 0 < tau_frac <= 1:
+        raise ParameterError(f"The '--tau-frac' option must be a number in (0, 1]; got {tau_frac!r}.")
+    if time_limit is None and method == "milp":
+        time_limit = DEFAULT_MILP_TIME_LIMIT
+    return {"eps": float(eps), "alpha": float(alpha), "beta": _beta(beta), "bicriteria": bool(bicriteria),
+            "balance": balance, "tau": tau, "tau_frac": tau_frac, "max_iter": max_iter, "time_limit": time_limit,
+            "seed": seed}
+
+
+def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha: float = 0.1, beta="auto",
+                  bicriteria: bool = False, balance: float | None = None, tau: float | None = None,
+                  tau_frac: float | None = None, max_iter: int | None = None, time_limit: float | None = None,
+                  device: str = "auto", seed: int | None = None, progress: Progress = SILENT) -> Result:
+    """Solve a validated problem (see :data:`optsolve.cover.problems.SCHEMA`); the certificate is attached.
+
+    ``balance``, ``tau``, ``tau_frac`` override the file's; ``max_iter`` bounds convert-fair's
+    guesses of the optimum's size; ``time_limit`` (seconds) stops the search (milp: default 60 s,
+    then the incumbent and HiGHS's dual bound are reported).
+    """
+    from optsolve.cover import certificate
+    from optsolve.cover.functions import make_function
+
+    if device == "gpu":
+        raise ParameterError("optsolve cover runs on the CPU; use '--device cpu' (or auto).")
+    method = method or DEFAULT_METHOD
+    s = resolve_settings(method, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau,
+                         tau_frac=tau_frac, max_iter=max_iter, time_limit=time_limit, seed=seed)
+    t0 = time.perf_counter()
+    cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
+    s["tau"], s["tau_frac"] = cp.tau, None  # the absolute threshold solved for (verify reads it)
+    info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
+    stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
+    reason = infeasibility_reason(cp) if method != "unfair-greedy" else (
+        f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}." if cp.tau > cp.f_all * (1 + 1e-12) else None)
+    deadline = None if s["time_limit"] is None else t0 + s["time_limit"]
+    if reason is not None:
+        result = Result("cover", method, Status.INFEASIBLE, f"Infeasible: {reason}", problem=info,
+                        solution={"certificate_kind": "infeasible", "reason": reason}, stats=stats, settings=s)
+    elif method == "milp":
+        result = METHODS["milp"](cp, s, info, stats, deadline)
+    else:
+        fn = make_function(cp)
+        run = METHODS[method](cp, fn, s, deadline)
+        stats.update({"oracle_calls": int(run.calls), "rounds": run.rounds, "kappa": run.kappa, "beta": run.beta,
+                      "repaired": run.repaired})
+        status = Status(run.status)
+        result = Result("cover", method, status, run.message, problem=info, stats=stats, settings=s)
+        if run.selected:
+            _attach_set(result, cp, run.selected)
+    stats["time_s"] = {"solve": time.perf_counter() - t0}
+    if result.solution is not None:
+        t = time.perf_counter()
+        result.attach_certificate(certificate.check(problem, result.solution, method=method,
+                                                    objective=result.objective, settings=s))
+        stats["time_s"]["certificate"] = time.perf_counter() - t
+        if result.certificate.holds and result.solution.get("selected") is not None:
+            lb = result.certificate["lower_bound_opt"].value
+            stats["size_over_opt_at_most"] = len(result.solution["selected"]) / lb
+    return result
+
+
+def _attach_set(result: Result, cp, selected) -> None:
+    S = [int(i) for i in selected]
+    counts = np.bincount(cp.groups[S], minlength=cp.G)
+    result.solution = {"selected": S, "group_counts": counts.tolist()}
+    result.objective = len(S)
+    result.stats["size"] = len(S)
+    result.stats["fairness_violation"] = fairness_violation(counts, cp.p, cp.q)
+
+
+def _milp_result(cp, s, info, stats, deadline) -> Result:
+    from optsolve.cover.milp import solve_milp
+
+    remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
+    run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None)
+    stats.update({"dual_bound": run.dual_bound, "mip_nodes": run.nodes})
+    if run.status == "infeasible":
+        return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
+                      solution={"certificate_kind": "infeasible", "reason": run.message}, stats=stats, settings=s)
+    result = Result("cover", "milp", Status(run.status), run.message, problem=info, stats=stats, settings=s)
+    if run.selected:
+        _attach_set(result, cp, run.selected)
+    return result
+
+
+def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance=None, tau=None, tau_frac=None,
+          method: str = DEFAULT_METHOD, progress: Progress = SILENT, **options) -> Result:
+    """Fair submodular cover from arrays: ``cover`` (elements x items) and optional ``weights``,
+    or ``sim`` (elements x clients); ``groups``; ``p`` and ``q`` or ``balance``; ``tau`` or
+    ``tau_frac``. Bad input raises :class:`optsolve.core.errors.InputError`."""
+    raw = {k: v for k, v in dict(cover=cover, weights=weights, sim=sim, groups=groups, p=p, q=q, balance=balance,
+                                 tau=tau, tau_frac=tau_frac).items() if v is not None}
+    problem = SCHEMA.validate(raw, source="Problem data")
+    return solve_problem(problem, method=method, progress=progress, **options)
+
+
+__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

@@ -1,0 +1,42 @@
+"""The ``optsolve cover`` command."""
+
+import click
+
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cover import METHODS
+
+OUTPUT_OPTIONS = ()
+
+
+@click.command("cover", context_settings=CONTEXT_SETTINGS)
+@solve_options
+@click.option("--method", type=click.Choice(sorted(METHODS)), default="greedy", show_default=True,
+              help="greedy: convert-fair with greedy-fairness-bi (lazy evaluations). "
+                   "threshold: convert-fair with threshold-fairness-bi. "
+                   "milp: the exact optimum by HiGHS (small instances; --time-limit, default 60 s). "
+                   "unfair-greedy: the classic greedy cover, no fairness (a baseline).")
+@click.option("--eps", type=float, default=0.1, show_default=True,
+              help="Accuracy: the extension factor beta = ceil(1/eps), the threshold steps, and with "
+                   "--bicriteria the accepted shortfall.")
+@click.option("--alpha", type=float, default=0.1, show_default=True,
+              help="Guesses of the optimum's size grow by the factor 1 + alpha.")
+@click.option("--beta", default="auto", show_default=True,
+              help="Extension factor of the FSM constraints: 'auto' tries 1 and then ceil(1/eps) only if "
+                   "needed, or a positive integer.")
+@click.option("--bicriteria", is_flag=True,
+              help="Accept f(S) >= (1 - eps) tau as in the paper (default: f(S) >= tau).")
+@click.option("--balance", type=float, default=None, metavar="DELTA",
+              help="Proportions p_c = (1 - DELTA)/G and q_c = (1 + DELTA)/G (overrides the file's).")
+@click.option("--tau", type=float, default=None, help="Threshold f(S) >= tau (overrides the file's).")
+@click.option("--tau-frac", type=float, default=None,
+              help="Threshold as a fraction of f(U) (overrides the file's).")
+def command(problem, **params):
+    """Fair submodular cover: a small set S with f(S) >= tau whose groups are in proportion.
+
+    Writes solution.selected (element indices in selection order, the proportions
+    ceil(p_c |S|) <= |S n U_c| <= floor(q_c |S|) exactly), its group counts, and |S| as the
+    objective; the certificate recomputes f(S), the proportions, and a lower bound on the
+    optimum's size (LP relaxation, groups, submodularity). Proven infeasibility: exit 3.
+    --max-iter bounds the guesses of the optimum's size.
+    """
+    run_solve("cover", problem, params)

@@ -1,0 +1,356 @@
+"""Problem files of ``optsolve cover`` and generators of its benchmark families.
+
+Fair submodular cover (Chen, Xing, Zhou and Crawford, ICLR 2025): find a smallest set S of
+elements with ``f(S) >= tau`` whose groups are in proportion,
+``ceil(p_c |S|) <= |S n U_c| <= floor(q_c |S|)`` for every group c.
+
+Keys. The function, one of:
+
+* ``cover`` (elements x items, sparse or dense; nonzero = element covers item) with optional
+  ``weights`` (one per item, >= 0; default 1): weighted coverage, f(S) = total weight of the
+  items some element of S covers;
+* ``sim`` (elements x clients, >= 0, sparse or dense): facility location,
+  f(S) = sum over clients j of max over i in S of sim[i, j].
+
+``groups`` (one label in 0..G-1 per element); the proportions ``p`` and ``q`` (one per group,
+or one number for all), or ``balance`` DELTA (p_c = (1 - DELTA)/G, q_c = (1 + DELTA)/G);
+the threshold ``tau`` (absolute) or ``tau_frac`` (a fraction of f(U)). ``family``: the
+generator family (labels benchmarks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from optsolve.core.generate import Family, Param
+from optsolve.core.problem import Field, Problem, Schema, one_of
+
+
+def _groups_rule(problem: Problem) -> None:
+    g = problem["groups"]
+    if g.size == 0:
+        raise problem.error("array 'groups' is empty; expected one group label per element.")
+    for key in ("p", "q"):
+        if key in problem and np.ndim(problem[key]) == 1:
+            G = problem[key].shape[0]
+            bad = np.flatnonzero(g >= G)
+            if bad.size:
+                raise problem.error(f"array 'groups' has label {int(g[bad[0]])} at index {int(bad[0])}, but {key!r} "
+                                    f"gives proportions for {G} groups (labels 0..{G - 1}).")
+
+
+def _proportions_rule(problem: Problem) -> None:
+    for key in ("p", "q", "balance"):
+        if key in problem:
+            v = np.atleast_1d(problem[key])
+            bad = np.flatnonzero((v < 0) | (v > 1))
+            if bad.size:
+                raise problem.error(f"{key!r} has {v[bad[0]]:.6g} at index {int(bad[0])}; expected values in [0, 1].")
+    if ("p" in problem) != ("q" in problem):
+        given, missing = ("p", "q") if "p" in problem else ("q", "p")
+        raise problem.error(f"missing key {missing!r}: proportions need both 'p' and 'q' (found {given!r}).")
+    if "p" in problem and "balance" in problem:
+        raise problem.error("give the proportions 'p' and 'q', or 'balance', not both.")
+    if "p" in problem:
+        p, q = np.broadcast_arrays(np.atleast_1d(problem["p"]), np.atleast_1d(problem["q"]))
+        if p.shape != q.shape:
+            raise problem.error(f"'p' has {p.size} entries and 'q' {q.size}; expected as many (one per group).")
+        bad = np.flatnonzero(p > q)
+        if bad.size:
+            i = int(bad[0])
+            raise problem.error(f"p > q for group {i} (p = {p[i]:.6g}, q = {q[i]:.6g}); expected p <= q.")
+
+
+def _function_rule(problem: Problem) -> None:
+    if "weights" in problem and "cover" not in problem:
+        raise problem.error("key 'weights' goes with 'cover' (item weights of a coverage function); "
+                            "a facility-location 'sim' carries its values itself.")
+    if "tau" in problem and "tau_frac" in problem:
+        raise problem.error("give 'tau' (absolute) or 'tau_frac' (fraction of f(U)), not both.")
+    if "tau_frac" in problem and not 0 < problem["tau_frac"] <= 1:
+        raise problem.error(f"'tau_frac' is {problem['tau_frac']:.6g}; expected a fraction in (0, 1].")
+
+
+SCHEMA = Schema(
+    name="cover",
+    fields=(
+        Field("cover", shape=("n", "items"), sparse=True, required=False, nonneg=True,
+              doc="incidence, elements x items (nonzero: the element covers the item)"),
+        Field("weights", shape=("items",), required=False, nonneg=True, doc="item weights (default 1)"),
+        Field("sim", shape=("n", "clients"), sparse=True, required=False, nonneg=True,
+              doc="facility-location similarities, elements x clients"),
+        Field("groups", shape=("n",), dtype="int", nonneg=True, doc="group label of every element (0..G-1)"),
+        Field("p", shape=("G",), alt_shape=(), required=False, doc="lower proportion per group (or one for all)"),
+        Field("q", shape=("G",), alt_shape=(), required=False, doc="upper proportion per group (or one for all)"),
+        Field("balance", kind="scalar", required=False, doc="DELTA: p_c = (1 - DELTA)/G, q_c = (1 + DELTA)/G"),
+        Field("tau", kind="scalar", required=False, positive=True, doc="coverage threshold f(S) >= tau"),
+        Field("tau_frac", kind="scalar", required=False, doc="threshold as a fraction of f(U)"),
+        Field("family", kind="string", required=False, doc="the generator family it belongs to"),
+    ),
+    rules=(one_of(("cover",), ("sim",)), _function_rule, _groups_rule, _proportions_rule),
+)
+
+
+@dataclass
+class CoverProblem:
+    """A validated problem in solver form: the function's matrix (CSR, elements x items/clients),
+    item weights (coverage), groups, per-group proportions and the absolute threshold."""
+
+    kind: str  # "coverage" or "facility"
+    M: sp.csr_matrix
+    weights: np.ndarray | None
+    groups: np.ndarray
+    p: np.ndarray
+    q: np.ndarray
+    tau: float
+    f_all: float
+
+    @property
+    def n(self) -> int:
+        return self.M.shape[0]
+
+    @property
+    def G(self) -> int:
+        return self.p.shape[0]
+
+    def group_sizes(self) -> np.ndarray:
+        return np.bincount(self.groups, minlength=self.G)
+
+
+def proportions(problem: Problem, balance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(p, q) per group: from ``balance`` (an option, overriding the file), else the file's p and q
+    or its balance; without any of them an error."""
+    groups = problem["groups"]
+    G = int(groups.max()) + 1
+    for key in ("p", "q"):
+        if key in problem and np.ndim(problem[key]) == 1:
+            G = max(G, problem[key].shape[0])
+    if balance is None and "p" not in problem:
+        balance = problem.get("balance")
+    if balance is not None:
+        if not 0 <= balance <= 1:
+            raise problem.error(f"balance DELTA is {balance:.6g}; expected a number in [0, 1].")
+        return np.full(G, (1 - balance) / G), np.full(G, (1 + balance) / G)
+    if "p" not in problem:
+        raise problem.error("no proportions: give 'p' and 'q' (one per group, or one number for all) or "
+                            "'balance' in the file, or the '--balance DELTA' option.")
+    return (np.broadcast_to(np.atleast_1d(problem["p"]).astype(float), (G,)).copy(),
+            np.broadcast_to(np.atleast_1d(problem["q"]).astype(float), (G,)).copy())
+
+
+def prepare(problem: Problem, *, balance: float | None = None, tau: float | None = None,
+            tau_frac: float | None = None) -> CoverProblem:
+    """Solver form of a validated problem; options override the file's balance and threshold."""
+    if "cover" in problem:
+        M = sp.csr_matrix(problem["cover"], dtype=float)
+        M.data = (M.data != 0).astype(float)
+        M.eliminate_zeros()
+        w = problem["weights"] if "weights" in problem else np.ones(M.shape[1])
+        f_all = float(w[np.unique(M.indices)].sum()) if M.nnz else 0.0
+        kind, weights = "coverage", np.asarray(w, dtype=float)
+    else:
+        M = sp.csr_matrix(problem["sim"], dtype=float)
+        M.eliminate_zeros()
+        f_all = float(M.max(axis=0).toarray().sum()) if M.nnz else 0.0
+        kind, weights = "facility", None
+    M.sort_indices()
+    p, q = proportions(problem, balance)
+    if tau is None and tau_frac is None:
+        tau, tau_frac = problem.get("tau"), problem.get("tau_frac")
+    if tau is None and tau_frac is None:
+        raise problem.error("no threshold: give 'tau' (absolute) or 'tau_frac' (fraction of f(U)) in the file, "
+                            "or the '--tau' / '--tau-frac' option.")
+    if tau is None:
+        if not 0 < tau_frac <= 1:
+            raise problem.error(f"tau fraction is {tau_frac:.6g}; expected a number in (0, 1].")
+        tau = tau_frac * f_all
+    if not tau > 0:
+        raise problem.error(f"the threshold tau is {tau:.6g}; expected a positive number.")
+    return CoverProblem(kind, M, weights, np.asarray(problem["groups"], dtype=np.int64), p, q, float(tau), f_all)
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def _closed_neighbourhoods(adj: sp.spmatrix) -> sp.csr_matrix:
+    """Element i covers itself and its neighbours (maximum coverage on a graph)."""
+    A = sp.csr_matrix(adj, dtype=float)
+    A = ((A + A.T + sp.eye(A.shape[0])) != 0).astype(float)
+    return sp.csr_matrix(A)
+
+
+def _graph_problem(graph, groups, family, balance, tau_frac) -> dict:
+    import networkx as nx
+
+    nodes = list(graph.nodes())
+    adj = nx.to_scipy_sparse_array(graph, nodelist=nodes, format="csr")
+    return {"cover": _closed_neighbourhoods(adj), "groups": np.asarray(groups, dtype=np.int64),
+            "balance": float(balance), "tau_frac": float(tau_frac), "family": family}
+
+
+def gen_les_miserables(rng, balance=0.5, tau_frac=0.5):
+    import networkx as nx
+    from networkx.algorithms.community import greedy_modularity_communities
+
+    g = nx.les_miserables_graph()
+    nodes = list(g.nodes())
+    label = {}
+    for c, members in enumerate(greedy_modularity_communities(g)):
+        for v in members:
+            label[v] = c
+    return _graph_problem(g, [label[v] for v in nodes], "les_miserables", balance, tau_frac)
+
+
+def gen_karate(rng, balance=0.5, tau_frac=0.5):
+    import networkx as nx
+
+    g = nx.karate_club_graph()
+    clubs = sorted({d["club"] for _, d in g.nodes(data=True)})
+    return _graph_problem(g, [clubs.index(g.nodes[v]["club"]) for v in g.nodes()], "karate", balance, tau_frac)
+
+
+def gen_davis(rng, balance=0.5, tau_frac=0.5):
+    import networkx as nx
+
+    g = nx.davis_southern_women_graph()
+    return _graph_problem(g, [int(g.nodes[v]["bipartite"]) for v in g.nodes()], "davis", balance, tau_frac)
+
+
+def gen_sbm(rng, n=400, groups=2, skew=0.7, degree=8.0, p_out=0.1, balance=0.5, tau_frac=0.5):
+    """Degree-skewed stochastic block model: group sizes in proportion skew^c, expected degree
+    ``degree`` with heavy-tailed (Pareto) node weights, a fraction ``p_out`` of edges across groups."""
+    if n < groups:
+        raise ValueError(f"sbm needs n >= groups (got n = {n}, groups = {groups}).")
+    sizes = skew ** np.arange(groups)
+    counts = np.maximum(1, np.floor(n * sizes / sizes.sum()).astype(int))
+    counts[0] += n - counts.sum()
+    label = np.repeat(np.arange(groups), counts)
+    weight = rng.pareto(2.5, n) + 1.0
+    m = int(round(n * degree / 2))
+    src = rng.choice(n, size=m, p=weight / weight.sum())
+    cross = rng.random(m) < p_out
+    dst = np.empty(m, dtype=np.int64)
+    # an edge stays in its source's group (chosen by weight within it) unless it crosses
+    order = np.argsort(label, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for c in range(groups):
+        members = order[starts[c]:starts[c + 1]]
+        pw = weight[members] / weight[members].sum()
+        sel = (label[src] == c) & ~cross
+        dst[sel] = rng.choice(members, size=int(sel.sum()), p=pw)
+    dst[cross] = rng.choice(n, size=int(cross.sum()), p=weight / weight.sum())
+    keep = src != dst
+    adj = sp.csr_matrix((np.ones(int(keep.sum())), (src[keep], dst[keep])), shape=(n, n))
+    return {"cover": _closed_neighbourhoods(adj), "groups": label, "balance": float(balance),
+            "tau_frac": float(tau_frac), "family": "sbm"}
+
+
+def gen_bipartite(rng, n=1000, items=5000, groups=3, zipf=2.0, max_size=200, balance=0.5, tau_frac=0.5):
+    """Random bipartite coverage: element i covers a uniform random set of items whose size is
+    Zipf-distributed (exponent ``zipf``, capped at ``max_size``); groups uniform at random."""
+    sizes = np.minimum(rng.zipf(zipf, n), min(max_size, items))
+    rows = np.repeat(np.arange(n), sizes)
+    cols = rng.integers(0, items, size=int(sizes.sum()))
+    M = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, items))
+    M.data[:] = 1.0
+    weights = rng.uniform(0.5, 1.5, items)
+    return {"cover": M, "weights": weights, "groups": rng.integers(0, groups, n), "balance": float(balance),
+            "tau_frac": float(tau_frac), "family": "bipartite"}
+
+
+def gen_facility(rng, n=300, clients=500, groups=3, clusters=6, balance=0.5, tau_frac=0.8):
+    """Facility location on clustered points in the plane: candidate sites and clients drawn
+    around ``clusters`` centres, sim = max(0, 1 - distance / 0.5); a site's group is its cluster
+    modulo ``groups``."""
+    centres = rng.uniform(0, 4, (clusters, 2))
+    site_c = rng.integers(0, clusters, n)
+    sites = centres[site_c] + 0.3 * rng.standard_normal((n, 2))
+    cli = centres[rng.integers(0, clusters, clients)] + 0.3 * rng.standard_normal((clients, 2))
+    d = np.sqrt(((sites[:, None, :] - cli[None, :, :]) ** 2).sum(-1))
+    sim = np.maximum(0.0, 1.0 - d / 0.5)
+    return {"sim": sp.csr_matrix(sim), "groups": site_c % groups, "balance": float(balance),
+            "tau_frac": float(tau_frac), "family": "facility"}
+
+
+_COMMON = (Param("balance", float, 0.5, "DELTA: p_c = (1 - DELTA)/G, q_c = (1 + DELTA)/G"),
+           Param("tau_frac", float, 0.5, "threshold as a fraction of f(U)"))
+
+FAMILIES = {
+    "les_miserables": Family("les_miserables", "networkx's les_miserables graph, closed-neighbourhood coverage, "
+                             "groups = greedy modularity communities", gen_les_miserables, _COMMON),
+    "karate": Family("karate", "Zachary's karate club, closed-neighbourhood coverage, groups = 'club'",
+                     gen_karate, _COMMON),
+    "davis": Family("davis", "davis_southern_women (bipartite), closed-neighbourhood coverage, groups = the two sides",
+                    gen_davis, _COMMON),
+    "sbm": Family("sbm", "degree-skewed stochastic block model, closed-neighbourhood coverage", gen_sbm,
+                  (Param("n", int, 400, "number of nodes (elements)"), Param("groups", int, 2, "number of groups"),
+                   Param("skew", float, 0.7, "group c has size proportional to skew^c"),
+                   Param("degree", float, 8.0, "expected degree"),
+                   Param("p_out", float, 0.1, "fraction of edges across groups")) + _COMMON),
+    "bipartite": Family("bipartite", "random bipartite coverage with Zipf set sizes and item weights", gen_bipartite,
+                        (Param("n", int, 1000, "number of elements"), Param("items", int, 5000, "number of items"),
+                         Param("groups", int, 3, "number of groups"), Param("zipf", float, 2.0, "Zipf exponent"),
+                         Param("max_size", int, 200, "largest set")) + _COMMON),
+    "facility": Family("facility", "facility location on clustered points", gen_facility,
+                       (Param("n", int, 300, "candidate sites (elements)"), Param("clients", int, 500, "clients"),
+                        Param("groups", int, 3, "number of groups"), Param("clusters", int, 6, "clusters"),
+                        Param("balance", float, 0.5, "DELTA: p_c = (1 - DELTA)/G, q_c = (1 + DELTA)/G"),
+                        Param("tau_frac", float, 0.8, "threshold as a fraction of f(U)"))),
+}
+
+
+def fair_sizes(sizes: np.ndarray, p: np.ndarray, q: np.ndarray, n: int) -> np.ndarray:
+    """The set sizes m in 1..n for which a fair set exists: integers s_c with
+    ceil(p_c m) <= s_c <= min(floor(q_c m), |U_c|) summing to m (a boolean per m, index 0 unused)."""
+    m = np.arange(n + 1, dtype=float)
+    lo = np.ceil(np.outer(m, p) - 1e-9)
+    hi = np.minimum(np.floor(np.outer(m, q) + 1e-9), sizes[None, :])
+    ok = np.all(lo <= hi, axis=1) & (lo.sum(1) <= m) & (hi.sum(1) >= m)
+    ok[0] = False
+    return ok
+
+
+def infeasibility_reason(cp: CoverProblem) -> str | None:
+    """Why no fair set reaches tau, where that is certain (None otherwise)."""
+    if cp.p.sum() > 1 + 1e-12:
+        return f"the lower proportions sum to {cp.p.sum():.6g} > 1: no set is fair."
+    if cp.q.sum() < 1 - 1e-12:
+        return f"the upper proportions sum to {cp.q.sum():.6g} < 1: no set is fair."
+    if cp.tau > cp.f_all * (1 + 1e-12):
+        return f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}: no set reaches it."
+    ok = fair_sizes(cp.group_sizes(), cp.p, cp.q, cp.n)
+    if not ok.any():
+        empty = [c for c in range(cp.G) if cp.group_sizes()[c] == 0 and cp.p[c] > 0]
+        why = f" (group {empty[0]} has no element but p = {cp.p[empty[0]]:.3g})" if empty else ""
+        return f"no set size 1..{cp.n} admits counts within the proportions and the group sizes{why}."
+    largest = int(np.flatnonzero(ok).max())
+    if largest < cp.n:
+        # f(S) <= sum of its singletons' values (submodularity), and a fair set has at most `largest` elements
+        top = float(np.sort(singletons(cp))[::-1][:largest].sum())
+        if top < cp.tau * (1 - 1e-12):
+            return (f"a fair set has at most {largest} elements, and the {largest} largest singleton values sum to "
+                    f"{top:.6g} < tau = {cp.tau:.6g}.")
+    return None
+
+
+def singletons(cp: CoverProblem) -> np.ndarray:
+    """f({i}) for every element."""
+    if cp.kind == "coverage":
+        return np.asarray(cp.M @ cp.weights).ravel()
+    return np.asarray(cp.M.sum(axis=1)).ravel()
+
+
+def fairness_violation(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> float:
+    """max_c max(ceil(p_c m) - s_c, s_c - floor(q_c m), 0) / m for counts s_c of a set of size m."""
+    m = int(counts.sum())
+    if m == 0:
+        return 0.0
+    lo = np.ceil(p * m - 1e-9)
+    hi = np.floor(q * m + 1e-9)
+    return float(max(0.0, (lo - counts).max(), (counts - hi).max())) / m
+
+
+__all__ = ["SCHEMA", "FAMILIES", "CoverProblem", "prepare", "fair_sizes", "infeasibility_reason"]
