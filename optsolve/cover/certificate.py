@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from optsolve.core.result import Certificate, Check
 from optsolve.cover.problems import CoverProblem, fair_sizes, prepare
 
-LP_MAX_VARIABLES = 2_000_000  # the LP bound is skipped above this many variables
+LP_MAX_NONZEROS = 1_000_000  # the LP bound is skipped above this many constraint-matrix entries
 PREFIXES = 40  # prefixes of S the submodularity bound tries
 VALUE_RTOL = 1e-9
 
@@ -85,9 +85,9 @@ def lp_bound(cp: CoverProblem) -> tuple[float | None, str]:
     """ceil of the LP relaxation's optimum (a lower bound on |OPT|), or None with the reason."""
     from scipy.optimize import linprog
 
-    extra = int(np.count_nonzero(np.diff(cp.M.tocsc().indptr))) if cp.kind == "coverage" else cp.M.nnz
-    if cp.n + extra > LP_MAX_VARIABLES:
-        return None, f"skipped: {cp.n + extra} LP variables (limit {LP_MAX_VARIABLES})"
+    size = cp.M.nnz * (1 if cp.kind == "coverage" else 3) + 2 * cp.G * cp.n
+    if size > LP_MAX_NONZEROS:
+        return None, f"skipped: about {size} LP matrix entries (limit {LP_MAX_NONZEROS})"
     c, A, b, bounds, _ = lp_system(cp)
     res = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     if res.status == 2:

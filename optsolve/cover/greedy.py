@@ -76,6 +76,7 @@ def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | No
     With ``cp`` (ours), also: some fair set contains the counts after the addition, so that the
     repair can finish the set (both tests only tighten as the set grows)."""
     sizes = None if cp is None else cp.group_sizes()
+    memo = {}  # group -> (counts it was decided for, answer): counts change only when an element is added
 
     def ok(counts, c):
         if counts[c] + 1 > hi[c]:
@@ -85,40 +86,105 @@ def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | No
             return False
         if sizes is None:
             return True
+        key = counts.tobytes()
+        if c in memo and memo[c][0] == key:
+            return memo[c][1]
         after = counts.copy()
         after[c] += 1
-        return fair_target(after, sizes, cp.p, cp.q, int(after.sum())) is not None
+        answer = fair_target(after, sizes, cp.p, cp.q, int(after.sum())) is not None
+        memo[c] = (key, answer)
+        return answer
     return ok
 
 
-def lazy_greedy(fn, groups, G: int, target: float, admissible=None, max_size: int | None = None,
-                budget: _Budget | None = None) -> list:
-    """Greedy with lazy evaluations from the empty set: add the admissible element of largest
-    marginal gain until f reaches ``target``, ``max_size`` elements, or no positive gain is left."""
-    fn.reset()
+LAZY_BATCH = 32  # stale entries re-evaluated together (one vectorised call) in the lazy greedy
+
+
+def _lazy_steps(fn, groups, counts, admissible=None, taken=()):
+    """Greedy picks with lazy evaluations from ``fn``'s current set (``taken``, group ``counts``),
+    one per ``next()``; stops when no admissible element has a positive gain. Updates ``fn``
+    and ``counts``.
+
+    The stale gains of the top LAZY_BATCH entries of the queue are refreshed in one vectorised
+    call; the best refreshed one is taken when it is at least every remaining stale gain (an
+    upper bound), so the choice is the greedy one. An inadmissible element is dropped: the FSM
+    constraints only tighten as the set grows."""
     gains = fn.gains()
     tol = GAIN_TOL * max(1.0, float(gains.max(initial=0.0)))
+    gains[list(taken)] = 0.0
     heap = [(-g, int(i)) for i, g in enumerate(gains) if g > tol]
     heapq.heapify(heap)
+    while heap:
+        batch = []
+        while heap and len(batch) < LAZY_BATCH:
+            _, i = heapq.heappop(heap)
+            if admissible is None or admissible(counts, groups[i]):
+                batch.append(i)
+        if not batch:
+            return
+        fresh = fn.gains(batch)
+        best = int(np.argmax(fresh))
+        bound = -heap[0][0] if heap else -np.inf
+        take = fresh[best] > tol and fresh[best] >= bound
+        for j, (i, g) in enumerate(zip(batch, fresh)):
+            if g > tol and not (take and j == best):
+                heapq.heappush(heap, (-float(g), i))
+        if take:
+            i = batch[best]
+            fn.add(i)
+            counts[groups[i]] += 1
+            yield i
+
+
+class GreedyOrder:
+    """The unconstrained greedy order, extended on demand (its own oracle). Every FSM round of
+    convert-fair starts with it: until the first element the round's constraints refuse, the
+    constrained greedy makes the same choices (the global best is admissible), so only the
+    rest is searched again."""
+
+    def __init__(self, fn, groups, G: int):
+        self.fn, self.order = fn, []
+        fn.reset()
+        self._steps = _lazy_steps(fn, groups, np.zeros(G, dtype=np.int64))
+
+    def __getitem__(self, t: int):
+        while len(self.order) <= t:
+            nxt = next(self._steps, None)
+            if nxt is None:
+                return None
+            self.order.append(nxt)
+        return self.order[t]
+
+
+def lazy_greedy(fn, groups, G: int, target: float, admissible=None, max_size: int | None = None,
+                budget: _Budget | None = None, order: GreedyOrder | None = None) -> list:
+    """Greedy with lazy evaluations from the empty set: add the admissible element of largest
+    marginal gain until f reaches ``target``, ``max_size`` elements, or no positive gain is left
+    (``order``: the unconstrained greedy order, replayed while it is admissible)."""
+    fn.reset()
     counts = np.zeros(G, dtype=np.int64)
     selected = []
     max_size = fn.n if max_size is None else max_size
-    while heap and not reached(fn.value, target) and len(selected) < max_size:
-        if budget is not None and budget.out():
-            break
-        _, i = heapq.heappop(heap)
-        c = groups[i]
-        if admissible is not None and not admissible(counts, c):
-            continue
-        g = fn.gain(i)
-        if g <= tol:
-            continue
-        if heap and g < -heap[0][0]:
-            heapq.heappush(heap, (-g, i))
-            continue
-        fn.add(i)
+
+    def done():
+        return reached(fn.value, target) or len(selected) >= max_size or (budget is not None and budget.out())
+
+    if order is not None:
+        while not done():
+            i = order[len(selected)]
+            if i is None:
+                return selected  # no element has a positive gain left
+            if admissible is not None and not admissible(counts, groups[i]):
+                break
+            fn.add(i)
+            counts[groups[i]] += 1
+            selected.append(i)
+    if done():
+        return selected
+    for i in _lazy_steps(fn, groups, counts, admissible, selected):
         selected.append(i)
-        counts[c] += 1
+        if done():
+            break
     return selected
 
 
@@ -161,16 +227,18 @@ def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: in
 def fair_target(counts: np.ndarray, sizes: np.ndarray, p: np.ndarray, q: np.ndarray, m0: int):
     """The smallest size m >= m0 (with its per-group minimum and maximum counts) at which a fair
     set containing the given counts exists, or None."""
-    ms = np.arange(max(m0, 1), int(sizes.sum()) + 1, dtype=float)
-    if ms.size == 0:
-        return None
-    need = np.maximum(counts[None, :], np.ceil(np.outer(ms, p) - 1e-9))
-    cap = np.minimum(np.floor(np.outer(ms, q) + 1e-9), sizes[None, :])
-    ok = np.all(need <= cap, axis=1) & (need.sum(1) <= ms) & (cap.sum(1) >= ms)
-    if not ok.any():
-        return None
-    k = int(np.argmax(ok))
-    return int(ms[k]), need[k].astype(np.int64), cap[k].astype(np.int64)
+    start, end = max(m0, 1), int(sizes.sum())
+    width = 64  # the first sizes first: the answer is almost always close to m0
+    while start <= end:
+        ms = np.arange(start, min(end, start + width - 1) + 1, dtype=float)
+        need = np.maximum(counts[None, :], np.ceil(np.outer(ms, p) - 1e-9))
+        cap = np.minimum(np.floor(np.outer(ms, q) + 1e-9), sizes[None, :])
+        ok = np.all(need <= cap, axis=1) & (need.sum(1) <= ms) & (cap.sum(1) >= ms)
+        if ok.any():
+            k = int(np.argmax(ok))
+            return int(ms[k]), need[k].astype(np.int64), cap[k].astype(np.int64)
+        start, width = start + width, width * 4
+    return None
 
 
 def repair(fn, cp: CoverProblem, selected: list, budget: _Budget | None = None) -> list | None:
@@ -225,13 +293,23 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
     groups = cp.groups
     ok_sizes = fair_sizes(cp.group_sizes(), cp.p, cp.q, cp.n)
     largest = int(np.flatnonzero(ok_sizes).max()) if ok_sizes.any() else 0
+    aux = []  # other oracles the search uses (their calls count too)
+
+    def total_calls():
+        return fn.calls + sum(f.calls for f in aux)
+
     if fsm is None:
         if method == "threshold":
             def fsm(fn, admissible, k, target, budget):
                 return threshold_greedy(fn, groups, cp.G, target, admissible, k, eps, budget)
         else:
+            from optsolve.cover.functions import make_function
+
+            order = GreedyOrder(make_function(cp), groups, cp.G)
+            aux.append(order.fn)
+
             def fsm(fn, admissible, k, target, budget):
-                return lazy_greedy(fn, groups, cp.G, target, admissible, k, budget)
+                return lazy_greedy(fn, groups, cp.G, target, admissible, k, budget, order)
     run = CoverRun([], 0.0, 0)
     for b in _betas(beta, eps):
         kappa, seen = 1.0 + alpha, None
@@ -251,16 +329,16 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                     if fixed is not None and reached(fn.value, target):
                         run.selected, run.value, run.kappa, run.beta = fixed, fn.value, kappa, b
                         run.repaired = len(fixed) - before
-                        run.calls = fn.calls
+                        run.calls = total_calls()
                         return run
             if budget.out():
                 run.status, run.message = "time_limit", "The time limit stopped the search before a fair cover was found."
-                run.calls = fn.calls
+                run.calls = total_calls()
                 return run
             if max_rounds is not None and run.rounds >= max_rounds:
                 run.status = "max_iter"
                 run.message = f"{run.rounds} guesses of the optimum's size (--max-iter) found no fair cover."
-                run.calls = fn.calls
+                run.calls = total_calls()
                 return run
             if k >= cp.n:  # every fair set fits the constraints of this guess
                 break
@@ -269,7 +347,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
     run.message = (f"No fair set reaching {'(1 - eps) tau' if bicriteria else 'tau'} = {target:.6g} was found "
                    f"(largest fair size {largest}); the threshold may be unreachable with these proportions "
                    "('--method milp' decides it exactly on small instances).")
-    run.calls = fn.calls
+    run.calls = total_calls()
     return run
 
 

@@ -149,7 +149,9 @@ def prepare(problem: Problem, *, balance: float | None = None, tau: float | None
         M.data = (M.data != 0).astype(float)
         M.eliminate_zeros()
         w = problem["weights"] if "weights" in problem else np.ones(M.shape[1])
-        f_all = float(w[np.unique(M.indices)].sum()) if M.nnz else 0.0
+        covered = np.zeros(M.shape[1], dtype=bool)
+        covered[M.indices] = True
+        f_all = float(w[covered].sum())
         kind, weights = "coverage", np.asarray(w, dtype=float)
     else:
         M = sp.csr_matrix(problem["sim"], dtype=float)

@@ -259,3 +259,23 @@ def test_certificate_bounds_never_exceed_the_optimum(seed):
         assert certificate.submodularity_bound(cp, S[:3]) <= opt
         bounds = certificate.lower_bounds(cp, S)
         assert bounds["best"] <= opt and bounds["best"] == max(bounds["groups"], bounds["submodularity"], lp, 1)
+
+
+@pytest.mark.parametrize("family, kw", [("sbm", {"n": 2000, "groups": 3}), ("bipartite", {"n": 1500}),
+                                        ("facility", {"n": 300}), ("les_miserables", {})])
+def test_replaying_the_unconstrained_order_changes_nothing(family, kw):
+    """convert-fair's rounds replay the unconstrained greedy order while it is admissible: the
+    same sets as running every round's greedy from scratch, with fewer oracle calls."""
+    from optsolve.cover.functions import make_function
+    from optsolve.cover.greedy import convert_fair
+
+    data = FAMILIES[family].generate(np.random.default_rng(5), **{**FAMILIES[family].defaults(), **kw})
+    cp = prepare(SCHEMA.validate(data, source="test"), balance=0.2)
+
+    def scratch(fn, admissible, k, target, budget):
+        return lazy_greedy(fn, cp.groups, cp.G, target, admissible, k, budget)
+
+    fast = convert_fair(cp, make_function(cp))
+    slow = convert_fair(cp, make_function(cp), fsm=scratch)
+    assert fast.selected == slow.selected and fast.rounds == slow.rounds
+    assert fast.calls <= slow.calls
