@@ -32,6 +32,13 @@ def _convert(method):
     return run
 
 
+def _continuous(cp, fn, s, deadline):
+    from optsolve.cover.continuous import continuous_fair
+
+    return continuous_fair(cp, fn, eps=s["eps"], alpha=s["alpha"], beta=s["beta"], bicriteria=s["bicriteria"],
+                           deadline=deadline, max_rounds=s["max_iter"], seed=s["seed"])
+
+
 def _unfair(cp, fn, s, deadline):
     from optsolve.cover.greedy import unfair_greedy
 
@@ -43,8 +50,8 @@ def _milp(cp, s, info, stats, deadline) -> Result:
 
 
 # greedy, threshold, unfair-greedy: (problem, oracle, settings, deadline) -> CoverRun; milp builds its Result
-METHODS = {"greedy": _convert("greedy"), "threshold": _convert("threshold"), "milp": _milp,
-           "unfair-greedy": _unfair}
+METHODS = {"greedy": _convert("greedy"), "threshold": _convert("threshold"), "continuous": _continuous,
+           "milp": _milp, "unfair-greedy": _unfair}
 
 
 def _beta(beta):

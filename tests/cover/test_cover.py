@@ -69,8 +69,8 @@ def test_milp_is_the_brute_force_optimum_and_others_are_valid(seed, facility):
         assert res.status.value in ("infeasible", "max_iter")
         return
     assert res.status.value == "optimal" and res.objective == opt
-    for method in ("greedy", "threshold"):
-        r = optsolve.cover.solve_problem(problem, method=method)
+    for method in ("greedy", "threshold", "continuous"):
+        r = optsolve.cover.solve_problem(problem, method=method, seed=0)
         assert r.status.value == "optimal" and r.certificate.holds, r.message
         S = r.solution["selected"]
         assert len(S) >= opt and fair(cp, S) and f_of(cp, S) >= cp.tau - 1e-9
@@ -79,7 +79,7 @@ def test_milp_is_the_brute_force_optimum_and_others_are_valid(seed, facility):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), groups=st.integers(1, 3), balance=st.floats(0.0, 1.0),
-       tau_frac=st.floats(0.05, 1.0), facility=st.booleans(), method=st.sampled_from(["greedy", "threshold"]),
+       tau_frac=st.floats(0.05, 1.0), facility=st.booleans(), method=st.sampled_from(["greedy", "threshold", "continuous"]),
        bicriteria=st.booleans())
 def test_guarantees_hold_on_random_instances(seed, groups, balance, tau_frac, facility, method, bicriteria):
     problem = random_problem(seed, n=10, groups=groups, facility=facility, balance=balance, tau_frac=tau_frac)
@@ -279,3 +279,51 @@ def test_replaying_the_unconstrained_order_changes_nothing(family, kw):
     slow = convert_fair(cp, make_function(cp), fsm=scratch)
     assert fast.selected == slow.selected and fast.rounds == slow.rounds
     assert fast.calls <= slow.calls
+
+
+def exact_multilinear(cp, x):
+    """F(x) = sum over all subsets R of P(R) f(R), by enumeration (tiny n)."""
+    total = 0.0
+    for mask in itertools.product([0, 1], repeat=cp.n):
+        prob = np.prod(np.where(np.array(mask) == 1, x, 1 - x))
+        total += prob * f_of(cp, [i for i in range(cp.n) if mask[i]])
+    return total
+
+
+@pytest.mark.parametrize("facility", [False, True])
+def test_multilinear_gradient(facility):
+    from optsolve.cover.continuous import Multilinear
+
+    cp = prepare(random_problem(7, n=7, items=9, facility=facility))
+    x = np.array([0.0, 0.3, 1.0, 0.5, 0.9, 1.0, 0.2])
+    want = np.array([exact_multilinear(cp, np.where(np.arange(7) == i, 1.0, x))
+                     - exact_multilinear(cp, np.where(np.arange(7) == i, 0.0, x)) for i in range(7)])
+    ml = Multilinear(cp, np.random.default_rng(0), samples=4000)
+    got = ml.gradient(x)
+    if facility:  # sampled: within a few standard errors
+        np.testing.assert_allclose(got, want, atol=0.05 * max(1.0, want.max()))
+    else:
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_best_vertex_is_the_best_fair_vertex():
+    from optsolve.cover.continuous import best_vertex
+
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        n, G = 7, 2
+        g, groups = rng.normal(size=n), rng.integers(0, G, n)
+        sizes = np.bincount(groups, minlength=G)
+        lo = np.minimum(rng.integers(0, 2, G), sizes)
+        hi = np.maximum(lo, rng.integers(1, 4, G))
+        k = int(lo.sum()) + int(rng.integers(0, 3))
+        best = -np.inf
+        for mask in itertools.product([0, 1], repeat=n):
+            v = np.array(mask)
+            c = np.bincount(groups[v == 1], minlength=G)
+            if v.sum() <= k and np.all(c >= lo) and np.all(c <= hi):
+                best = max(best, float(g @ v))
+        v = best_vertex(g, groups, k, lo, hi)
+        c = np.bincount(groups[v == 1], minlength=G)
+        assert v.sum() <= k and np.all(c >= lo) and np.all(c <= hi)
+        assert g @ v == pytest.approx(best)
