@@ -36,3 +36,16 @@ def test_bench_qp_quick():
     assert "| mpc |" in after and "| chain |" in after
     assert "Shipped DeepDistributedQP policies" in proc.stdout
     assert "Maros-Meszaros, 3 files" in proc.stdout or "Maros-Meszaros: skipped, no files" in proc.stdout
+
+
+def test_bench_cover_quick():
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-cover"), "--quick"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# bench-cover:")
+    rows = [line for line in lines if line.startswith("| les_miserables") or line.startswith("| sbm")]
+    assert {row.split("|")[5].strip() for row in rows} == {"greedy", "threshold", "continuous", "milp",
+                                                           "unfair-greedy"}
+    assert all(len(row.split("|")) == 15 for row in rows)
+    assert "Lazy against plain greedy" in proc.stdout and "| greedy | 4 |" in proc.stdout
