@@ -162,7 +162,7 @@ def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.
                     x = np.minimum(1.0, x + (1.0 / steps) * best_vertex(g, cp.groups, k * b, lo, hi))
                     if budget.out():
                         break
-                S = _round(fn, cp, x, fsm_admissible(k * b, lo, hi, cp), k * b, target)
+                S = _round(fn, cp, x, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, target)
                 run.history.append({"kappa": kappa, "beta": b, "k": k * b, "size": len(S), "f": fn.value})
                 if reached(fn.value, target):
                     before = len(S)

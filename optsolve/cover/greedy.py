@@ -19,8 +19,9 @@ Ours, where the paper is silent:
   reaches the threshold (the extension fills beta k slots, so small covers came out about
   twice the optimum).
 * Each FSM run stops as soon as f(S) reaches the target, or at zero gain.
-* An element is admissible only if some fair set contains the counts after its addition (the
-  extended constraints alone let greedy fill a group beyond what any fair set holds).
+* An element is admissible only if some fair set of at most the smallest fair size >= k
+  contains the counts after its addition (the extended constraints alone let greedy fill a
+  group beyond what any fair set near the budget holds, and the repair then doubled the set).
 * Repair: to the smallest size at which a fair superset of S exists, adding the element of
   best marginal gain among the groups that may still grow (those below their minimum count
   when the remaining slots are all needed there); the returned set satisfies the proportions
@@ -71,11 +72,19 @@ class _Budget:
         return self.deadline is not None and time.perf_counter() > self.deadline
 
 
-def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | None = None):
+def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | None = None,
+                   ok_sizes: np.ndarray | None = None):
     """The FSM test as a function ``ok(counts, c)``: may one more element of group c be added?
-    With ``cp`` (ours), also: some fair set contains the counts after the addition, so that the
-    repair can finish the set (both tests only tighten as the set grows)."""
+    With ``cp`` (ours), also: some fair set of at most the smallest fair size >= k (of any size
+    when there is none; ``ok_sizes``: :func:`fair_sizes`, computed when not given) contains the
+    counts after the addition, so that the repair finishes the set near the budget instead of
+    at the next, possibly twice larger, fair size (both tests only tighten as the set grows)."""
     sizes = None if cp is None else cp.group_sizes()
+    limit = None
+    if cp is not None:
+        ok_sizes = fair_sizes(sizes, cp.p, cp.q, cp.n) if ok_sizes is None else ok_sizes
+        above = np.flatnonzero(ok_sizes[k:]) if k < ok_sizes.size else np.zeros(0, dtype=np.int64)
+        limit = int(k + above[0]) if above.size else cp.n
     memo = {}  # group -> (counts it was decided for, answer): counts change only when an element is added
 
     def ok(counts, c):
@@ -91,7 +100,8 @@ def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | No
             return memo[c][1]
         after = counts.copy()
         after[c] += 1
-        answer = fair_target(after, sizes, cp.p, cp.q, int(after.sum())) is not None
+        found = fair_target(after, sizes, cp.p, cp.q, int(after.sum()))
+        answer = found is not None and found[0] <= limit
         memo[c] = (key, answer)
         return answer
     return ok
@@ -321,7 +331,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
             if key != seen:
                 seen = key
                 run.rounds += 1
-                S = fsm(fn, fsm_admissible(k * b, lo, hi, cp), k * b, target, budget)
+                S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, target, budget)
                 run.history.append({"kappa": kappa, "beta": b, "k": k * b, "size": len(S), "f": fn.value})
                 if reached(fn.value, target):
                     before = len(S)
