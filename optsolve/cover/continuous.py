@@ -25,13 +25,11 @@ Ours, where the paper is silent:
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import scipy.sparse as sp
 
-from optsolve.cover.greedy import GAIN_TOL, CoverRun, _Budget, _betas, fsm_admissible, reached, repair
-from optsolve.cover.problems import fair_sizes
+from optsolve.cover.greedy import GAIN_TOL, CoverRun, convert_fair, reached
 from optsolve.cover.problems import CoverProblem
 
 DELTA = 0.02  # step of the continuous greedy (50 steps to time 1)
@@ -135,61 +133,22 @@ def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.
                     bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
                     seed: int | None = None, delta: float = DELTA) -> CoverRun:
     """convert-fair with the continuous FSM step, rounding, repair and pruning (see the module)."""
-    target = (1.0 - eps) * cp.tau if bicriteria else cp.tau
-    budget = _Budget(deadline)
     ml = Multilinear(cp, np.random.default_rng(seed))
     steps = max(1, int(round(1.0 / delta)))
-    run = CoverRun([], 0.0, 0)
 
-    def calls():
-        return fn.calls + ml.calls
-
-    ok_sizes = fair_sizes(cp.group_sizes(), cp.p, cp.q, cp.n)
-    largest = int(np.flatnonzero(ok_sizes).max()) if ok_sizes.any() else 0
-    for b in _betas(beta, eps):
-        kappa, seen = 1.0 + alpha, None
-        while True:
-            k = max(1, int(math.floor(kappa + 1e-9)))
-            lo = np.floor(cp.p * kappa + 1e-9).astype(np.int64) * b
-            hi = np.ceil(cp.q * kappa - 1e-9).astype(np.int64) * b
-            key = (k, lo.tobytes(), hi.tobytes())
-            if key != seen:
-                seen = key
-                run.rounds += 1
-                x = np.zeros(cp.n)
-                for _ in range(steps):
-                    g = ml.gradient(x)
-                    x = np.minimum(1.0, x + (1.0 / steps) * best_vertex(g, cp.groups, k * b, lo, hi))
-                    if budget.out():
-                        break
-                S = _round(fn, cp, x, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, target)
-                run.history.append({"kappa": kappa, "beta": b, "k": k * b, "size": len(S), "f": fn.value})
-                if reached(fn.value, target):
-                    before = len(S)
-                    fixed = repair(fn, cp, S, budget)
-                    if fixed is not None and reached(fn.value, target):
-                        pruned = _prune(fn, cp, fixed, target)
-                        run.selected, run.value, run.kappa, run.beta = pruned, fn.value, kappa, b
-                        run.repaired = len(fixed) - before
-                        run.calls = calls()
-                        return run
+    def fsm(fn, admissible, k, lo, hi, target, budget):
+        x = np.zeros(cp.n)
+        for _ in range(steps):
+            x = np.minimum(1.0, x + (1.0 / steps) * best_vertex(ml.gradient(x), cp.groups, k, lo, hi))
             if budget.out():
-                run.status, run.message = "time_limit", "The time limit stopped the search before a fair cover was found."
-                run.calls = calls()
-                return run
-            if max_rounds is not None and run.rounds >= max_rounds:
-                run.status = "max_iter"
-                run.message = f"{run.rounds} guesses of the optimum's size (--max-iter) found no fair cover."
-                run.calls = calls()
-                return run
-            if k >= cp.n:
                 break
-            kappa *= 1.0 + alpha
-    run.status = "max_iter"
-    run.message = (f"No fair set reaching {'(1 - eps) tau' if bicriteria else 'tau'} = {target:.6g} was found "
-                   f"(largest fair size {largest}); '--method milp' decides it exactly on small instances.")
-    run.calls = calls()
-    return run
+        return _round(fn, cp, x, admissible, k, target)
+
+    def finish(fn, S, target):
+        return _prune(fn, cp, S, target)
+
+    return convert_fair(cp, fn, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, deadline=deadline,
+                        max_rounds=max_rounds, fsm=fsm, finish=finish, oracles=(ml,))
 
 
 def _round(fn, cp: CoverProblem, x, admissible, k: int, target: float) -> list:

@@ -294,23 +294,27 @@ def _betas(beta, eps: float) -> list:
 
 def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0.1, alpha: float = 0.1,
                  beta="auto", bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
-                 fsm=None) -> CoverRun:
+                 fsm=None, finish=None, oracles=()) -> CoverRun:
     """convert-fair: FSM on guesses kappa = (1 + alpha)^i of the optimum's size until f reaches
-    tau (or (1 - eps) tau with ``bicriteria``), then the exact repair. ``fsm(fn, admissible, k,
-    target, budget)``: the FSM subroutine (default: lazy greedy, or threshold for ``method='threshold'``)."""
+    tau (or (1 - eps) tau with ``bicriteria``), then the exact repair.
+
+    ``fsm(fn, admissible, k, lo, hi, target, budget)``: the FSM subroutine (default: lazy
+    greedy, or threshold for ``method='threshold'``), leaving ``fn`` at its set;
+    ``finish(fn, S, target)``: applied to a repaired cover (``fn`` at S; returns the final set
+    with ``fn`` at it); ``oracles``: other objects with ``calls`` the subroutine uses."""
     target = (1.0 - eps) * cp.tau if bicriteria else cp.tau
     budget = _Budget(deadline)
     groups = cp.groups
     ok_sizes = fair_sizes(cp.group_sizes(), cp.p, cp.q, cp.n)
     largest = int(np.flatnonzero(ok_sizes).max()) if ok_sizes.any() else 0
-    aux = []  # other oracles the search uses (their calls count too)
+    aux = list(oracles)  # other oracles the search uses (their calls count too)
 
     def total_calls():
         return fn.calls + sum(f.calls for f in aux)
 
     if fsm is None:
         if method == "threshold":
-            def fsm(fn, admissible, k, target, budget):
+            def fsm(fn, admissible, k, lo, hi, target, budget):
                 return threshold_greedy(fn, groups, cp.G, target, admissible, k, eps, budget)
         else:
             from optsolve.cover.functions import make_function
@@ -318,7 +322,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
             order = GreedyOrder(make_function(cp), groups, cp.G)
             aux.append(order.fn)
 
-            def fsm(fn, admissible, k, target, budget):
+            def fsm(fn, admissible, k, lo, hi, target, budget):
                 return lazy_greedy(fn, groups, cp.G, target, admissible, k, budget, order)
     run = CoverRun([], 0.0, 0)
     for b in _betas(beta, eps):
@@ -331,14 +335,16 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
             if key != seen:
                 seen = key
                 run.rounds += 1
-                S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, target, budget)
+                S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
                 run.history.append({"kappa": kappa, "beta": b, "k": k * b, "size": len(S), "f": fn.value})
                 if reached(fn.value, target):
                     before = len(S)
                     fixed = repair(fn, cp, S, budget)
                     if fixed is not None and reached(fn.value, target):
-                        run.selected, run.value, run.kappa, run.beta = fixed, fn.value, kappa, b
                         run.repaired = len(fixed) - before
+                        if finish is not None:
+                            fixed = finish(fn, fixed, target)
+                        run.selected, run.value, run.kappa, run.beta = fixed, fn.value, kappa, b
                         run.calls = total_calls()
                         return run
             if budget.out():
