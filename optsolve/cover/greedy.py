@@ -42,7 +42,7 @@ import numpy as np
 
 from optsolve.cover.problems import CoverProblem, fair_sizes
 
-GAIN_TOL = 1e-12  # gains below this (relative to f(U)) are zero
+GAIN_TOL = 1e-12  # gains below this, relative to the largest singleton gain (or to f(U)), are zero
 VALUE_RTOL = 1e-12  # f(S) within this (relative) of the target reaches it: sums of gains round
 
 
