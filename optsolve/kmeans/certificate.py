@@ -1,0 +1,105 @@
+"""Independent checks of a k-means answer, recomputed from the problem and the solution only.
+
+The cost sum_p min_c ||p - c||^2 recomputed from X and ``solution.centres``; that
+``solution.assignment`` sends every point to a nearest centre (its squared distance within
+rounding of the minimum); the objective against the recomputed cost; per-cluster sizes; the
+cost of the plain centroids of the predicted labels (what the oracle alone gives); and the
+approximation guarantee that applies for the alpha used (formula and value), which assumes the
+oracle's labels meet that error rate: |P_i n C_i| >= (1 - alpha) max(|P_i|, |C_i|).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from optsolve.core.result import Certificate, Check, solution_vector
+from optsolve.kmeans.problems import prepare
+
+BLOCK = 32768
+COST_RTOL = 1e-9
+
+
+def _distances(X, C, start, stop):
+    """Squared distances of rows start:stop of X to the centres, both shifted by the centres' mean
+    first (less cancellation in ||x||^2 - 2 x'c + ||c||^2)."""
+    shift = C.mean(axis=0)
+    B = np.asarray(X[start:stop], dtype=float) - shift
+    Cs = C - shift
+    return np.maximum((B * B).sum(1)[:, None] - 2.0 * B @ Cs.T + (Cs * Cs).sum(1)[None, :], 0.0)
+
+
+def guarantee(method: str, alpha, m: int) -> tuple[float | None, str]:
+    """(factor, statement) of the approximation guarantee for ``method`` at error rate ``alpha``."""
+    if method == "lloyd":
+        return None, "scikit-learn's KMeans (k-means++, n_init = 10): no guarantee beyond k-means++'s O(log k) in expectation"
+    if method == "labels":
+        return None, "plain centroids of the predicted labels: no guarantee under label errors"
+    if alpha is None or not isinstance(alpha, (int, float)):
+        return None, "no alpha"
+    a = float(alpha)
+    if method == "sort-window":
+        if a < 0.5:
+            f = 1 + (5 * a - 2 * a * a) / ((1 - 2 * a) * (1 - a))
+            return f, f"Nguyen et al. 2023: 1 + (5 alpha - 2 alpha^2) / ((1 - 2 alpha)(1 - alpha)) = {f:.4g} at alpha = {a:g}"
+        return None, "Nguyen et al. 2023: needs alpha < 1/2"
+    if method == "crdest":
+        low = 10 * math.log(m) / math.sqrt(m)
+        if low < a < 1 / 7:
+            return 1 + 20 * a, f"Ergun et al. 2022: 1 + 20 alpha = {1 + 20 * a:.4g} at alpha = {a:g}"
+        return None, (f"Ergun et al. 2022: 1 + 20 alpha holds for 10 ln m / sqrt m = {low:.3g} < alpha < 1/7 only "
+                      f"(alpha = {a:g}, m = {m}); it does not apply here")
+    return None, (f"Huang et al. 2025: 1 + O(alpha) with probability 1 - delta (delta = 0.1) at alpha = {a:g}; "
+                  "no explicit constant (ours: about 5 times Nguyen et al.'s)")
+
+
+def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
+    settings = settings or {}
+    kp = prepare(problem)
+    try:
+        C = np.asarray(solution.get("centres"), dtype=float)
+        if C.ndim != 2 or C.shape[1] != kp.d or C.shape[0] < 1:
+            raise ValueError(f"centres of shape {C.shape}, expected (k, {kp.d})")
+        a = solution_vector(solution, "assignment", kp.m)
+        if np.any(a != np.round(a)) or a.min() < 0 or a.max() >= C.shape[0]:
+            raise ValueError("assignment entries must be centre indices")
+        a = a.astype(np.int64)
+    except (KeyError, ValueError, TypeError) as exc:
+        return Certificate([Check("solution_shape", None, None, False, str(exc))])
+    cost = 0.0
+    excess = 0.0
+    norm = 0.0  # largest squared norm of a (shifted) point or centre: the scale of rounding in the distances
+    for start in range(0, kp.m, BLOCK):
+        norm = max(norm, float((np.asarray(kp.X[start:start + BLOCK], dtype=float) - C.mean(axis=0)).__pow__(2)
+                               .sum(axis=1).max()))
+        stop = min(kp.m, start + BLOCK)
+        D = _distances(kp.X, C, start, stop)
+        best = D.min(axis=1)
+        cost += float(best.sum())
+        got = D[np.arange(stop - start), a[start:stop]]
+        excess = max(excess, float((got - best).max()) if got.size else 0.0)
+    scale = max(norm, float(((C - C.mean(axis=0)) ** 2).sum(axis=1).max()), 1e-300)
+    checks = [
+        Check.at_most("assignment_nearest", excess, 1e-9 * scale,
+                      "largest squared distance to the assigned centre beyond the nearest one"),
+        Check.info("cost", cost, "sum over points of the squared distance to the nearest centre"),
+    ]
+    if objective is not None:
+        checks.append(Check.at_most("objective_matches", abs(float(objective) - cost) / max(abs(cost), 1e-300),
+                                    COST_RTOL, "relative difference of the reported objective from the cost"))
+    checks.append(Check.info("cluster_sizes", np.bincount(a, minlength=C.shape[0]).tolist()))
+    label_cost = 0.0
+    counts = np.bincount(kp.labels, minlength=kp.k)
+    sums = np.zeros((kp.k, kp.d))
+    for start in range(0, kp.m, BLOCK):
+        np.add.at(sums, kp.labels[start:start + BLOCK], np.asarray(kp.X[start:start + BLOCK], dtype=float))
+    cent = sums[counts > 0] / counts[counts > 0, None]
+    for start in range(0, kp.m, BLOCK):
+        label_cost += float(_distances(kp.X, cent, start, min(kp.m, start + BLOCK)).min(axis=1).sum())
+    checks.append(Check.info("label_centroids_cost", label_cost,
+                             "cost of the plain centroids of the predicted labels (points to their nearest)"))
+    checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))
+    factor, statement = guarantee(method or "", settings.get("alpha_used"), kp.m)
+    checks.append(Check.info("guarantee", factor, statement))
+    return Certificate(checks)

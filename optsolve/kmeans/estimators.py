@@ -1,0 +1,190 @@
+"""Centre estimators for learning-augmented k-means, one predicted cluster at a time.
+
+For a predicted cluster P_i (m_i points) and an assumed error rate alpha:
+
+* ``labels``: the plain centroid.
+* ``sort_window`` (Nguyen, Chaturvedi and Nguyen, ICLR 2023): per coordinate, sort the
+  values and take the mean of the window of K = floor((1 - alpha) m_i) consecutive values
+  minimising sum x^2 - (sum x)^2 / K (prefix sums; ties to the leftmost window). Guarantee
+  1 + (5 alpha - 2 alpha^2) / ((1 - 2 alpha)(1 - alpha)) for alpha < 1/2.
+* ``crdest`` (Ergun, Feng, Silwal, Woodruff and Zhou, ICLR 2022): per coordinate, split the
+  points at random into halves X1, X2; the shortest interval holding a (1 - 5 alpha) fraction
+  of X1 (at least 10%: undefined otherwise for alpha >= 0.2); the mean of the X2 values in it.
+  Guarantee 1 + 20 alpha for 10 ln m / sqrt(m) < alpha < 1/7.
+* ``sample_window`` (Huang et al., ICLR 2025, linear time; reconstructed): R anchor points of
+  the cluster; per coordinate, around each anchor the window of the w = floor((1 - alpha) s)
+  values of a subsample Omega (size s) nearest to it (a binary search on the sorted subsample),
+  scored as above; the best anchor's window gives a value range, and the coordinate's centre is
+  the mean of the cluster's values in that range (one pass over the cluster).
+  R = ceil(ln(k d / delta) / -ln(1 - p0)) with p0 = 0.75 (1 - alpha), the probability that an
+  anchor is a true point within two rms of the true mean; s from the DKW inequality with
+  eps = alpha / 2: s = ceil(ln(2 k d / delta) / (2 eps^2)), delta = 0.1.
+* ``sample_centre`` (Huang et al., the sampling heuristic): R = ceil(ln(k / delta) / -ln(1 - p0))
+  candidate points of the cluster, each scored by its trimmed cost on Omega (the sum of the
+  floor((1 - alpha) s) smallest squared distances); the centre is the mean of the
+  floor((1 - alpha) m_i) points of the cluster nearest to the best candidate, recomputed once
+  from that mean.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+DELTA = 0.1  # failure probability the sample sizes are derived for
+CRDEST_MIN_KEEP = 0.1  # crdest keeps at least this fraction of X1
+CHUNK = 65536
+
+
+def clusters(labels: np.ndarray, k: int) -> list:
+    """Point indices of every predicted cluster (sorted)."""
+    order = np.argsort(labels, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
+    return [order[bounds[i]:bounds[i + 1]] for i in range(k)]
+
+
+def keep_count(alpha: float, m: int) -> int:
+    return max(1, int(math.floor((1.0 - alpha) * m + 1e-9)))
+
+
+def label_centroid(P: np.ndarray, alpha: float, rng) -> np.ndarray:
+    return P.mean(axis=0)
+
+
+def _window_costs(S: np.ndarray, K: int):
+    """For sorted columns S (n x d): the window sums and costs of every window of K rows."""
+    shift = S[S.shape[0] // 2]  # centring before the prefix sums: sum x^2 - (sum x)^2 / K cancels badly otherwise
+    Z = S - shift
+    c1 = np.concatenate([np.zeros((1, S.shape[1])), np.cumsum(Z, axis=0)])
+    c2 = np.concatenate([np.zeros((1, S.shape[1])), np.cumsum(Z * Z, axis=0)])
+    s1 = c1[K:] - c1[:-K]
+    cost = (c2[K:] - c2[:-K]) - s1 * s1 / K
+    return s1, cost, shift
+
+
+def sort_window(P: np.ndarray, alpha: float, rng) -> np.ndarray:
+    m = P.shape[0]
+    K = keep_count(alpha, m)
+    S = np.sort(np.asarray(P, dtype=float), axis=0)
+    s1, cost, shift = _window_costs(S, K)
+    best = np.argmin(cost, axis=0)  # the first minimum: ties to the leftmost window
+    return s1[best, np.arange(S.shape[1])] / K + shift
+
+
+def crdest(P: np.ndarray, alpha: float, rng) -> np.ndarray:
+    P = np.asarray(P, dtype=float)
+    m, d = P.shape
+    if m < 2:
+        return P.mean(axis=0)
+    perm = rng.permutation(m)
+    X1, X2 = P[perm[: m // 2]], P[perm[m // 2:]]
+    n1 = X1.shape[0]
+    keep = min(n1, max(1, int(math.ceil(max(1.0 - 5.0 * alpha, CRDEST_MIN_KEEP) * n1 - 1e-9))))
+    S = np.sort(X1, axis=0)
+    width = S[keep - 1:] - S[: n1 - keep + 1]
+    start = np.argmin(width, axis=0)
+    cols = np.arange(d)
+    lo, hi = S[start, cols], S[start + keep - 1, cols]
+    inside = (X2 >= lo) & (X2 <= hi)
+    count = inside.sum(axis=0)
+    total = np.where(inside, X2, 0.0).sum(axis=0)
+    fallback = S[start[None, :] + np.arange(keep)[:, None], cols].mean(axis=0)  # no X2 value inside
+    return np.where(count > 0, total / np.maximum(count, 1), fallback)
+
+
+def anchor_count(alpha: float, k: int, d: int) -> int:
+    p0 = 0.75 * (1.0 - alpha)
+    return max(1, int(math.ceil(math.log(k * d / DELTA) / -math.log(1.0 - p0))))
+
+
+def subsample_size(alpha: float, k: int, d: int, m: int) -> int:
+    if alpha <= 0:
+        return m
+    eps = alpha / 2.0
+    return min(m, int(math.ceil(math.log(2.0 * k * d / DELTA) / (2.0 * eps * eps))))
+
+
+def sample_window(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
+    P = np.asarray(P, dtype=float)
+    m, d = P.shape
+    if alpha <= 0 or m < 3:
+        return P.mean(axis=0)
+    s = subsample_size(alpha, k, d, m)
+    omega = np.sort(P[rng.choice(m, size=s, replace=False)] if s < m else P, axis=0)
+    w = keep_count(alpha, s)
+    R = min(anchor_count(alpha, k, d), m)
+    anchors = P[rng.choice(m, size=R, replace=False)]  # R x d
+    cols = np.arange(d)
+    # the start of the w values of each column of omega nearest to each anchor value: binary search
+    p = np.stack([np.searchsorted(omega[:, j], anchors[:, j]) for j in range(d)], axis=1)  # R x d
+    lo = np.clip(p - w, 0, s - w)
+    hi = np.clip(p, 0, s - w)
+    while np.any(lo < hi):  # move right while the value past the window is nearer than its first
+        active = lo < hi
+        mid = (lo + hi) // 2  # < hi <= s - w, so mid + w is a valid row
+        right = (anchors - omega[mid, cols]) > (omega[np.minimum(mid + w, s - 1), cols] - anchors)
+        lo = np.where(active & right, mid + 1, lo)
+        hi = np.where(active & ~right, mid, hi)
+    start = lo
+    s1, cost, shift = _window_costs(omega, w)
+    scores = cost[start, cols]  # R x d
+    best = np.argmin(scores, axis=0)
+    st = start[best, cols]
+    vlo, vhi = omega[st, cols], omega[st + w - 1, cols]
+    total = np.zeros(d)
+    count = np.zeros(d)
+    for a in range(0, m, CHUNK):
+        block = P[a:a + CHUNK]
+        inside = (block >= vlo) & (block <= vhi)
+        total += np.where(inside, block, 0.0).sum(axis=0)
+        count += inside.sum(axis=0)
+    window_mean = s1[st, cols] / w + shift
+    return np.where(count > 0, total / np.maximum(count, 1), window_mean)
+
+
+def _nearest_mean(P: np.ndarray, c: np.ndarray, keep: int) -> np.ndarray:
+    d2 = ((P - c) ** 2).sum(axis=1)
+    if keep >= P.shape[0]:
+        return P.mean(axis=0)
+    idx = np.argpartition(d2, keep - 1)[:keep]
+    return P[idx].mean(axis=0)
+
+
+def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
+    P = np.asarray(P, dtype=float)
+    m, d = P.shape
+    if alpha <= 0 or m < 3:
+        return P.mean(axis=0)
+    p0 = 0.75 * (1.0 - alpha)
+    R = min(m, max(1, int(math.ceil(math.log(k / DELTA) / -math.log(1.0 - p0)))))
+    s = subsample_size(alpha, k, d, m)
+    omega = P[rng.choice(m, size=s, replace=False)] if s < m else P
+    cand = P[rng.choice(m, size=R, replace=False)]
+    d2 = (cand * cand).sum(1)[:, None] - 2.0 * cand @ omega.T + (omega * omega).sum(1)[None, :]
+    t = keep_count(alpha, s)
+    trimmed = np.partition(d2, t - 1, axis=1)[:, :t].sum(axis=1)
+    best = cand[int(np.argmin(trimmed))]
+    keep = keep_count(alpha, m)
+    c = _nearest_mean(P, best, keep)
+    return _nearest_mean(P, c, keep)  # one re-centring step
+
+
+ESTIMATORS = {"labels": label_centroid, "sort-window": sort_window, "crdest": crdest,
+              "sample-window": sample_window, "sample-centre": sample_centre}
+
+
+def assign(X, centres: np.ndarray):
+    """(nearest centre of every point, its squared distance), in blocks of rows (no m x k x d temporaries)."""
+    m = X.shape[0]
+    C = np.asarray(centres, dtype=float)
+    cc = (C * C).sum(axis=1)
+    out = np.empty(m, dtype=np.int64)
+    dist = np.empty(m)
+    for a in range(0, m, CHUNK):
+        B = np.asarray(X[a:a + CHUNK], dtype=float)
+        D = (B * B).sum(axis=1)[:, None] - 2.0 * B @ C.T + cc[None, :]
+        j = np.argmin(D, axis=1)
+        out[a:a + B.shape[0]] = j
+        dist[a:a + B.shape[0]] = np.maximum(D[np.arange(B.shape[0]), j], 0.0)
+    return out, dist

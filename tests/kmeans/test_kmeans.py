@@ -1,0 +1,147 @@
+"""optsolve kmeans: the estimators against their definitions, guarantees on separated blobs,
+the certificate, the command line and bad inputs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import optsolve.kmeans
+from optsolve.kmeans import estimators
+from optsolve.kmeans.certificate import guarantee
+from optsolve.kmeans.problems import FAMILIES, SCHEMA, corrupt, realised_alpha
+
+METHODS = ("labels", "sort-window", "crdest", "sample-window", "sample-centre", "lloyd")
+
+
+def test_sort_window_is_the_best_window_by_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        P = np.round(rng.normal(size=(int(rng.integers(5, 40)), 3)) * 3)  # integer values: ties
+        alpha = float(rng.uniform(0, 0.45))
+        K = max(1, math.floor((1 - alpha) * P.shape[0] + 1e-9))
+        want = []
+        for j in range(3):
+            v = np.sort(P[:, j])
+            costs = [((v[s:s + K] - v[s:s + K].mean()) ** 2).sum() for s in range(v.size - K + 1)]
+            s = int(np.argmin(np.round(costs, 9)))
+            want.append(v[s:s + K].mean())
+        np.testing.assert_allclose(estimators.sort_window(P, alpha, rng), want, atol=1e-9)
+
+
+def test_crdest_matches_its_definition():
+    P = np.random.default_rng(1).normal(size=(41, 2))
+    alpha = 0.1
+    got = estimators.crdest(P, alpha, np.random.default_rng(5))
+    perm = np.random.default_rng(5).permutation(41)
+    X1, X2 = P[perm[:20]], P[perm[20:]]
+    keep = math.ceil((1 - 5 * alpha) * 20)
+    for j in range(2):
+        v = np.sort(X1[:, j])
+        s = int(np.argmin([v[i + keep - 1] - v[i] for i in range(20 - keep + 1)]))
+        inside = X2[:, j][(X2[:, j] >= v[s]) & (X2[:, j] <= v[s + keep - 1])]
+        assert got[j] == pytest.approx(inside.mean())
+
+
+def test_sample_window_anchor_windows_are_the_nearest_values():
+    """With the subsample the whole cluster and every point an anchor, sample-window is sort-window
+    restricted to windows of nearest values: on one well-separated group plus outliers it finds the group."""
+    rng = np.random.default_rng(2)
+    P = np.vstack([rng.normal(0, 1, size=(90, 4)), rng.normal(30, 1, size=(10, 4))])
+    c = estimators.sample_window(P, 0.1, rng, k=1)
+    assert np.abs(c).max() < 0.5
+
+
+def blobs(seed=0, m=3000, k=4, alpha=0.2, scheme="near-mean"):
+    data = FAMILIES["blobs"].generate(np.random.default_rng(seed), m=m, d=5, k=k, alpha=alpha, scheme=scheme,
+                                      spread=1.0)
+    return SCHEMA.validate(data, source="test"), data
+
+
+@pytest.mark.parametrize("scheme", ["near-mean", "random"])
+def test_every_method_is_within_its_guarantee_on_separated_blobs(scheme):
+    problem, data = blobs(scheme=scheme)
+    best = optsolve.kmeans.solve_problem(problem, method="lloyd").objective
+    labels_cost = optsolve.kmeans.solve_problem(problem, method="labels").objective
+    for method in METHODS[1:5]:
+        res = optsolve.kmeans.solve_problem(problem, method=method, seed=3)
+        assert res.status.value == "optimal" and res.certificate.holds
+        a = data["realised_alpha"]
+        factor = 1 + (5 * a - 2 * a * a) / ((1 - 2 * a) * (1 - a))  # Nguyen et al.'s, the loosest stated here
+        assert res.objective <= factor * best * (1 + 1e-9)
+        assert res.objective <= labels_cost * (1 + 1e-9)  # the robust estimate beats the raw labels here
+
+
+def test_guarantee_formulas():
+    f, text = guarantee("sort-window", 0.1, 1000)
+    assert f == pytest.approx(1 + (0.5 - 0.02) / (0.8 * 0.9))
+    f, text = guarantee("crdest", 0.1, 1797)
+    assert f is None and "does not apply" in text  # 10 ln m / sqrt m = 1.77 > 0.1
+    f, text = guarantee("crdest", 0.1, 10**7)
+    assert f == pytest.approx(3.0)
+
+
+def test_corruption_and_realised_rate():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    truth = np.repeat(np.arange(4), 50)
+    for scheme in ("near-mean", "random"):
+        lab = corrupt(X, truth, 4, 0.2, scheme, rng)
+        changed = lab != truth
+        assert changed.sum() == 40 and np.all(np.bincount(truth[changed], minlength=4) == 10)
+        assert 0.2 <= realised_alpha(truth, lab, 4) < 0.5
+
+
+def test_determinism_and_auto_alpha_reported():
+    problem, _ = blobs(seed=4)
+    a = optsolve.kmeans.solve_problem(problem, method="sample-window", seed=11)
+    b = optsolve.kmeans.solve_problem(problem, method="sample-window", seed=11)
+    assert a.solution["centres"] == b.solution["centres"]
+    assert a.stats["alpha_used"] in [g["alpha"] for g in a.stats["alpha_grid"]]
+    fixed = optsolve.kmeans.solve_problem(problem, method="sort-window", alpha=0.1)
+    assert fixed.stats["alpha_used"] == 0.1 and "alpha_grid" not in fixed.stats
+
+
+def test_empty_predicted_cluster_is_reported():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    res = optsolve.kmeans.solve(X, np.repeat([0, 2], 15), k=3, method="sort-window")
+    assert res.status.value == "optimal" and len(res.solution["centres"]) == 2
+    assert "[1]" in res.message and res.certificate.holds
+
+
+def test_command_line_memory_mapped_points_and_tampering(cli, tmp_path):
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 1, size=(100, 3)) for c in (0, 10)])
+    np.save(tmp_path / "X.npy", X)
+    (tmp_path / "p.json").write_text(json.dumps({"X_path": "X.npy", "labels": [0] * 100 + [1] * 100}))
+    sol = tmp_path / "s.json"
+    r = cli("kmeans", tmp_path / "p.json", "-o", sol)
+    assert r.exit_code == 0, r.stderr
+    assert cli("verify", tmp_path / "p.json", sol).exit_code == 0
+    doc = json.loads(sol.read_text())
+    doc["solution"]["assignment"][0] = 1 - doc["solution"]["assignment"][0]  # no longer the nearest centre
+    sol.write_text(json.dumps(doc))
+    assert cli("verify", tmp_path / "p.json", sol).exit_code == 6
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({"X": [[0.0], [1.0]], "labels": [0, 3], "k": 2}, "label 3 at index 1"),
+    ({"X": [[0.0], [float("nan")]], "labels": [0, 1]}, "NaN"),
+    ({"X": [[0.0], [1.0]], "labels": [0, 1], "k": 3}, "exceeds the number of points"),
+    ({"X": [[0.0], [1.0]], "labels": [0, 1], "alpha": 0.5}, "expected an error rate in [0, 0.5)"),
+    ({"X": [[0.0], [1.0]], "labels": [0, 1, 1]}, "array 'labels' has shape (3,)"),
+    ({"X_path": "missing.npy", "labels": [0, 1]}, "does not exist"),
+])
+def test_bad_inputs_exit_7(bad_input, doc, needle):
+    bad_input("kmeans", doc, needle)
+
+
+def test_bad_alpha_option(cli, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"X": [[0.0], [1.0]], "labels": [0, 1]}))
+    r = cli("kmeans", path, "--alpha", "0.7")
+    assert r.exit_code == 7 and "'--alpha'" in r.stderr
