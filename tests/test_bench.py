@@ -49,3 +49,16 @@ def test_bench_cover_quick():
                                                            "unfair-greedy"}
     assert all(len(row.split("|")) == 15 for row in rows)
     assert "Lazy against plain greedy" in proc.stdout and "| greedy | 4 |" in proc.stdout
+
+
+def test_bench_kmeans_quick():
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-kmeans"), "--quick"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# bench-kmeans:")
+    rows = [line for line in lines if line.startswith("| digits |")]
+    assert len(rows) == 2 and all(len(row.split("|")) == 11 for row in rows)
+    scal = [line for line in lines if line.startswith("| 10000 |")]
+    assert {row.split("|")[2].strip().split(",")[0] for row in scal} == {"sort-window", "crdest", "sample-window",
+                                                                         "sample-centre"}
