@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import scipy.sparse as sp
 
 from optsolve.core.result import Certificate, Check, solution_vector
 from optsolve.kmeans.problems import prepare
@@ -93,7 +94,9 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     counts = np.bincount(kp.labels, minlength=kp.k)
     sums = np.zeros((kp.k, kp.d))
     for start in range(0, kp.m, BLOCK):
-        np.add.at(sums, kp.labels[start:start + BLOCK], np.asarray(kp.X[start:start + BLOCK], dtype=float))
+        lab = kp.labels[start:start + BLOCK]
+        onehot = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size))
+        sums += onehot @ np.asarray(kp.X[start:start + BLOCK], dtype=float)
     cent = sums[counts > 0] / counts[counts > 0, None]
     for start in range(0, kp.m, BLOCK):
         label_cost += float(_distances(kp.X, cent, start, min(kp.m, start + BLOCK)).min(axis=1).sum())
