@@ -21,9 +21,12 @@ For a predicted cluster P_i (m_i points) and an assumed error rate alpha:
   eps = alpha / 2: s = ceil(ln(2 k d / delta) / (2 eps^2)), delta = 0.1.
 * ``sample_centre`` (Huang et al., the sampling heuristic): R = ceil(ln(k / delta) / -ln(1 - p0))
   candidate points of the cluster, each scored by its trimmed cost on Omega (the sum of the
-  floor((1 - alpha) s) smallest squared distances); the centre is the mean of the
-  floor((1 - alpha) m_i) points of the cluster nearest to the best candidate, recomputed once
-  from that mean.
+  floor((1 - alpha) s) smallest squared distances). Ours: the three best are each moved to the
+  mean of their nearest (1 - alpha) s points of Omega, repeated until that set stops changing
+  (at most 5 times); the one of lowest trimmed cost on Omega is then moved the same way on the
+  whole cluster (the mean of its floor((1 - alpha) m_i) nearest points, until stable). On
+  digits with near-mean corruption at alpha = 0.4 this gave 1.033 against 1.060 for the best
+  candidate re-centred twice on the cluster.
 """
 
 from __future__ import annotations
@@ -143,12 +146,27 @@ def sample_window(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
     return np.where(count > 0, total / np.maximum(count, 1), window_mean)
 
 
-def _nearest_mean(P: np.ndarray, c: np.ndarray, keep: int) -> np.ndarray:
-    d2 = ((P - c) ** 2).sum(axis=1)
-    if keep >= P.shape[0]:
-        return P.mean(axis=0)
-    idx = np.argpartition(d2, keep - 1)[:keep]
-    return P[idx].mean(axis=0)
+TOP_CANDIDATES = 3  # sample-centre re-centres this many of its best-scored candidates
+MAX_RECENTRE = 5  # ... at most this many times each (until the kept points stop changing)
+
+
+def _recentre(P, pp, c, keep):
+    """The mean of the ``keep`` points of P nearest to c, repeated from that mean until the kept
+    set stops changing (at most MAX_RECENTRE times); ``pp``: the squared norms of P's rows.
+    Returns (centre, trimmed cost: the sum of the kept points' squared distances to it)."""
+    kept = None
+    for _ in range(MAX_RECENTRE):
+        d2 = pp - 2.0 * (P @ c) + c @ c
+        idx = np.argpartition(d2, keep - 1)[:keep] if keep < P.shape[0] else np.arange(P.shape[0])
+        mask = np.zeros(P.shape[0])
+        mask[idx] = 1.0
+        new = (mask @ P) / keep
+        if kept is not None and np.array_equal(mask, kept):
+            c = new
+            break
+        kept, c = mask, new
+    d2 = np.maximum(pp - 2.0 * (P @ c) + c @ c, 0.0)
+    return c, float(np.partition(d2, keep - 1)[:keep].sum()) if keep < P.shape[0] else float(d2.sum())
 
 
 def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
@@ -164,10 +182,13 @@ def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
     d2 = (cand * cand).sum(1)[:, None] - 2.0 * cand @ omega.T + (omega * omega).sum(1)[None, :]
     t = keep_count(alpha, s)
     trimmed = np.partition(d2, t - 1, axis=1)[:, :t].sum(axis=1)
-    best = cand[int(np.argmin(trimmed))]
-    keep = keep_count(alpha, m)
-    c = _nearest_mean(P, best, keep)
-    return _nearest_mean(P, c, keep)  # one re-centring step
+    oo = (omega * omega).sum(axis=1)
+    best, best_cost = None, np.inf
+    for j in np.argsort(trimmed, kind="stable")[:TOP_CANDIDATES]:  # compared after re-centring on omega
+        c, cost = _recentre(omega, oo, cand[j], t)
+        if cost < best_cost:
+            best, best_cost = c, cost
+    return _recentre(P, (P * P).sum(axis=1), best, keep_count(alpha, m))[0]
 
 
 ESTIMATORS = {"labels": label_centroid, "sort-window": sort_window, "crdest": crdest,
