@@ -45,6 +45,32 @@ def cluster_points(kp) -> list:
     return [np.asarray(kp.X[idx], dtype=float) if idx.size else None for idx in clusters(kp.labels, kp.k)]
 
 
+def sample_centres(kp, alpha: float, seed) -> tuple[np.ndarray, list]:
+    """sample-centre without gathering the clusters: each cluster's start from its samples, then
+    the re-centring of all clusters together in passes over X."""
+    from optsolve.kmeans.estimators import clusters, keep_count, recentre_all, sample_draws, sample_start
+
+    rng = np.random.default_rng(seed)
+    groups = clusters(kp.labels, kp.k)
+    live = [i for i, idx in enumerate(groups) if idx.size]
+    starts = []
+    for i in live:
+        idx = groups[i]
+        if alpha <= 0 or idx.size < 3:
+            starts.append(np.asarray(kp.X[idx], dtype=float).mean(axis=0))
+            continue
+        omega, cand = sample_draws(idx.size, alpha, kp.k, kp.d, rng)
+        starts.append(sample_start(np.asarray(kp.X[idx[omega]], dtype=float), np.asarray(kp.X[idx[cand]], dtype=float),
+                                   alpha))
+    C = np.array(starts)
+    if alpha > 0:
+        relabel = np.full(kp.k, -1)
+        relabel[live] = np.arange(len(live))
+        keep = np.array([keep_count(alpha, groups[i].size) for i in live])
+        C = recentre_all(kp.X, relabel[kp.labels], [groups[i] for i in live], C, keep)
+    return C, [i for i, idx in enumerate(groups) if idx.size == 0]
+
+
 def estimate_centres(kp, method: str, alpha: float, seed, parts: list | None = None) -> tuple[np.ndarray, list]:
     """One centre per non-empty predicted cluster (and the empty clusters' labels); ``parts``:
     :func:`cluster_points`, when already gathered."""
@@ -102,17 +128,27 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
         grid = None
         if alpha == "auto" and method != "labels":
             grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
-        parts = cluster_points(kp)
+        gathered = method != "sample-centre"  # sample-centre reads the clusters in place
+        parts = cluster_points(kp) if gathered else None
+
+        def full(a):
+            return estimate_centres(kp, method, a, seed, parts) if gathered else sample_centres(kp, a, seed)
+
         if grid is None:
             used = 0.0 if method == "labels" else alpha
-            centres, empty = estimate_centres(kp, method, used, seed, parts)
+            centres, empty = full(used)
         else:
             rng = np.random.default_rng(seed + 1)
             sub = rng.choice(kp.m, size=SELECTION_POINTS, replace=False) if kp.m > SELECTION_POINTS else None
             Xs = kp.X if sub is None else np.asarray(kp.X[np.sort(sub)], dtype=float)
             # each alpha of the grid estimated on at most SELECTION_PER_CLUSTER points of every cluster
-            small = [P if P is None or P.shape[0] <= SELECTION_PER_CLUSTER
-                     else P[np.sort(rng.choice(P.shape[0], size=SELECTION_PER_CLUSTER, replace=False))] for P in parts]
+            from optsolve.kmeans.estimators import clusters
+
+            small = []
+            for idx in clusters(kp.labels, kp.k):
+                if idx.size > SELECTION_PER_CLUSTER:
+                    idx = idx[np.sort(rng.choice(idx.size, size=SELECTION_PER_CLUSTER, replace=False))]
+                small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
             best = None
             tried = []
             for a in grid:
@@ -122,7 +158,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
                 if best is None or cost < best[0]:
                     best = (cost, a)
             used = best[1]
-            centres, empty = estimate_centres(kp, method, used, seed, parts)
+            centres, empty = full(used)
             stats["alpha_grid"] = tried
         if refine:
             from sklearn.cluster import KMeans

@@ -148,6 +148,7 @@ def sample_window(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
 
 TOP_CANDIDATES = 3  # sample-centre re-centres this many of its best-scored candidates
 MAX_RECENTRE = 5  # ... at most this many times each (until the kept points stop changing)
+STABLE_FRACTION = 1e-3  # the joint re-centring stops when at most this fraction of the points change sides
 
 
 def _recentre(P, pp, c, keep):
@@ -169,16 +170,10 @@ def _recentre(P, pp, c, keep):
     return c, float(np.partition(d2, keep - 1)[:keep].sum()) if keep < P.shape[0] else float(d2.sum())
 
 
-def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
-    P = np.asarray(P, dtype=float)
-    m, d = P.shape
-    if alpha <= 0 or m < 3:
-        return P.mean(axis=0)
-    p0 = 0.75 * (1.0 - alpha)
-    R = min(m, max(1, int(math.ceil(math.log(k / DELTA) / -math.log(1.0 - p0)))))
-    s = subsample_size(alpha, k, d, m)
-    omega = P[rng.choice(m, size=s, replace=False)] if s < m else P
-    cand = P[rng.choice(m, size=R, replace=False)]
+def sample_start(omega: np.ndarray, cand: np.ndarray, alpha: float) -> np.ndarray:
+    """sample-centre on the sample: the candidates' trimmed costs on omega, the three best
+    re-centred on omega until stable, the one of lowest trimmed cost."""
+    s = omega.shape[0]
     d2 = (cand * cand).sum(1)[:, None] - 2.0 * cand @ omega.T + (omega * omega).sum(1)[None, :]
     t = keep_count(alpha, s)
     trimmed = np.partition(d2, t - 1, axis=1)[:, :t].sum(axis=1)
@@ -188,7 +183,63 @@ def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
         c, cost = _recentre(omega, oo, cand[j], t)
         if cost < best_cost:
             best, best_cost = c, cost
-    return _recentre(P, (P * P).sum(axis=1), best, keep_count(alpha, m))[0]
+    return best
+
+
+def sample_draws(m: int, alpha: float, k: int, d: int, rng):
+    """(subsample, candidates) row indices of a cluster of m points for sample-centre."""
+    p0 = 0.75 * (1.0 - alpha)
+    R = min(m, max(1, int(math.ceil(math.log(k / DELTA) / -math.log(1.0 - p0)))))
+    s = subsample_size(alpha, k, d, m)
+    omega = rng.choice(m, size=s, replace=False) if s < m else np.arange(m)
+    return omega, rng.choice(m, size=R, replace=False)
+
+
+def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
+    P = np.asarray(P, dtype=float)
+    m, d = P.shape
+    if alpha <= 0 or m < 3:
+        return P.mean(axis=0)
+    omega, cand = sample_draws(m, alpha, k, d, rng)
+    c = sample_start(P[omega], P[cand], alpha)
+    return _recentre(P, (P * P).sum(axis=1), c, keep_count(alpha, m))[0]
+
+
+def recentre_all(X, labels: np.ndarray, groups: list, C: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """:func:`_recentre` for every cluster at once, in passes over X by blocks of rows (no copy of
+    the clusters): each centre moves to the mean of its cluster's ``keep[i]`` points nearest to
+    it, until at most a STABLE_FRACTION of the points change sides (at most MAX_RECENTRE times;
+    points at the boundary keep swapping on large data). ``groups``: each cluster's rows."""
+    import scipy.sparse as sp
+
+    m, k = X.shape[0], C.shape[0]
+    pp = np.empty(m)
+    for a in range(0, m, CHUNK):
+        B = np.asarray(X[a:a + CHUNK], dtype=float)
+        pp[a:a + B.shape[0]] = (B * B).sum(axis=1)
+    prev = None
+    for _ in range(MAX_RECENTRE):
+        d2 = np.empty(m)
+        cc = (C * C).sum(axis=1)
+        for a in range(0, m, CHUNK):
+            B = np.asarray(X[a:a + CHUNK], dtype=float)
+            lab = labels[a:a + B.shape[0]]
+            d2[a:a + B.shape[0]] = pp[a:a + B.shape[0]] - 2.0 * np.einsum("ij,ij->i", B, C[lab]) + cc[lab]
+        kept = np.zeros(m, dtype=bool)
+        for i, idx in enumerate(groups):
+            if idx.size:
+                kept[idx[np.argpartition(d2[idx], keep[i] - 1)[:keep[i]]] if keep[i] < idx.size else idx] = True
+        if prev is not None and np.count_nonzero(kept != prev) <= STABLE_FRACTION * m:
+            break
+        sums = np.zeros_like(C)
+        for a in range(0, m, CHUNK):
+            B = np.asarray(X[a:a + CHUNK], dtype=float)
+            sel = np.flatnonzero(kept[a:a + B.shape[0]])
+            sums += sp.csr_matrix((np.ones(sel.size), (labels[a:a + B.shape[0]][sel], sel)),
+                                  shape=(k, B.shape[0])) @ B
+        C = sums / np.maximum(keep, 1)[:, None]
+        prev = kept
+    return C
 
 
 ESTIMATORS = {"labels": label_centroid, "sort-window": sort_window, "crdest": crdest,
