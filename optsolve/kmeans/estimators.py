@@ -148,12 +148,13 @@ def sample_window(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
 
 TOP_CANDIDATES = 3  # sample-centre re-centres this many of its best-scored candidates
 MAX_RECENTRE = 5  # ... at most this many times each (until the kept points stop changing)
-STABLE_FRACTION = 1e-3  # the joint re-centring stops when at most this fraction of the points change sides
+STABLE_FRACTION = 1e-3  # re-centring stops when at most this fraction of a cluster's points change sides
 
 
 def _recentre(P, pp, c, keep):
-    """The mean of the ``keep`` points of P nearest to c, repeated from that mean until the kept
-    set stops changing (at most MAX_RECENTRE times); ``pp``: the squared norms of P's rows.
+    """The mean of the ``keep`` points of P nearest to c, repeated from that mean until at most a
+    STABLE_FRACTION of P's points change sides (at most MAX_RECENTRE times: points at the
+    boundary keep swapping on large data); ``pp``: the squared norms of P's rows.
     Returns (centre, trimmed cost: the sum of the kept points' squared distances to it)."""
     kept = None
     for _ in range(MAX_RECENTRE):
@@ -162,7 +163,7 @@ def _recentre(P, pp, c, keep):
         mask = np.zeros(P.shape[0])
         mask[idx] = 1.0
         new = (mask @ P) / keep
-        if kept is not None and np.array_equal(mask, kept):
+        if kept is not None and np.count_nonzero(mask != kept) <= int(STABLE_FRACTION * P.shape[0]):
             c = new
             break
         kept, c = mask, new
@@ -208,11 +209,12 @@ def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
 def recentre_all(X, labels: np.ndarray, groups: list, C: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """:func:`_recentre` for every cluster at once, in passes over X by blocks of rows (no copy of
     the clusters): each centre moves to the mean of its cluster's ``keep[i]`` points nearest to
-    it, until at most a STABLE_FRACTION of the points change sides (at most MAX_RECENTRE times;
-    points at the boundary keep swapping on large data). ``groups``: each cluster's rows."""
+    it, until in every cluster at most a STABLE_FRACTION of its points change sides (at most
+    MAX_RECENTRE times), as :func:`_recentre` does cluster by cluster. ``groups``: each cluster's rows."""
     import scipy.sparse as sp
 
     m, k = X.shape[0], C.shape[0]
+    sizes = np.array([idx.size for idx in groups])
     pp = np.empty(m)
     for a in range(0, m, CHUNK):
         B = np.asarray(X[a:a + CHUNK], dtype=float)
@@ -229,8 +231,10 @@ def recentre_all(X, labels: np.ndarray, groups: list, C: np.ndarray, keep: np.nd
         for i, idx in enumerate(groups):
             if idx.size:
                 kept[idx[np.argpartition(d2[idx], keep[i] - 1)[:keep[i]]] if keep[i] < idx.size else idx] = True
-        if prev is not None and np.count_nonzero(kept != prev) <= STABLE_FRACTION * m:
-            break
+        if prev is not None:
+            changed = np.bincount(labels[kept != prev], minlength=k)
+            if np.all(changed <= (STABLE_FRACTION * sizes).astype(np.int64)):
+                break
         sums = np.zeros_like(C)
         for a in range(0, m, CHUNK):
             B = np.asarray(X[a:a + CHUNK], dtype=float)

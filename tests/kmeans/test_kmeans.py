@@ -145,3 +145,16 @@ def test_bad_alpha_option(cli, tmp_path):
     path.write_text(json.dumps({"X": [[0.0], [1.0]], "labels": [0, 1]}))
     r = cli("kmeans", path, "--alpha", "0.7")
     assert r.exit_code == 7 and "'--alpha'" in r.stderr
+
+
+def test_in_place_sample_centre_equals_the_per_cluster_one():
+    """The solver's sample-centre (clusters read in place, re-centred together in passes over X)
+    gives the per-cluster estimator's centres."""
+    from optsolve.kmeans import estimate_centres, sample_centres
+    from optsolve.kmeans.problems import prepare
+
+    problem, _ = blobs(seed=7, m=4000, k=5, alpha=0.3)
+    kp = prepare(problem)
+    together, _ = sample_centres(kp, 0.3, seed=2)
+    apart, _ = estimate_centres(kp, "sample-centre", 0.3, seed=2)
+    np.testing.assert_allclose(together, apart, rtol=1e-10, atol=1e-10)
