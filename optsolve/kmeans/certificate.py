@@ -5,7 +5,9 @@ The cost sum_p min_c ||p - c||^2 recomputed from X and ``solution.centres``; tha
 rounding of the minimum); the objective against the recomputed cost; per-cluster sizes; the
 cost of the plain centroids of the predicted labels (what the oracle alone gives); and the
 approximation guarantee that applies for the alpha used (formula and value), which assumes the
-oracle's labels meet that error rate: |P_i n C_i| >= (1 - alpha) max(|P_i|, |C_i|).
+oracle's labels meet that error rate: |P_i n C_i| >= (1 - alpha) max(|P_i|, |C_i|); and for up
+to 2,000 points a lower bound on the optimal cost (exact 1-D k-means along the top three
+principal directions, by dynamic programming) with the cost's ratio to it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,44 @@ from optsolve.kmeans.problems import prepare
 
 BLOCK = 32768
 COST_RTOL = 1e-9
+BOUND_MAX_POINTS = 2000  # the lower bound's dynamic programme is O(k m^2) per direction: small m only
+BOUND_DIRECTIONS = 3  # ... along this many principal directions
+
+
+def kmeans_1d(values: np.ndarray, k: int) -> float:
+    """The optimal k-means cost of numbers (exact: clusters of sorted values are intervals;
+    dynamic programme over the end of the last interval, O(k m^2))."""
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v - v.mean()
+    m = v.size
+    k = min(k, m)
+    s1 = np.concatenate([[0.0], np.cumsum(v)])
+    s2 = np.concatenate([[0.0], np.cumsum(v * v)])
+    j = np.arange(m + 1)[:, None]
+    i = np.arange(m + 1)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        W = (s2[i] - s2[j]) - (s1[i] - s1[j]) ** 2 / (i - j)  # cost of the interval j..i-1
+    W = np.where(i > j, np.maximum(W, 0.0), np.inf)
+    dp = W[0].copy()  # one interval covering 0..i-1
+    for _ in range(k - 1):
+        dp = np.minimum(dp, (dp[:, None] + W).min(axis=0))
+    return float(dp[m])
+
+
+def lower_bound(X, k: int) -> tuple[float | None, str]:
+    """A lower bound on the optimal k-means cost: for an orthonormal set of directions, any
+    clustering's cost is at least the sum over them of the optimal 1-D costs of the projections.
+    Along the top principal directions; loose where the clusters differ in other directions."""
+    m, d = X.shape
+    if m > BOUND_MAX_POINTS:
+        return None, f"not computed: m = {m} > {BOUND_MAX_POINTS} (an O(k m^2) programme per direction)"
+    A = np.asarray(X, dtype=float)
+    A = A - A.mean(axis=0)
+    r = min(BOUND_DIRECTIONS, d, m)
+    _, _, Vt = np.linalg.svd(A, full_matrices=False)
+    total = sum(kmeans_1d(A @ Vt[t], k) for t in range(r))
+    return total, (f"sum of exact 1-D k-means costs along the top {r} principal directions (a valid lower bound "
+                   "on the optimal cost; loose where the clusters differ along the other directions)")
 
 
 def _distances(X, C, start, stop):
@@ -103,6 +143,12 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     checks.append(Check.info("label_centroids_cost", label_cost,
                              "cost of the plain centroids of the predicted labels (points to their nearest)"))
     checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))
+    bound, note = lower_bound(kp.X, C.shape[0])
+    checks.append(Check.info("lower_bound", bound, note))
+    if bound:
+        checks.append(Check.at_most("lower_bound_below_cost", bound - cost, 1e-9 * max(cost, 1e-300),
+                                    "any clustering costs at least the bound"))
+        checks.append(Check.info("cost_over_lower_bound", cost / bound, "the approximation factor is at most this"))
     factor, statement = guarantee(method or "", settings.get("alpha_used"), kp.m)
     checks.append(Check.info("guarantee", factor, statement))
     return Certificate(checks)

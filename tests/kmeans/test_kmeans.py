@@ -158,3 +158,21 @@ def test_in_place_sample_centre_equals_the_per_cluster_one():
     together, _ = sample_centres(kp, 0.3, seed=2)
     apart, _ = estimate_centres(kp, "sample-centre", 0.3, seed=2)
     np.testing.assert_allclose(together, apart, rtol=1e-10, atol=1e-10)
+
+
+def test_one_dimensional_programme_and_the_lower_bound():
+    import itertools
+
+    from optsolve.kmeans.certificate import kmeans_1d, lower_bound
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        v = rng.normal(size=int(rng.integers(3, 8)))
+        k = int(rng.integers(1, 4))
+        best = min(sum(((v[lab == c] - v[lab == c].mean()) ** 2).sum() for c in range(k) if (lab == c).any())
+                   for lab in map(np.array, itertools.product(range(k), repeat=v.size)))
+        assert kmeans_1d(v, k) == pytest.approx(best, abs=1e-9)
+    problem, _ = blobs(seed=1, m=600, k=3)
+    res = optsolve.kmeans.solve_problem(problem, method="lloyd")
+    bound, _ = lower_bound(problem["X"], 3)
+    assert 0 < bound <= res.objective and res.certificate["lower_bound_below_cost"].holds
