@@ -8,6 +8,16 @@ import sys
 from conftest import ROOT
 
 
+def quick(script: str, *args: str) -> list:
+    """The stdout lines of ``bin/SCRIPT --quick ARGS``, after checking it exits 0 and prints its header."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / script), "--quick", *args], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"# {script}:")
+    return lines
+
+
 def test_bench_ot_quick():
     proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--quick", "--families", "grid-sq",
                            "cloud-l1"], capture_output=True, text=True, timeout=300)
@@ -39,24 +49,16 @@ def test_bench_qp_quick():
 
 
 def test_bench_cover_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-cover"), "--quick"], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# bench-cover:")
+    lines = quick("bench-cover")
     rows = [line for line in lines if line.startswith("| les_miserables") or line.startswith("| sbm")]
     assert {row.split("|")[5].strip() for row in rows} == {"greedy", "threshold", "continuous", "milp",
                                                            "unfair-greedy"}
     assert all(len(row.split("|")) == 15 for row in rows)
-    assert "Lazy against plain greedy" in proc.stdout and "| greedy | 4 |" in proc.stdout
+    assert "Lazy against plain greedy" in "\n".join(lines) and "| greedy | 4 |" in "\n".join(lines)
 
 
 def test_bench_kmeans_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-kmeans"), "--quick"], capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# bench-kmeans:")
+    lines = quick("bench-kmeans")
     rows = [line for line in lines if line.startswith("| digits |")]
     assert len(rows) == 2 and all(len(row.split("|")) == 11 for row in rows)
     scal = [line for line in lines if line.startswith("| 10000 |")]
