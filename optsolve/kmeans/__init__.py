@@ -23,7 +23,7 @@ METHODS = ("sample-centre", "sample-window", "sort-window", "crdest", "labels", 
 ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
 CRDEST_GRID = tuple(round(0.02 * i, 2) for i in range(10))  # its kept fraction 1 - 5 alpha: 1, 0.9, ..., 0.1
 SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many points (a fixed random subset)
-SELECTION_PER_CLUSTER = 2000  # ... of centres estimated from at most this many points of each predicted cluster
+SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
 
 
 def _alpha_option(alpha):
@@ -96,7 +96,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     """Solve a validated problem (see :data:`optsolve.kmeans.problems.SCHEMA`); the certificate is attached.
 
     ``alpha``: the error rate the estimators trim for, or ``'auto'`` (the grid 0, 0.05, ..., 0.45,
-    crdest's 0, 0.02, ..., 0.18: centres estimated from at most 2,000 points of each predicted
+    crdest's 0, 0.02, ..., 0.18: centres estimated from at most 1,000 points of each predicted
     cluster, their cost on at most 20,000 of the points; the lowest is estimated again on
     the whole clusters);
     ``refine``: Lloyd steps (scikit-learn's KMeans from these centres) after the estimate.

@@ -215,18 +215,21 @@ def recentre_all(X, labels: np.ndarray, groups: list, C: np.ndarray, keep: np.nd
 
     m, k = X.shape[0], C.shape[0]
     sizes = np.array([idx.size for idx in groups])
-    pp = np.empty(m)
-    for a in range(0, m, CHUNK):
-        B = np.asarray(X[a:a + CHUNK], dtype=float)
-        pp[a:a + B.shape[0]] = (B * B).sum(axis=1)
+    pp = None  # squared norms of the rows, from the first pass on
     prev = None
     for _ in range(MAX_RECENTRE):
         d2 = np.empty(m)
         cc = (C * C).sum(axis=1)
+        first = pp is None
+        if first:
+            pp = np.empty(m)
         for a in range(0, m, CHUNK):
             B = np.asarray(X[a:a + CHUNK], dtype=float)
-            lab = labels[a:a + B.shape[0]]
-            d2[a:a + B.shape[0]] = pp[a:a + B.shape[0]] - 2.0 * np.einsum("ij,ij->i", B, C[lab]) + cc[lab]
+            rows = slice(a, a + B.shape[0])
+            if first:
+                pp[rows] = np.einsum("ij,ij->i", B, B)
+            lab = labels[rows]
+            d2[rows] = pp[rows] - 2.0 * np.einsum("ij,ij->i", B, C[lab]) + cc[lab]
         kept = np.zeros(m, dtype=bool)
         for i, idx in enumerate(groups):
             if idx.size:
