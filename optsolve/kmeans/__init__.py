@@ -112,6 +112,12 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     alpha = _alpha_option(alpha)
     if refine is None or refine < 0:
         raise ParameterError(f"The '--refine' option must be a nonnegative integer; got {refine!r}.")
+    if max_iter is not None and method != "lloyd":
+        raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
+                             f"{method} is not iterative: use '--refine N' for Lloyd steps after it.")
+    if time_limit is not None:
+        raise ParameterError("The '--time-limit' option does not apply to optsolve kmeans (its methods run in "
+                             "one pass, or scikit-learn's KMeans with '--max-iter').")
     t0 = time.perf_counter()
     kp = prepare(problem)
     seed = 0 if seed is None else int(seed)
@@ -121,7 +127,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     if method == "lloyd":
         from sklearn.cluster import KMeans
 
-        km = KMeans(n_clusters=kp.k, n_init=10, random_state=seed).fit(np.asarray(kp.X, dtype=float))
+        km = KMeans(n_clusters=kp.k, n_init=10, random_state=seed, max_iter=max_iter or 300).fit(
+            np.asarray(kp.X, dtype=float))
         centres, empty, used = km.cluster_centers_, [], None
         stats["lloyd_iterations"] = int(km.n_iter_)
     else:

@@ -176,3 +176,12 @@ def test_one_dimensional_programme_and_the_lower_bound():
     res = optsolve.kmeans.solve_problem(problem, method="lloyd")
     bound, _ = lower_bound(problem["X"], 3)
     assert 0 < bound <= res.objective and res.certificate["lower_bound_below_cost"].holds
+
+
+def test_iteration_options_where_they_apply(cli, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({"X": [[0.0], [1.0], [5.0], [6.0]], "labels": [0, 0, 1, 1]}))
+    assert cli("kmeans", path, "--method", "lloyd", "--max-iter", "5").exit_code == 0
+    for args in (("--max-iter", "5"), ("--time-limit", "1")):
+        r = cli("kmeans", path, *args)
+        assert r.exit_code == 7 and args[0] in r.stderr
