@@ -278,8 +278,7 @@ def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int, start
         lu = spla.splu((K0 + reg).tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
                        options={"SymmetricMode": True})
         sol = np.concatenate([start[0], start[1][active]])
-        sol = sol + lu.solve(rhs - K0 @ sol)
-        for _ in range(refine_iter):
+        for _ in range(1 + refine_iter):  # the first step from the start, then the refinement
             sol = sol + lu.solve(rhs - K0 @ sol)
     except RuntimeError:  # singular reduced system
         return None
