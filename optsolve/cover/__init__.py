@@ -46,7 +46,18 @@ def _unfair(cp, fn, s, deadline):
 
 
 def _milp(cp, s, info, stats, deadline) -> Result:
-    return _milp_result(cp, s, info, stats, deadline)
+    from optsolve.cover.milp import solve_milp
+
+    remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
+    run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None)
+    stats.update({"dual_bound": run.dual_bound, "mip_nodes": run.nodes})
+    if run.status == "infeasible":
+        return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
+                      solution={"certificate_kind": "infeasible", "reason": run.message}, stats=stats, settings=s)
+    result = Result("cover", "milp", Status(run.status), run.message, problem=info, stats=stats, settings=s)
+    if run.selected:
+        _attach_set(result, cp, run.selected)
+    return result
 
 
 # greedy, threshold, unfair-greedy: (problem, oracle, settings, deadline) -> CoverRun; milp builds its Result
@@ -111,8 +122,7 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     s["tau"], s["tau_frac"] = cp.tau, None  # the absolute threshold solved for (verify reads it)
     info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
     stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
-    reason = infeasibility_reason(cp) if method != "unfair-greedy" else (
-        f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}." if cp.tau > cp.f_all * (1 + 1e-12) else None)
+    reason = infeasibility_reason(cp, fairness=method != "unfair-greedy")
     deadline = None if s["time_limit"] is None else t0 + s["time_limit"]
     if reason is not None:
         result = Result("cover", method, Status.INFEASIBLE, f"Infeasible: {reason}", problem=info,
@@ -147,21 +157,6 @@ def _attach_set(result: Result, cp, selected) -> None:
     result.objective = len(S)
     result.stats["size"] = len(S)
     result.stats["fairness_violation"] = fairness_violation(counts, cp.p, cp.q)
-
-
-def _milp_result(cp, s, info, stats, deadline) -> Result:
-    from optsolve.cover.milp import solve_milp
-
-    remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
-    run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None)
-    stats.update({"dual_bound": run.dual_bound, "mip_nodes": run.nodes})
-    if run.status == "infeasible":
-        return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
-                      solution={"certificate_kind": "infeasible", "reason": run.message}, stats=stats, settings=s)
-    result = Result("cover", "milp", Status(run.status), run.message, problem=info, stats=stats, settings=s)
-    if run.selected:
-        _attach_set(result, cp, run.selected)
-    return result
 
 
 def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance=None, tau=None, tau_frac=None,

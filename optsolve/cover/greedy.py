@@ -36,11 +36,11 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from optsolve.cover.problems import CoverProblem, fair_sizes
+from optsolve.cover.problems import CoverProblem, fair_counts, fair_sizes
 
 GAIN_TOL = 1e-12  # gains below this, relative to the largest singleton gain (or to f(U)), are zero
 VALUE_RTOL = 1e-12  # f(S) within this (relative) of the target reaches it: sums of gains round
@@ -61,7 +61,6 @@ class CoverRun:
     beta: int | None = None
     rounds: int = 0
     repaired: int = 0
-    history: list = field(default_factory=list)
 
 
 class _Budget:
@@ -240,10 +239,8 @@ def fair_target(counts: np.ndarray, sizes: np.ndarray, p: np.ndarray, q: np.ndar
     start, end = max(m0, 1), int(sizes.sum())
     width = 64  # the first sizes first: the answer is almost always close to m0
     while start <= end:
-        ms = np.arange(start, min(end, start + width - 1) + 1, dtype=float)
-        need = np.maximum(counts[None, :], np.ceil(np.outer(ms, p) - 1e-9))
-        cap = np.minimum(np.floor(np.outer(ms, q) + 1e-9), sizes[None, :])
-        ok = np.all(need <= cap, axis=1) & (need.sum(1) <= ms) & (cap.sum(1) >= ms)
+        ms = np.arange(start, min(end, start + width - 1) + 1)
+        ok, need, cap = fair_counts(ms, counts, sizes, p, q)
         if ok.any():
             k = int(np.argmax(ok))
             return int(ms[k]), need[k].astype(np.int64), cap[k].astype(np.int64)
@@ -336,7 +333,6 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                 seen = key
                 run.rounds += 1
                 S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
-                run.history.append({"kappa": kappa, "beta": b, "k": k * b, "size": len(S), "f": fn.value})
                 if reached(fn.value, target):
                     before = len(S)
                     fixed = repair(fn, cp, S, budget)

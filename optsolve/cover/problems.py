@@ -304,19 +304,28 @@ FAMILIES = {
 }
 
 
+def fair_counts(ms: np.ndarray, counts: np.ndarray, sizes: np.ndarray, p: np.ndarray, q: np.ndarray):
+    """For each size m in ``ms``: whether a fair set of size m containing ``counts`` exists, and the
+    per-group minimum max(counts, ceil(p_c m)) and maximum min(floor(q_c m), |U_c|) of its counts."""
+    ms = np.asarray(ms, dtype=float)
+    need = np.maximum(counts[None, :], np.ceil(np.outer(ms, p) - 1e-9))
+    cap = np.minimum(np.floor(np.outer(ms, q) + 1e-9), sizes[None, :])
+    ok = np.all(need <= cap, axis=1) & (need.sum(1) <= ms) & (cap.sum(1) >= ms)
+    return ok, need, cap
+
+
 def fair_sizes(sizes: np.ndarray, p: np.ndarray, q: np.ndarray, n: int) -> np.ndarray:
     """The set sizes m in 1..n for which a fair set exists: integers s_c with
     ceil(p_c m) <= s_c <= min(floor(q_c m), |U_c|) summing to m (a boolean per m, index 0 unused)."""
-    m = np.arange(n + 1, dtype=float)
-    lo = np.ceil(np.outer(m, p) - 1e-9)
-    hi = np.minimum(np.floor(np.outer(m, q) + 1e-9), sizes[None, :])
-    ok = np.all(lo <= hi, axis=1) & (lo.sum(1) <= m) & (hi.sum(1) >= m)
+    ok, _, _ = fair_counts(np.arange(n + 1), np.zeros(len(p)), sizes, p, q)
     ok[0] = False
     return ok
 
 
-def infeasibility_reason(cp: CoverProblem) -> str | None:
-    """Why no fair set reaches tau, where that is certain (None otherwise)."""
+def infeasibility_reason(cp: CoverProblem, fairness: bool = True) -> str | None:
+    """Why no fair set (any set, without ``fairness``) reaches tau, where that is certain (None otherwise)."""
+    if not fairness:
+        return f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}." if cp.tau > cp.f_all * (1 + 1e-12) else None
     if cp.p.sum() > 1 + 1e-12:
         return f"the lower proportions sum to {cp.p.sum():.6g} > 1: no set is fair."
     if cp.q.sum() < 1 - 1e-12:
