@@ -102,7 +102,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     ``refine``: Lloyd steps (scikit-learn's KMeans from these centres) after the estimate.
     """
     from optsolve.kmeans import certificate
-    from optsolve.kmeans.estimators import assign
+    from optsolve.kmeans.estimators import assign, clusters
 
     if device == "gpu":
         raise ParameterError("optsolve kmeans runs on the CPU; use '--device cpu' (or auto).")
@@ -149,8 +149,6 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             sub = rng.choice(kp.m, size=SELECTION_POINTS, replace=False) if kp.m > SELECTION_POINTS else None
             Xs = kp.X if sub is None else np.asarray(kp.X[np.sort(sub)], dtype=float)
             # each alpha of the grid estimated on at most SELECTION_PER_CLUSTER points of every cluster
-            from optsolve.kmeans.estimators import clusters
-
             small = []
             for idx in clusters(kp.labels, kp.k):
                 if idx.size > SELECTION_PER_CLUSTER:

@@ -62,13 +62,13 @@ def lower_bound(X, k: int) -> tuple[float | None, str]:
                    "on the optimal cost; loose where the clusters differ along the other directions)")
 
 
-def _distances(X, C, start, stop):
-    """Squared distances of rows start:stop of X to the centres, both shifted by the centres' mean
-    first (less cancellation in ||x||^2 - 2 x'c + ||c||^2)."""
+def _distances(B: np.ndarray, C: np.ndarray):
+    """Squared distances of the rows of B to the centres, both shifted by the centres' mean first
+    (less cancellation in ||x||^2 - 2 x'c + ||c||^2), and the shifted rows' squared norms."""
     shift = C.mean(axis=0)
-    B = np.asarray(X[start:stop], dtype=float) - shift
-    Cs = C - shift
-    return np.maximum((B * B).sum(1)[:, None] - 2.0 * B @ Cs.T + (Cs * Cs).sum(1)[None, :], 0.0)
+    Bs, Cs = B - shift, C - shift
+    bb = (Bs * Bs).sum(axis=1)
+    return np.maximum(bb[:, None] - 2.0 * Bs @ Cs.T + (Cs * Cs).sum(1)[None, :], 0.0), bb
 
 
 def guarantee(method: str, alpha, m: int) -> tuple[float | None, str]:
@@ -112,10 +112,9 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     excess = 0.0
     norm = 0.0  # largest squared norm of a (shifted) point or centre: the scale of rounding in the distances
     for start in range(0, kp.m, BLOCK):
-        norm = max(norm, float((np.asarray(kp.X[start:start + BLOCK], dtype=float) - C.mean(axis=0)).__pow__(2)
-                               .sum(axis=1).max()))
         stop = min(kp.m, start + BLOCK)
-        D = _distances(kp.X, C, start, stop)
+        D, bb = _distances(np.asarray(kp.X[start:stop], dtype=float), C)
+        norm = max(norm, float(bb.max()))
         best = D.min(axis=1)
         cost += float(best.sum())
         got = D[np.arange(stop - start), a[start:stop]]
@@ -139,7 +138,7 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
         sums += onehot @ np.asarray(kp.X[start:start + BLOCK], dtype=float)
     cent = sums[counts > 0] / counts[counts > 0, None]
     for start in range(0, kp.m, BLOCK):
-        label_cost += float(_distances(kp.X, cent, start, min(kp.m, start + BLOCK)).min(axis=1).sum())
+        label_cost += float(_distances(np.asarray(kp.X[start:start + BLOCK], dtype=float), cent)[0].min(axis=1).sum())
     checks.append(Check.info("label_centroids_cost", label_cost,
                              "cost of the plain centroids of the predicted labels (points to their nearest)"))
     checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))
