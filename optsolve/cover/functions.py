@@ -42,11 +42,10 @@ class _Function:
         lens = ends - starts
         total = int(lens.sum())
         if total == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), lens
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         rel = np.repeat(np.arange(idx.size), lens)
         offs = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
-        return np.repeat(starts, lens) + offs, rel, lens
-
+        return np.repeat(starts, lens) + offs, rel
 
 class Coverage(_Function):
     def __init__(self, M: sp.csr_matrix, weights: np.ndarray):
@@ -62,7 +61,7 @@ class Coverage(_Function):
         return self.M @ self.live
 
     def _some_gains(self, idx):
-        pos, rel, _ = self._rows(idx)
+        pos, rel = self._rows(idx)
         return np.bincount(rel, weights=self.live[self.M.indices[pos]], minlength=idx.size)
 
     def _gain(self, i):
@@ -95,7 +94,7 @@ class FacilityLocation(_Function):
         return out
 
     def _some_gains(self, idx):
-        pos, rel, _ = self._rows(idx)
+        pos, rel = self._rows(idx)
         excess = np.maximum(self.M.data[pos] - self.best[self.M.indices[pos]], 0.0)
         return np.bincount(rel, weights=excess, minlength=idx.size)
 
