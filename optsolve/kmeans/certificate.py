@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from optsolve.core.result import Certificate, Check, solution_vector
 from optsolve.kmeans.problems import prepare
 
-BLOCK = 32768
+BLOCK = 4096  # rows per block: the block and its distances stay in cache
 COST_RTOL = 1e-9
 BOUND_MAX_POINTS = 2000  # the lower bound's dynamic programme is O(k m^2) per direction: small m only
 BOUND_DIRECTIONS = 3  # ... along this many principal directions
@@ -62,13 +62,14 @@ def lower_bound(X, k: int) -> tuple[float | None, str]:
                    "on the optimal cost; loose where the clusters differ along the other directions)")
 
 
-def _distances(B: np.ndarray, C: np.ndarray):
-    """Squared distances of the rows of B to the centres, both shifted by the centres' mean first
-    (less cancellation in ||x||^2 - 2 x'c + ||c||^2), and the shifted rows' squared norms."""
-    shift = C.mean(axis=0)
-    Bs, Cs = B - shift, C - shift
-    bb = (Bs * Bs).sum(axis=1)
-    return np.maximum(bb[:, None] - 2.0 * Bs @ Cs.T + (Cs * Cs).sum(1)[None, :], 0.0), bb
+def _distances(B: np.ndarray, Cs: np.ndarray, shift: np.ndarray):
+    """Squared distances of the rows of B to the centres less the rows' squared norms,
+    ||c||^2 - 2 x'c, with B and the centres Cs shifted by ``shift`` (the centres' mean: less
+    cancellation), and the shifted rows' squared norms."""
+    Bs = B - shift
+    G = Bs @ (-2.0 * Cs.T)
+    G += (Cs * Cs).sum(axis=1)
+    return G, np.einsum("ij,ij->i", Bs, Bs)
 
 
 def guarantee(method: str, alpha, m: int) -> tuple[float | None, str]:
@@ -111,13 +112,14 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     cost = 0.0
     excess = 0.0
     norm = 0.0  # largest squared norm of a (shifted) point or centre: the scale of rounding in the distances
+    shift = C.mean(axis=0)
     for start in range(0, kp.m, BLOCK):
         stop = min(kp.m, start + BLOCK)
-        D, bb = _distances(np.asarray(kp.X[start:stop], dtype=float), C)
+        G, bb = _distances(np.asarray(kp.X[start:stop], dtype=float), C - shift, shift)
         norm = max(norm, float(bb.max()))
-        best = D.min(axis=1)
-        cost += float(best.sum())
-        got = D[np.arange(stop - start), a[start:stop]]
+        best = G.min(axis=1)
+        cost += float(np.maximum(best + bb, 0.0).sum())
+        got = G[np.arange(stop - start), a[start:stop]]
         excess = max(excess, float((got - best).max()) if got.size else 0.0)
     scale = max(norm, float(((C - C.mean(axis=0)) ** 2).sum(axis=1).max()), 1e-300)
     checks = [
@@ -137,8 +139,10 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
         onehot = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size))
         sums += onehot @ np.asarray(kp.X[start:start + BLOCK], dtype=float)
     cent = sums[counts > 0] / counts[counts > 0, None]
+    shift = cent.mean(axis=0)
     for start in range(0, kp.m, BLOCK):
-        label_cost += float(_distances(np.asarray(kp.X[start:start + BLOCK], dtype=float), cent)[0].min(axis=1).sum())
+        G, bb = _distances(np.asarray(kp.X[start:start + BLOCK], dtype=float), cent - shift, shift)
+        label_cost += float(np.maximum(G.min(axis=1) + bb, 0.0).sum())
     checks.append(Check.info("label_centroids_cost", label_cost,
                              "cost of the plain centroids of the predicted labels (points to their nearest)"))
     checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))

@@ -37,7 +37,8 @@ import numpy as np
 
 DELTA = 0.1  # failure probability the sample sizes are derived for
 CRDEST_MIN_KEEP = 0.1  # crdest keeps at least this fraction of X1
-CHUNK = 65536
+CHUNK = 65536  # rows gathered at once
+BLOCK = 4096  # rows per block in the distance passes over X (the block and its distances stay in cache)
 
 
 def clusters(labels: np.ndarray, k: int) -> list:
@@ -206,46 +207,63 @@ def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
     return _recentre(P, (P * P).sum(axis=1), c, keep_count(alpha, m))[0]
 
 
+def _label_sums(X, rows: np.ndarray, labels: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
+    """sum over the given rows of weight * row, per label (k x d); ``rows`` sorted, ``labels`` and
+    ``weights`` theirs. Few rows are gathered; many are read in place, block by block."""
+    import scipy.sparse as sp
+
+    m = X.shape[0]
+    out = np.zeros((k, X.shape[1]))
+    if rows.size * 8 < m:
+        for a in range(0, rows.size, CHUNK):
+            r = rows[a:a + CHUNK]
+            out += sp.csr_matrix((weights[a:a + CHUNK], (labels[a:a + CHUNK], np.arange(r.size))),
+                                 shape=(k, r.size)) @ np.asarray(X[r], dtype=float)
+        return out
+    bounds = np.searchsorted(rows, np.arange(0, m + CHUNK, CHUNK))
+    for a, (lo, hi) in zip(range(0, m, CHUNK), zip(bounds[:-1], bounds[1:])):
+        if hi > lo:
+            B = np.asarray(X[a:a + CHUNK], dtype=float)
+            out += sp.csr_matrix((weights[lo:hi], (labels[lo:hi], rows[lo:hi] - a)), shape=(k, B.shape[0])) @ B
+    return out
+
+
 def recentre_all(X, labels: np.ndarray, groups: list, C: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """:func:`_recentre` for every cluster at once, in passes over X by blocks of rows (no copy of
     the clusters): each centre moves to the mean of its cluster's ``keep[i]`` points nearest to
     it, until in every cluster at most a STABLE_FRACTION of its points change sides (at most
-    MAX_RECENTRE times), as :func:`_recentre` does cluster by cluster. ``groups``: each cluster's rows."""
-    import scipy.sparse as sp
-
+    MAX_RECENTRE times), as :func:`_recentre` does cluster by cluster. ``groups``: each cluster's
+    rows. The kept points' sums are updated by the points that change sides only."""
     m, k = X.shape[0], C.shape[0]
     sizes = np.array([idx.size for idx in groups])
-    pp = None  # squared norms of the rows, from the first pass on
-    prev = None
-    for _ in range(MAX_RECENTRE):
+    pp = np.empty(m)  # squared norms of the rows, from the first pass
+    kept = sums = None
+    for it in range(MAX_RECENTRE):
         d2 = np.empty(m)
         cc = (C * C).sum(axis=1)
-        first = pp is None
-        if first:
-            pp = np.empty(m)
-        for a in range(0, m, CHUNK):
-            B = np.asarray(X[a:a + CHUNK], dtype=float)
+        for a in range(0, m, BLOCK):
+            B = np.asarray(X[a:a + BLOCK], dtype=float)
             rows = slice(a, a + B.shape[0])
-            if first:
+            if it == 0:
                 pp[rows] = np.einsum("ij,ij->i", B, B)
             lab = labels[rows]
             d2[rows] = pp[rows] - 2.0 * np.einsum("ij,ij->i", B, C[lab]) + cc[lab]
-        kept = np.zeros(m, dtype=bool)
+        new = np.zeros(m, dtype=bool)
         for i, idx in enumerate(groups):
             if idx.size:
-                kept[idx[np.argpartition(d2[idx], keep[i] - 1)[:keep[i]]] if keep[i] < idx.size else idx] = True
-        if prev is not None:
-            changed = np.bincount(labels[kept != prev], minlength=k)
-            if np.all(changed <= (STABLE_FRACTION * sizes).astype(np.int64)):
-                break
-        sums = np.zeros_like(C)
-        for a in range(0, m, CHUNK):
-            B = np.asarray(X[a:a + CHUNK], dtype=float)
-            sel = np.flatnonzero(kept[a:a + B.shape[0]])
-            sums += sp.csr_matrix((np.ones(sel.size), (labels[a:a + B.shape[0]][sel], sel)),
-                                  shape=(k, B.shape[0])) @ B
+                new[idx[np.argpartition(d2[idx], keep[i] - 1)[:keep[i]]] if keep[i] < idx.size else idx] = True
+        if kept is None:
+            rows = np.flatnonzero(new)
+            sums = _label_sums(X, rows, labels[rows], np.ones(rows.size), k)
+            stable = False
+        else:
+            rows = np.flatnonzero(new != kept)
+            sums += _label_sums(X, rows, labels[rows], np.where(new[rows], 1.0, -1.0), k)
+            stable = np.all(np.bincount(labels[rows], minlength=k) <= (STABLE_FRACTION * sizes).astype(np.int64))
         C = sums / np.maximum(keep, 1)[:, None]
-        prev = kept
+        kept = new
+        if stable:
+            break
     return C
 
 
@@ -257,13 +275,15 @@ def assign(X, centres: np.ndarray):
     """(nearest centre of every point, its squared distance), in blocks of rows (no m x k x d temporaries)."""
     m = X.shape[0]
     C = np.asarray(centres, dtype=float)
+    Ct = -2.0 * C.T
     cc = (C * C).sum(axis=1)
     out = np.empty(m, dtype=np.int64)
     dist = np.empty(m)
-    for a in range(0, m, CHUNK):
-        B = np.asarray(X[a:a + CHUNK], dtype=float)
-        D = (B * B).sum(axis=1)[:, None] - 2.0 * B @ C.T + cc[None, :]
-        j = np.argmin(D, axis=1)
+    for a in range(0, m, BLOCK):
+        B = np.asarray(X[a:a + BLOCK], dtype=float)
+        G = B @ Ct
+        G += cc  # ||c||^2 - 2 x'c: ||x||^2 does not change the nearest centre
+        j = np.argmin(G, axis=1)
         out[a:a + B.shape[0]] = j
-        dist[a:a + B.shape[0]] = np.maximum(D[np.arange(B.shape[0]), j], 0.0)
-    return out, dist
+        dist[a:a + B.shape[0]] = np.take_along_axis(G, j[:, None], axis=1)[:, 0] + np.einsum("ij,ij->i", B, B)
+    return out, np.maximum(dist, 0.0, out=dist)
