@@ -24,6 +24,7 @@ ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
 CRDEST_GRID = tuple(round(0.02 * i, 2) for i in range(10))  # its kept fraction 1 - 5 alpha: 1, 0.9, ..., 0.1
 SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many points (a fixed random subset)
 SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
+MAX_SWEEPS = 3  # sweeps over the clusters choosing each one's alpha
 
 
 def _alpha_option(alpha):
@@ -45,49 +46,100 @@ def cluster_points(kp) -> list:
     return [np.asarray(kp.X[idx], dtype=float) if idx.size else None for idx in clusters(kp.labels, kp.k)]
 
 
-def sample_centres(kp, alpha: float, seed) -> tuple[np.ndarray, list]:
+def _per_cluster(alpha, k: int) -> np.ndarray:
+    return np.full(k, float(alpha)) if np.ndim(alpha) == 0 else np.asarray(alpha, dtype=float)
+
+
+def sample_centres(kp, alpha, seed) -> tuple[np.ndarray, list]:
     """sample-centre without gathering the clusters: each cluster's start from its samples, then
-    the re-centring of all clusters together in passes over X."""
+    the re-centring of all clusters together in passes over X. ``alpha``: one value, or one per
+    predicted cluster."""
     from optsolve.kmeans.estimators import clusters, keep_count, recentre_all, sample_draws, sample_start
 
-    rng = np.random.default_rng(seed)
+    alphas = _per_cluster(alpha, kp.k)
     groups = clusters(kp.labels, kp.k)
     live = [i for i, idx in enumerate(groups) if idx.size]
     starts = []
     for i in live:
         idx = groups[i]
-        if alpha <= 0 or idx.size < 3:
+        if alphas[i] <= 0 or idx.size < 3:
             starts.append(np.asarray(kp.X[idx], dtype=float).mean(axis=0))
             continue
-        omega, cand = sample_draws(idx.size, alpha, kp.k, kp.d, rng)
+        omega, cand = sample_draws(idx.size, alphas[i], kp.k, kp.d, np.random.default_rng([seed, i]))
         starts.append(sample_start(np.asarray(kp.X[idx[omega]], dtype=float), np.asarray(kp.X[idx[cand]], dtype=float),
-                                   alpha))
+                                   alphas[i]))
     C = np.array(starts)
-    if alpha > 0:
+    if np.any(alphas[live] > 0):
         relabel = np.full(kp.k, -1)
         relabel[live] = np.arange(len(live))
-        keep = np.array([keep_count(alpha, groups[i].size) for i in live])
+        keep = np.array([keep_count(alphas[i], groups[i].size) for i in live])
         C = recentre_all(kp.X, relabel[kp.labels], [groups[i] for i in live], C, keep)
     return C, [i for i, idx in enumerate(groups) if idx.size == 0]
 
 
-def estimate_centres(kp, method: str, alpha: float, seed, parts: list | None = None) -> tuple[np.ndarray, list]:
-    """One centre per non-empty predicted cluster (and the empty clusters' labels); ``parts``:
-    :func:`cluster_points`, when already gathered."""
+def estimate_centres(kp, method: str, alpha, seed, parts: list | None = None) -> tuple[np.ndarray, list]:
+    """One centre per non-empty predicted cluster (and the empty clusters' labels); ``alpha``: one
+    value, or one per predicted cluster; ``parts``: :func:`cluster_points`, when already gathered."""
     from optsolve.kmeans.estimators import ESTIMATORS
 
-    rng = np.random.default_rng(seed)
+    alphas = _per_cluster(alpha, kp.k)
     est = ESTIMATORS[method]
     centres, empty = [], []
     for i, P in enumerate(cluster_points(kp) if parts is None else parts):
         if P is None:
             empty.append(i)
             continue
+        rng = np.random.default_rng([seed, i])  # each cluster's own stream: its estimate depends on its alpha only
         if method in ("sample-window", "sample-centre"):
-            centres.append(est(P, alpha, rng, k=kp.k))
+            centres.append(est(P, alphas[i], rng, k=kp.k))
         else:
-            centres.append(est(P, alpha, rng))
+            centres.append(est(P, alphas[i], rng))
     return np.array(centres), empty
+
+
+def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, float]:
+    """Per predicted cluster, the alpha of the grid whose centre gives the lowest cost on the
+    points X: from the grid value of lowest cost for all clusters, one cluster's centre at a
+    time is replaced by its centre at another grid value when that lowers the cost, in sweeps
+    over the clusters until none does (at most MAX_SWEEPS). ``candidates[g]``: the centres (one
+    per non-empty cluster) at ``grid[g]``. Returns (the alpha index of each centre, its cost, the
+    cost of each grid value for all clusters)."""
+    xx = np.einsum("ij,ij->i", X, X)
+
+    def sqdist(C):
+        return np.maximum(xx[:, None] - 2.0 * X @ C.T + (C * C).sum(axis=1)[None, :], 0.0)
+
+    D = [sqdist(C) for C in candidates]  # n x L each
+    costs = [float(Dg.min(axis=1).sum()) for Dg in D]
+    g0 = int(np.argmin(costs))
+    choice = np.full(candidates[0].shape[0], g0)
+    cur = D[g0].copy()
+    best = costs[g0]
+    n, L = cur.shape
+    rows = np.arange(n)
+
+    def two_nearest():  # each point's nearest centre, its distance and the distance to the second nearest
+        a1 = np.argmin(cur, axis=1)
+        m1 = cur[rows, a1]
+        cur[rows, a1] = np.inf
+        m2 = cur.min(axis=1) if L > 1 else np.full(n, np.inf)
+        cur[rows, a1] = m1
+        return a1, m1, m2
+
+    a1, m1, m2 = two_nearest()
+    for _ in range(MAX_SWEEPS):
+        changed = False
+        for i in range(L):
+            others = np.where(a1 == i, m2, m1)  # the nearest of the other centres
+            trial = [float(np.minimum(others, D[g][:, i]).sum()) for g in range(len(grid))]
+            g = int(np.argmin(trial))
+            if trial[g] < best * (1 - 1e-12):
+                best, choice[i], changed = trial[g], g, True
+                cur[:, i] = D[g][:, i]
+                a1, m1, m2 = two_nearest()
+        if not changed:
+            break
+    return choice, best, costs
 
 
 def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: int = 0, seed: int | None = None,
@@ -97,8 +149,9 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
 
     ``alpha``: the error rate the estimators trim for, or ``'auto'`` (the grid 0, 0.05, ..., 0.45,
     crdest's 0, 0.02, ..., 0.18: centres estimated from at most 1,000 points of each predicted
-    cluster, their cost on at most 20,000 of the points; the lowest is estimated again on
-    the whole clusters);
+    cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
+    :func:`choose_alphas`; the clusters with more points estimated again on all of them at their
+    alpha, kept when they cost no more on those 20,000 points);
     ``refine``: Lloyd steps (scikit-learn's KMeans from these centres) after the estimate.
     """
     from optsolve.kmeans import certificate
@@ -154,17 +207,27 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
                 if idx.size > SELECTION_PER_CLUSTER:
                     idx = idx[np.sort(rng.choice(idx.size, size=SELECTION_PER_CLUSTER, replace=False))]
                 small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
-            best = None
-            tried = []
-            for a in grid:
-                C, _ = estimate_centres(kp, method, a, seed, small)
-                cost = float(assign(Xs, C)[1].sum())
-                tried.append({"alpha": a, "cost": cost})
-                if best is None or cost < best[0]:
-                    best = (cost, a)
-            used = best[1]
-            centres, empty = full(used)
-            stats["alpha_grid"] = tried
+            candidates = [estimate_centres(kp, method, a, seed, small)[0] for a in grid]
+            choice, cost, costs = choose_alphas(np.asarray(Xs, dtype=float), candidates, grid)
+            live = [i for i, P in enumerate(small) if P is not None]
+            per_cluster = np.zeros(kp.k)
+            per_cluster[live] = np.asarray(grid)[choice]
+            used = float(per_cluster[live].max())
+            chosen = np.array([candidates[g][j] for j, g in enumerate(choice)])
+            sizes = np.bincount(kp.labels, minlength=kp.k)
+            redo = np.array([small[i].shape[0] < sizes[i] for i in live], dtype=bool)
+            centres, empty = chosen, [i for i, P in enumerate(small) if P is None]
+            if redo.any():  # the subsampled clusters estimated again on all their points
+                again = full(per_cluster)[0]
+                again[~redo] = chosen[~redo]
+                if float(assign(Xs, again)[1].sum()) <= cost:
+                    centres = again
+                else:
+                    messages.append("The centres estimated on the whole clusters cost more on the selection's "
+                                    "points than those estimated on their samples: the latter are kept.")
+            stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
+            stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
+            stats["selection_cost"] = cost
         if refine:
             from sklearn.cluster import KMeans
 

@@ -12,13 +12,14 @@ OUTPUT_OPTIONS = ()
 @solve_options
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="sample-centre", show_default=True,
               help="sample-centre: the best of a few sampled candidate centres by trimmed cost, then the mean of "
-                   "the (1 - alpha) nearest points. sample-window: per coordinate, windows around sampled anchors "
-                   "scored on a subsample (linear time). sort-window: Nguyen et al. 2023 (sorts every coordinate). "
+                   "the (1 - alpha) nearest points. sample-window: per coordinate, the best window of a sorted "
+                   "subsample, then the mean of the cluster's values in its range (linear time). sort-window: Nguyen et al. 2023 (sorts every coordinate). "
                    "crdest: Ergun et al. 2022. labels: plain centroids of the predicted labels. lloyd: "
                    "scikit-learn's KMeans (k-means++, n_init = 10).")
 @click.option("--alpha", default="auto", show_default=True,
-              help="The error rate the estimators trim for, in [0, 0.5), or 'auto': the value of a small grid "
-                   "(0, 0.05, ..., 0.45; crdest 0, 0.02, ..., 0.18) of lowest cost, reported.")
+              help="The error rate the estimators trim for, in [0, 0.5), or 'auto': one value per predicted "
+                   "cluster from a small grid (0, 0.05, ..., 0.45; crdest 0, 0.02, ..., 0.18) by the cost, "
+                   "reported.")
 @click.option("--refine", type=click.IntRange(min=0), default=0, show_default=True,
               help="Lloyd steps (scikit-learn's KMeans from the estimated centres) after the estimate.")
 def command(problem, **params):

@@ -11,14 +11,18 @@ For a predicted cluster P_i (m_i points) and an assumed error rate alpha:
   points at random into halves X1, X2; the shortest interval holding a (1 - 5 alpha) fraction
   of X1 (at least 10%: undefined otherwise for alpha >= 0.2); the mean of the X2 values in it.
   Guarantee 1 + 20 alpha for 10 ln m / sqrt(m) < alpha < 1/7.
-* ``sample_window`` (Huang et al., ICLR 2025, linear time; reconstructed): R anchor points of
-  the cluster; per coordinate, around each anchor the window of the w = floor((1 - alpha) s)
-  values of a subsample Omega (size s) nearest to it (a binary search on the sorted subsample),
-  scored as above; the best anchor's window gives a value range, and the coordinate's centre is
-  the mean of the cluster's values in that range (one pass over the cluster).
-  R = ceil(ln(k d / delta) / -ln(1 - p0)) with p0 = 0.75 (1 - alpha), the probability that an
-  anchor is a true point within two rms of the true mean; s from the DKW inequality with
-  eps = alpha / 2: s = ceil(ln(2 k d / delta) / (2 eps^2)), delta = 0.1.
+* ``sample_window`` (Huang et al., ICLR 2025, linear time; reconstructed): per coordinate,
+  anchors from the cluster, around each the window of the w = floor((1 - alpha) s) values of a
+  subsample Omega (size s) nearest to it, scored as above; the best window gives a value range,
+  and the coordinate's centre is the mean of the cluster's values in that range (one pass over
+  the cluster). The guarantee needs R = ceil(ln(k d / delta) / -ln(1 - p0)) random anchors
+  (p0 = 0.75 (1 - alpha), the probability that an anchor is a true point within two rms of the
+  true mean); ours takes every value of Omega as an anchor, which includes such a sample: the
+  windows of nearest values around them are the windows of w consecutive values of the sorted
+  subsample, all scored at once by prefix sums, so the best of them is never worse on Omega than
+  the best of R (make_blobs m = 1e6, d = 100, k = 50: cost 1.0006 times sort-window's against
+  1.0020 with R = 12 anchors, and faster). s from the DKW inequality with eps = alpha / 2:
+  s = ceil(ln(2 k d / delta) / (2 eps^2)), delta = 0.1.
 * ``sample_centre`` (Huang et al., the sampling heuristic): R = ceil(ln(k / delta) / -ln(1 - p0))
   candidate points of the cluster, each scored by its trimmed cost on Omega (the sum of the
   floor((1 - alpha) s) smallest squared distances). Ours: the three best are each moved to the
@@ -97,11 +101,6 @@ def crdest(P: np.ndarray, alpha: float, rng) -> np.ndarray:
     return np.where(count > 0, total / np.maximum(count, 1), fallback)
 
 
-def anchor_count(alpha: float, k: int, d: int) -> int:
-    p0 = 0.75 * (1.0 - alpha)
-    return max(1, int(math.ceil(math.log(k * d / DELTA) / -math.log(1.0 - p0))))
-
-
 def subsample_size(alpha: float, k: int, d: int, m: int) -> int:
     if alpha <= 0:
         return m
@@ -117,24 +116,12 @@ def sample_window(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
     s = subsample_size(alpha, k, d, m)
     omega = np.sort(P[rng.choice(m, size=s, replace=False)] if s < m else P, axis=0)
     w = keep_count(alpha, s)
-    R = min(anchor_count(alpha, k, d), m)
-    anchors = P[rng.choice(m, size=R, replace=False)]  # R x d
-    cols = np.arange(d)
-    # the start of the w values of each column of omega nearest to each anchor value: binary search
-    p = np.stack([np.searchsorted(omega[:, j], anchors[:, j]) for j in range(d)], axis=1)  # R x d
-    lo = np.clip(p - w, 0, s - w)
-    hi = np.clip(p, 0, s - w)
-    while np.any(lo < hi):  # move right while the value past the window is nearer than its first
-        active = lo < hi
-        mid = (lo + hi) // 2  # < hi <= s - w, so mid + w is a valid row
-        right = (anchors - omega[mid, cols]) > (omega[np.minimum(mid + w, s - 1), cols] - anchors)
-        lo = np.where(active & right, mid + 1, lo)
-        hi = np.where(active & ~right, mid, hi)
-    start = lo
+    # every value of omega is an anchor: the w values of omega nearest to a value of omega are w
+    # consecutive sorted values, so scoring all anchors is scoring every window of the sorted
+    # subsample (prefix sums); ties to the leftmost window
     s1, cost, shift = _window_costs(omega, w)
-    scores = cost[start, cols]  # R x d
-    best = np.argmin(scores, axis=0)
-    st = start[best, cols]
+    cols = np.arange(d)
+    st = np.argmin(cost, axis=0)
     vlo, vhi = omega[st, cols], omega[st + w - 1, cols]
     total = np.zeros(d)
     count = np.zeros(d)
