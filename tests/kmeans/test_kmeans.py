@@ -46,10 +46,15 @@ def test_crdest_matches_its_definition():
         assert got[j] == pytest.approx(inside.mean())
 
 
-def test_sample_window_anchor_windows_are_the_nearest_values():
-    """With the subsample the whole cluster and every point an anchor, sample-window is sort-window
-    restricted to windows of nearest values: on one well-separated group plus outliers it finds the group."""
+def test_sample_window_scores_every_window_of_its_subsample():
+    """Where the subsample is the whole cluster (s >= m) and no values tie, sample-window's best
+    window is sort-window's; on one well-separated group plus outliers it finds the group."""
     rng = np.random.default_rng(2)
+    for alpha in (0.05, 0.2, 0.4):
+        P = rng.normal(size=(40, 3)) ** 3  # skewed, no ties
+        assert estimators.subsample_size(alpha, 1, 3, 40) == 40
+        np.testing.assert_allclose(estimators.sample_window(P, alpha, rng), estimators.sort_window(P, alpha, rng),
+                                   rtol=1e-12, atol=1e-12)
     P = np.vstack([rng.normal(0, 1, size=(90, 4)), rng.normal(30, 1, size=(10, 4))])
     c = estimators.sample_window(P, 0.1, rng, k=1)
     assert np.abs(c).max() < 0.5
