@@ -146,14 +146,16 @@ def info(as_json):
 @click.option("-o", "--output", metavar="FILE|-", default="-", show_default=True,
               help="Where to write the verification report.")
 @click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
-def verify(problem, solution, output, quiet):
+@click.option("--oracle", metavar="MODULE:FUNCTION", default=None,
+              help="truncated: the membership function the solution was computed with.")
+def verify(problem, solution, output, quiet, oracle):
     """Re-run the certificate checks of SOLUTION (a JSON document, '-' for stdin) against PROBLEM.
 
     Exit code 0 when every check holds, 6 when one fails, 7 when a file is unreadable.
     """
     from optsolve.core.verify import run_verify
 
-    sys.exit(run_verify(problem, solution, output, quiet))
+    sys.exit(run_verify(problem, solution, output, quiet, oracle=oracle))
 
 
 # --------------------------------------------------------------------------- gen and batch

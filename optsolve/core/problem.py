@@ -10,7 +10,8 @@ Layout of the formats:
 * ``.npz``: one array per key, read without pickle. A scipy sparse matrix ``A`` is
   stored in scipy's own layout under prefixed keys: ``A.format`` (``csr``, ``csc`` or
   ``coo``), ``A.shape`` and ``A.data`` with ``A.indices``/``A.indptr`` (csr, csc) or
-  ``A.row``/``A.col`` (coo). Strings are stored as 0-d string arrays.
+  ``A.row``/``A.col`` (coo). Strings are stored as 0-d string arrays, objects (nested
+  descriptions, such as a truncation set) as 0-d strings of their JSON.
 * ``.json``: an object whose values are numbers, strings, (nested) lists, or objects;
   a sparse matrix is an object ``{"format": "csr", "shape": [m, n], "data": [...],
   "indices": [...], "indptr": [...]}``.
@@ -196,6 +197,13 @@ def _shape_str(shape) -> str:
 
 def _coerce(problem: Problem, f: Field, value):
     if f.kind == "object":
+        text = _as_string(value) if not isinstance(value, (dict, list)) else None
+        if text is not None:  # .npz and .mat files hold objects as JSON strings
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise problem.error(f"key {f.name!r} is a string that is not valid JSON ({exc.msg} at column "
+                                    f"{exc.colno}); expected {f.describe()}.") from None
         if not isinstance(value, (dict, list)):
             raise problem.error(f"key {f.name!r} must be {f.describe()}; found {_kind_of(value)}.")
         return value
@@ -694,9 +702,18 @@ def flatten_arrays(data: dict) -> dict:
                 flat[f"{key}.indices"], flat[f"{key}.indptr"] = m.indices, m.indptr
         elif isinstance(value, str):
             flat[key] = np.array(value)
+        elif isinstance(value, (dict, list)) and not _numeric_list(value):
+            flat[key] = np.array(json.dumps(value, default=_json_value))  # objects as JSON strings
         else:
             flat[key] = np.asarray(value)
     return flat
+
+
+def _numeric_list(value) -> bool:
+    try:
+        return isinstance(value, list) and np.asarray(value).dtype.kind in "biuf"
+    except ValueError:
+        return False
 
 
 def _json_value(value):

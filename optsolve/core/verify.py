@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from optsolve.core.errors import InputError, OptsolveError
+from optsolve.core.errors import InputError, OptsolveError, ParameterError
 from optsolve.core.problem import file_label, read_raw
 from optsolve.core.registry import available_kinds, solver_module, solver_package
 from optsolve.core.result import SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, dumps, write_atomic
@@ -53,9 +53,15 @@ def read_solution(path: str, stdin=None) -> dict:
     return doc
 
 
-def verify_document(problem_path: str, doc: dict, stdin=None) -> tuple[Certificate, dict]:
-    """Check a solution document against a problem file: the certificate and a report."""
+def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None = None) -> tuple[Certificate, dict]:
+    """Check a solution document against a problem file: the certificate and a report. ``oracle``:
+    the membership function (``module:function``) of a truncated solution computed with one."""
     kind = doc["command"]
+    extra = {}
+    if oracle:
+        if kind != "truncated":
+            raise ParameterError(f"The '--oracle' option applies to truncated solutions; this one is {kind!r}.")
+        extra["oracle"] = oracle
     pkg = solver_package(kind)
     raw, sha = read_raw(problem_path, stdin=stdin)
     problem = pkg.SCHEMA.validate(raw, source=file_label(problem_path),
@@ -63,7 +69,7 @@ def verify_document(problem_path: str, doc: dict, stdin=None) -> tuple[Certifica
     certificate_module = solver_module(kind, "certificate")
     try:
         cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
-                                        objective=doc.get("objective"), settings=doc["settings"])
+                                        objective=doc.get("objective"), settings=doc["settings"], **extra)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise InputError(f"Solution document: its 'solution' does not fit problem {problem_path!r} "
                          f"({type(exc).__name__}: {exc}).") from None
@@ -84,13 +90,13 @@ def verify_document(problem_path: str, doc: dict, stdin=None) -> tuple[Certifica
     return cert, report
 
 
-def run_verify(problem: str, solution: str, output: str, quiet: bool) -> int:
+def run_verify(problem: str, solution: str, output: str, quiet: bool, oracle: str | None = None) -> int:
     if problem == "-" and solution == "-":
         sys.stderr.write("optsolve verify: error: PROBLEM and SOLUTION cannot both be read from stdin.\n")
         return 2
     try:
         doc = read_solution(solution)
-        cert, report = verify_document(problem, doc)
+        cert, report = verify_document(problem, doc, oracle=oracle)
     except OptsolveError as exc:
         sys.stderr.write(f"optsolve verify: {exc.status}: {' '.join(str(exc).split())}\n")
         return exc.exit_code

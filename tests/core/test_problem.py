@@ -311,7 +311,10 @@ def test_string_choices():
     message = error_of({"A": A, "b": B, "mode": "quick"})
     assert message.endswith("key 'mode' is 'quick', expected one of 'fast', 'exact'.")
     assert "key 'mode' must be a string; found a number (1)" in error_of({"A": A, "b": B, "mode": 1})
-    assert "key 'opts' must be an object" in error_of({"A": A, "b": B, "opts": "x"})
+    assert "key 'opts' must be an object" in error_of({"A": A, "b": B, "opts": 3})
+    # objects arrive from .npz and .mat files as JSON strings
+    assert "key 'opts' is a string that is not valid JSON" in error_of({"A": A, "b": B, "opts": "x"})
+    assert SCHEMA.validate({"A": A, "b": B, "opts": np.array('{"k": [1, 2]}')}, source="p")["opts"] == {"k": [1, 2]}
 
 
 def test_unknown_keys_warn_and_do_not_fail(tmp_path):

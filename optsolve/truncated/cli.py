@@ -1,0 +1,36 @@
+"""The ``optsolve truncated`` command."""
+
+import click
+
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.truncated import METHODS
+
+OUTPUT_OPTIONS = ()
+
+
+@click.command("truncated", context_settings=CONTEXT_SETTINGS)
+@solve_options
+@click.option("--method", type=click.Choice(sorted(METHODS)), default="newton", show_default=True,
+              help="newton: Newton steps inside the region L(theta) <= L(theta0) + R, rejection draws reused by "
+                   "importance weights. psgd: the paper's projected SGD. dgtz: Daskalakis et al. 2018 (tuned). "
+                   "naive: the empirical moments.")
+@click.option("--oracle", metavar="MODULE:FUNCTION", default=None,
+              help="A vectorised membership function (N x d array -> N booleans) used instead of the file's set.")
+@click.option("--radius", type=float, default=None, help="R of the region (default log(1/alpha_0) + 2, doubled "
+              "when active).")
+@click.option("--tol", type=float, default=None,
+              help="newton: Monte-Carlo error allowed, as a fraction of the data's statistical error (default 0.25).")
+@click.option("--max-oracle-calls", type=click.IntRange(min=1), default=None,
+              help="Oracle budget (status max_iter when spent; the estimate so far is written).")
+@click.option("--bootstrap", type=click.IntRange(min=0), default=None, metavar="B",
+              help="B resamples of the data, each estimated again: 95% intervals of the parameters.")
+@click.option("--holdout", type=float, default=None, metavar="FRACTION",
+              help="Keep this fraction of the samples out of the fit; the certificate reports their truncated NLL.")
+def command(problem, **params):
+    """Estimation from truncated samples: the truncated MLE with few membership-oracle calls.
+
+    Writes solution.mean and solution.covariance (or rates), alpha_hat (the estimate's mass on
+    the set) with its interval; stats.oracle_calls counts every membership query. The
+    certificate re-estimates the likelihood's gradient at the estimate with fresh draws.
+    """
+    run_solve("truncated", problem, params)

@@ -1,0 +1,206 @@
+"""Exponential families through one sufficient-statistics interface.
+
+p_theta(y) = h(y) exp(theta . T(y) - A(theta)). Each family gives, for a parameter vector
+theta (flat) and points Y (N x d): ``dot(Y, theta)`` = theta . T(y) per row, ``moments(Y, w)`` =
+sum_i w_i T(y_i) (theta-shaped), ``log_h``, ``A``, ``valid`` (theta in the natural domain),
+``sample``, ``from_moments`` (the untruncated MLE: the theta whose E[T] is given) and
+``params`` (mean, covariance, ... for the output). T itself is never formed: for the full
+Gaussian it has d + d(d + 1) / 2 entries.
+
+* ``gaussian``: theta = (h, P), the precision P = Sigma^-1 and h = P mu, with
+  theta . T(y) = h . y - y' P y / 2; the flat vector holds h and the upper triangle of P
+  (T's second part: -y_i^2 / 2 on the diagonal, -y_i y_j above it: the upper triangle only,
+  so that the Fisher information is not singular).
+* ``gaussian-mean``: known covariance (identity after whitening), theta = Sigma^-1 mu, T(y) = y.
+* ``exponential``: independent exponential coordinates, theta = -rates, T(y) = y, y >= 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+class Gaussian:
+    name = "gaussian"
+
+    def __init__(self, d: int):
+        self.d = d
+        self.iu = np.triu_indices(d)
+        self.coef = np.where(self.iu[0] == self.iu[1], -0.5, -1.0)
+        self.p = d + self.iu[0].size
+
+    def split(self, theta):
+        d = self.d
+        P = np.zeros((d, d))
+        P[self.iu] = theta[d:]
+        P = P + P.T - np.diag(np.diag(P))
+        return theta[:d], P
+
+    def join(self, h, P):
+        return np.concatenate([h, P[self.iu]])
+
+    def dot(self, Y, theta):
+        h, P = self.split(theta)
+        return Y @ h - 0.5 * np.einsum("ij,ij->i", Y @ P, Y)
+
+    def moments(self, Y, w):
+        S2 = (Y * w[:, None]).T @ Y
+        return np.concatenate([w @ Y, self.coef * S2[self.iu]])
+
+    def log_h(self, Y):
+        return np.full(Y.shape[0], -0.5 * self.d * LOG_2PI)
+
+    def _chol(self, P):
+        try:
+            return np.linalg.cholesky(P)
+        except np.linalg.LinAlgError:
+            return None
+
+    def valid(self, theta) -> bool:
+        h, P = self.split(theta)
+        return bool(np.isfinite(theta).all()) and self._chol(P) is not None
+
+    def A(self, theta) -> float:
+        h, P = self.split(theta)
+        L = np.linalg.cholesky(P)
+        mu = np.linalg.solve(P, h)
+        return 0.5 * float(h @ mu) - float(np.log(np.diag(L)).sum())
+
+    def sample(self, theta, N: int, rng) -> np.ndarray:
+        return self.transform(theta, rng.standard_normal((N, self.d)))
+
+    def transform(self, theta, Z) -> np.ndarray:
+        """Draws of p_theta from standard normal rows Z."""
+        h, P = self.split(theta)
+        L = np.linalg.cholesky(P)
+        mu = np.linalg.solve(P, h)
+        # cov(L^-T z) = (L L')^-1 = P^-1
+        return mu + np.linalg.solve(L.T, Z.T).T
+
+    def logpdf(self, theta, Y):
+        return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
+
+    def from_moments(self, m):
+        d = self.d
+        mu = m[:d]
+        S2 = np.zeros((d, d))
+        S2[self.iu] = m[d:] / self.coef
+        S2 = S2 + S2.T - np.diag(np.diag(S2))
+        Sigma = S2 - np.outer(mu, mu)
+        P = np.linalg.inv(Sigma)
+        P = 0.5 * (P + P.T)
+        return self.join(P @ mu, P)
+
+    def params(self, theta) -> dict:
+        h, P = self.split(theta)
+        Sigma = np.linalg.inv(P)
+        return {"mean": Sigma @ h, "covariance": 0.5 * (Sigma + Sigma.T)}
+
+    def standard(self):
+        """theta of N(0, I)."""
+        return self.join(np.zeros(self.d), np.eye(self.d))
+
+
+class GaussianMean:
+    name = "gaussian-mean"
+
+    def __init__(self, d: int):
+        self.d = d
+        self.p = d
+
+    def dot(self, Y, theta):
+        return Y @ theta
+
+    def moments(self, Y, w):
+        return w @ Y
+
+    def log_h(self, Y):
+        return -0.5 * np.einsum("ij,ij->i", Y, Y) - 0.5 * self.d * LOG_2PI
+
+    def valid(self, theta) -> bool:
+        return bool(np.isfinite(theta).all())
+
+    def A(self, theta) -> float:
+        return 0.5 * float(theta @ theta)
+
+    def sample(self, theta, N, rng):
+        return self.transform(theta, rng.standard_normal((N, self.d)))
+
+    def transform(self, theta, Z):
+        return theta + Z
+
+    def logpdf(self, theta, Y):
+        return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
+
+    def from_moments(self, m):
+        return np.array(m, dtype=float)
+
+    def params(self, theta) -> dict:
+        return {"mean": np.array(theta), "covariance": np.eye(self.d)}
+
+    def standard(self):
+        return np.zeros(self.d)
+
+
+class Exponential:
+    name = "exponential"
+
+    def __init__(self, d: int):
+        self.d = d
+        self.p = d
+
+    def dot(self, Y, theta):
+        return Y @ theta
+
+    def moments(self, Y, w):
+        return w @ Y
+
+    def log_h(self, Y):
+        return np.where(np.all(Y >= 0, axis=1), 0.0, -np.inf)
+
+    def valid(self, theta) -> bool:
+        return bool(np.isfinite(theta).all() and np.all(theta < 0))
+
+    def A(self, theta) -> float:
+        return -float(np.log(-theta).sum())
+
+    def sample(self, theta, N, rng):
+        return rng.exponential(1.0 / -theta, size=(N, self.d))
+
+    def transform(self, theta, Z):
+        """Draws from standard normal rows Z (through the normal CDF)."""
+        from scipy.special import log_ndtr
+
+        return -log_ndtr(-Z) / -theta  # -log(1 - Phi(z)) is a standard exponential
+
+    def logpdf(self, theta, Y):
+        return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
+
+    def from_moments(self, m):
+        return -1.0 / np.asarray(m, dtype=float)
+
+    def params(self, theta) -> dict:
+        rates = -np.asarray(theta)
+        return {"rates": rates, "mean": 1.0 / rates}
+
+    def standard(self):
+        return -np.ones(self.d)
+
+
+FAMILIES = {"gaussian": Gaussian, "gaussian-mean": GaussianMean, "exponential": Exponential}
+
+
+def kl_gaussian(mu0, S0, mu1, S1) -> float:
+    """KL(N(mu0, S0) || N(mu1, S1))."""
+    d = len(mu0)
+    L1 = np.linalg.cholesky(S1)
+    M = np.linalg.solve(L1, S0)
+    M = np.linalg.solve(L1, M.T)
+    diff = np.linalg.solve(L1, np.asarray(mu1) - np.asarray(mu0))
+    _, logdet0 = np.linalg.slogdet(S0)
+    logdet1 = 2.0 * np.log(np.diag(L1)).sum()
+    return 0.5 * float(np.trace(M) + diff @ diff - d + logdet1 - logdet0)

@@ -1,0 +1,281 @@
+"""Problem files of ``optsolve truncated`` and generators of its benchmark families.
+
+Samples of a population p* observed only where they fall in a survival set S
+(Karatapanis, Kontonis and Tzamos, ICLR 2025). Keys: ``samples`` (n x d); ``family``
+(``gaussian``, the default: unknown mean and covariance; ``gaussian-mean``: known covariance
+``cov``, unknown mean; ``exponential``: independent exponential coordinates); ``set``, the
+truncation set as data (see :mod:`optsolve.truncated.sets`; optional when a membership
+function is named with ``--oracle``); and, for benchmarks, the truth: ``true_mean``,
+``true_cov`` (or ``true_rates``) and ``alpha`` (its survival mass p*(S)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optsolve.core.errors import InputError
+from optsolve.core.generate import Family, Param
+from optsolve.core.problem import Field, Problem, Schema
+from optsolve.truncated import families as fam
+from optsolve.truncated.sets import Oracle, SetError, load_oracle, parse_set
+
+FAMILY_NAMES = tuple(fam.FAMILIES)
+
+
+def _rules(problem: Problem) -> None:
+    X = problem["samples"]
+    n, d = X.shape
+    family = problem.get("family", "gaussian")
+    if family == "gaussian-mean" and "cov" not in problem:
+        raise problem.error("family 'gaussian-mean' needs the known covariance as key 'cov' (d x d).")
+    if "cov" in problem:
+        C = problem["cov"]
+        if C.shape != (d, d) or not np.allclose(C, C.T, rtol=1e-10, atol=1e-12) or np.linalg.eigvalsh(
+                0.5 * (C + C.T)).min() <= 0:
+            raise problem.error(f"array 'cov' must be a symmetric positive definite {d} x {d} matrix.")
+    need = d + 1 if family == "gaussian" else 2
+    if n < need:
+        raise problem.error(f"array 'samples' has n = {n} rows; family {family!r} in d = {d} needs at least {need}.")
+    if family == "gaussian":
+        s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
+        if s[-1] <= 1e-10 * max(s[0], 1e-300):
+            raise problem.error(f"array 'samples' is rank-deficient: the centred samples span {int((s > 1e-10 * s[0]).sum())} "
+                                f"of d = {d} dimensions, so no covariance can be estimated (drop the constant "
+                                "directions, or give the covariance with family 'gaussian-mean').")
+    if family == "exponential" and X.min() < 0:
+        r, c = np.argwhere(X < 0)[0]
+        raise problem.error(f"array 'samples' has {X[r, c]:g} at ({r}, {c}); family 'exponential' needs "
+                            "nonnegative samples.")
+    if "set" in problem:
+        try:
+            S = parse_set(problem["set"], d)
+        except SetError as exc:
+            raise problem.error(f"{exc}.") from None
+        check_inside(problem, S.contains(X), "the declared set")
+
+
+def check_inside(problem, inside: np.ndarray, what: str) -> None:
+    """Samples outside the set are an input error naming how many and which."""
+    out = np.flatnonzero(~inside)
+    if out.size:
+        rows = ", ".join(str(int(i)) for i in out[:10]) + (", ..." if out.size > 10 else "")
+        raise problem.error(f"{out.size} of the {inside.size} samples lie outside {what} (rows {rows}); "
+                            "every sample must lie in the truncation set.")
+
+
+SCHEMA = Schema(
+    name="truncated",
+    fields=(
+        Field("samples", shape=("n", "d"), doc="the observed (truncated) samples, n x d"),
+        Field("family", kind="string", required=False, choices=FAMILY_NAMES,
+              doc="gaussian (default), gaussian-mean (known 'cov') or exponential"),
+        Field("cov", shape=("d", "d"), required=False, doc="the known covariance (family gaussian-mean)"),
+        Field("set", kind="object", required=False,
+              doc="the truncation set: box, ball, halfspace, polytope, union, intersection, complement"),
+        Field("true_mean", shape=("d",), required=False, doc="the population mean, when known (benchmarks)"),
+        Field("true_cov", shape=("d", "d"), required=False, doc="the population covariance, when known"),
+        Field("true_rates", shape=("d",), required=False, positive=True, doc="the population rates (exponential)"),
+        Field("alpha", kind="scalar", required=False, doc="the survival mass p*(S), when known"),
+    ),
+    rules=(_rules,),
+)
+
+
+@dataclass
+class TruncatedProblem:
+    X: np.ndarray  # n x d, original coordinates
+    family: object  # a families.* instance
+    membership: object  # N x d -> bools, original coordinates
+    shift: np.ndarray  # whitening: x = shift + z @ scale.T
+    scale: np.ndarray
+    Z: np.ndarray  # the samples, whitened
+    known_cov: np.ndarray | None
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    def oracle(self) -> Oracle:
+        """A fresh counted oracle on whitened points."""
+        return Oracle(self.membership, shift=self.shift, scale=self.scale)
+
+    def to_original(self, theta) -> dict:
+        """The family's parameters in the original coordinates."""
+        p = self.family.params(theta)
+        if self.family.name == "exponential":
+            s = np.diag(self.scale)
+            return {"rates": p["rates"] / s, "mean": p["mean"] * s}
+        out = {"mean": self.shift + self.scale @ p["mean"]}
+        out["covariance"] = self.known_cov if self.known_cov is not None else self.scale @ p["covariance"] @ self.scale.T
+        return out
+
+
+def membership_of(problem: Problem, oracle_spec: str | None):
+    if oracle_spec:
+        return load_oracle(oracle_spec)
+    if "set" not in problem:
+        raise problem.error("no truncation set: give key 'set' in the file, or name a membership function with "
+                            "'--oracle module:function'.")
+    return parse_set(problem["set"], problem["samples"].shape[1]).contains
+
+
+def prepare(problem: Problem, oracle_spec: str | None = None) -> TruncatedProblem:
+    X = np.asarray(problem["samples"], dtype=float)
+    n, d = X.shape
+    name = problem.get("family", "gaussian")
+    family = fam.FAMILIES[name](d)
+    membership = membership_of(problem, oracle_spec)
+    if oracle_spec:
+        try:
+            inside = np.asarray(membership(X)).astype(bool).reshape(n)
+        except Exception as exc:  # the user's function
+            raise InputError(f"The '--oracle' function failed on the samples ({type(exc).__name__}: {exc}).") from None
+        check_inside(problem, inside, f"the set of '--oracle {oracle_spec}'")
+    known = None
+    if name == "gaussian":
+        shift = X.mean(axis=0)
+        scale = np.linalg.cholesky(np.cov(X, rowvar=False, bias=True).reshape(d, d))
+    elif name == "gaussian-mean":
+        known = np.asarray(problem["cov"], dtype=float)
+        shift = X.mean(axis=0)
+        scale = np.linalg.cholesky(0.5 * (known + known.T))
+    else:
+        shift = np.zeros(d)
+        scale = np.diag(np.maximum(X.mean(axis=0), 1e-300))
+    Z = np.linalg.solve(scale, (X - shift).T).T
+    return TruncatedProblem(X, family, membership, shift, scale, Z, known)
+
+
+# --------------------------------------------------------------------------- generators
+
+
+def random_spd(d: int, cond: float, rng) -> np.ndarray:
+    """A random covariance with eigenvalues log-spaced in [1, cond] and random eigenvectors."""
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    Q = Q * np.sign(np.diag(R))
+    ev = np.geomspace(1.0, cond, d) if d > 1 else np.array([1.0])
+    return (Q * ev) @ Q.T
+
+
+def _scores(kind: str, mu, Sigma, L, rng, count: int, centre_shift: float):
+    """For a set shape with one size parameter: each Gaussian draw's smallest size that contains it."""
+    d = mu.size
+    sd = np.sqrt(np.diag(Sigma))
+    out = np.empty(count)
+    step = 100_000
+    for a in range(0, count, step):
+        Y = mu + rng.standard_normal((min(step, count - a), d)) @ L.T
+        if kind == "ball":
+            c = mu.copy()
+            c[0] += centre_shift * sd[0]
+            out[a:a + Y.shape[0]] = np.sqrt(((Y - c) ** 2).sum(axis=1))
+        else:
+            s1 = np.abs((Y - (mu + 0.5 * sd)) / sd).max(axis=1)
+            out[a:a + Y.shape[0]] = s1 if kind == "box" else np.minimum(s1, np.abs((Y - (mu - 1.5 * sd)) / sd).max(axis=1))
+    return out
+
+
+def make_set(kind: str, mu, Sigma, alpha: float, rng) -> tuple[dict, float]:
+    """A set of the given kind with survival mass alpha under N(mu, Sigma), and that mass (exact
+    for the halfspace; otherwise from 2e5 / alpha^(1/2) Monte-Carlo draws, as a size quantile)."""
+    from scipy.stats import norm
+
+    d = mu.size
+    sd = np.sqrt(np.diag(Sigma))
+    if kind == "halfspace":  # x_1 >= t, written a . x <= b with a = -e_1
+        t = mu[0] + sd[0] * norm.isf(alpha)
+        a = np.zeros(d)
+        a[0] = -1.0
+        return {"type": "halfspace", "a": a.tolist(), "b": float(-t)}, float(alpha)
+    L = np.linalg.cholesky(Sigma)
+    count = int(min(4_000_000, max(200_000, 200 / alpha)))
+    s = np.sort(_scores(kind, mu, Sigma, L, rng, count, 2.0))
+    size = float(s[int(alpha * count)]) if int(alpha * count) < count else float(s[-1]) * 1.01
+    mass = float(np.searchsorted(s, size, side="right") / count)
+    if kind == "ball":
+        c = mu.copy()
+        c[0] += 2.0 * sd[0]
+        return {"type": "ball", "center": c.tolist(), "radius": size}, mass
+    box1 = {"type": "box", "lo": (mu + 0.5 * sd - size * sd).tolist(), "hi": (mu + 0.5 * sd + size * sd).tolist()}
+    if kind == "box":
+        return box1, mass
+    box2 = {"type": "box", "lo": (mu - 1.5 * sd - size * sd).tolist(), "hi": (mu - 1.5 * sd + size * sd).tolist()}
+    return {"type": "union", "sets": [box1, box2]}, mass
+
+
+def sample_truncated_gaussian(mu, Sigma, desc: dict, n: int, rng, max_draws: int = 200_000_000) -> np.ndarray:
+    """n draws of N(mu, Sigma) restricted to the set (the halfspace x_1 >= t exactly, by the
+    inverse CDF along x_1; other sets by rejection in batches)."""
+    from scipy.stats import norm
+
+    d = mu.size
+    if desc["type"] == "halfspace" and np.count_nonzero(desc["a"]) == 1 and desc["a"][0] < 0:
+        t = -desc["b"] / -desc["a"][0]
+        s1 = np.sqrt(Sigma[0, 0])
+        lo = norm.cdf((t - mu[0]) / s1)
+        u = lo + (1 - lo) * rng.uniform(size=n)
+        x1 = mu[0] + s1 * norm.ppf(np.minimum(u, 1 - 1e-16))
+        if d == 1:
+            return x1[:, None]
+        k = Sigma[1:, 0] / Sigma[0, 0]
+        Sc = Sigma[1:, 1:] - np.outer(k, Sigma[0, 1:])
+        rest = mu[1:] + np.outer(x1 - mu[0], k) + rng.standard_normal((n, d - 1)) @ np.linalg.cholesky(Sc).T
+        return np.column_stack([x1, rest])
+    contains = parse_set(desc, d).contains
+    L = np.linalg.cholesky(Sigma)
+    got, total, drawn = [], 0, 0
+    while total < n:
+        Y = mu + rng.standard_normal((200_000, d)) @ L.T
+        drawn += Y.shape[0]
+        Y = Y[contains(Y)]
+        got.append(Y)
+        total += Y.shape[0]
+        if drawn > max_draws:
+            raise ValueError(f"the set keeps too little mass to draw {n} samples")
+    return np.vstack(got)[:n]
+
+
+def gen_gaussian(rng, d=2, n=2000, alpha=0.1, set="halfspace", cond=10.0):
+    mu = rng.standard_normal(d)
+    Sigma = random_spd(d, cond, rng)
+    desc, mass = make_set(set, mu, Sigma, alpha, rng)
+    X = sample_truncated_gaussian(mu, Sigma, desc, n, rng)
+    return {"samples": X, "family": "gaussian", "set": desc, "true_mean": mu, "true_cov": Sigma, "alpha": mass}
+
+
+def gen_exponential(rng, d=2, n=2000, alpha=0.1):
+    """Independent exponential coordinates (rates in [0.5, 2]) truncated to sum(x) >= t."""
+    rates = rng.uniform(0.5, 2.0, size=d)
+    # the sum of exponentials with unequal rates: its upper alpha quantile by Monte Carlo
+    s = np.sort((rng.exponential(1.0 / rates, size=(400_000, d))).sum(axis=1))
+    t = float(s[int((1 - alpha) * s.size)])
+    desc = {"type": "halfspace", "a": [-1.0] * d, "b": -t}
+    got, total = [], 0
+    while total < n:
+        Y = rng.exponential(1.0 / rates, size=(200_000, d))
+        Y = Y[Y.sum(axis=1) >= t]
+        got.append(Y)
+        total += Y.shape[0]
+    return {"samples": np.vstack(got)[:n], "family": "exponential", "set": desc, "true_rates": rates,
+            "alpha": float(alpha)}
+
+
+FAMILIES = {
+    "gaussian": Family("gaussian", "N(mu, Sigma) in d dimensions, random SPD Sigma of condition number --cond, "
+                       "truncated to a set of survival mass --alpha", gen_gaussian,
+                       (Param("d", int, 2, "dimension"), Param("n", int, 2000, "samples"),
+                        Param("alpha", float, 0.1, "survival mass p*(S)"),
+                        Param("set", ("halfspace", "ball", "box", "union"), "halfspace",
+                              "halfspace x_1 >= t; a ball away from the mean; a box; a union of two boxes"),
+                        Param("cond", float, 10.0, "condition number of Sigma"))),
+    "exponential": Family("exponential", "independent exponential coordinates truncated to sum(x) >= t",
+                          gen_exponential,
+                          (Param("d", int, 2, "dimension"), Param("n", int, 2000, "samples"),
+                           Param("alpha", float, 0.1, "survival mass p*(S)"))),
+}

@@ -1,0 +1,158 @@
+"""Monte-Carlo draws for the truncated likelihood: rejection sampling into S, and the
+importance-sampling pool the Newton method reuses.
+
+Every proposal costs one oracle call (:class:`optsolve.truncated.sets.Oracle` counts them).
+Rejection sampling draws in vectorised batches sized from the acceptance seen so far and
+never loops forever: when the acceptance falls below ``floor`` it raises
+:class:`AcceptanceCollapse`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import logsumexp
+
+ACCEPTANCE_FLOOR = 1e-6  # below this acceptance rate the sampler gives up
+
+
+class AcceptanceCollapse(RuntimeError):
+    """The acceptance rate of proposals fell below the floor."""
+
+
+class BudgetExhausted(RuntimeError):
+    """The oracle-call budget is spent."""
+
+
+class Sampler:
+    """Draws from p_theta restricted to S by rejection, counting oracle calls against a budget."""
+
+    def __init__(self, family, oracle, rng, *, max_calls: int | None = None, floor: float = ACCEPTANCE_FLOOR):
+        self.family = family
+        self.oracle = oracle
+        self.rng = rng
+        self.max_calls = max_calls
+        self.floor = floor
+        self.accepted = 0  # accepted draws, over all calls
+        self.rate = 0.5  # running acceptance estimate, for batch sizes
+
+    def _ask(self, Y):
+        if self.max_calls is not None and self.oracle.calls + Y.shape[0] > self.max_calls:
+            raise BudgetExhausted(f"the oracle budget of {self.max_calls} calls is spent")
+        return self.oracle(Y)
+
+    def accepted_draws(self, theta, k: int) -> tuple[np.ndarray, int]:
+        """k draws of p_theta | S and the number of proposals they took."""
+        got, total, proposals = [], 0, 0
+        while total < k:
+            batch = int(min(1_000_000, max(16, math.ceil(1.3 * (k - total) / max(self.rate, self.floor)))))
+            Y = self.family.sample(theta, batch, self.rng)
+            inside = self._ask(Y)
+            proposals += batch
+            kept = Y[inside]
+            got.append(kept)
+            total += kept.shape[0]
+            self.rate = 0.7 * self.rate + 0.3 * max(kept.shape[0] / batch, 0.0)
+            if proposals >= 1000 and (total + 1) / proposals < self.floor:
+                raise AcceptanceCollapse(f"the acceptance rate of p_theta on the set fell to {total}/{proposals} "
+                                         f"(below the floor {self.floor:g})")
+        self.accepted += k
+        return np.vstack(got)[:k], proposals
+
+
+@dataclass
+class Pool:
+    """Accepted draws of p_theta_k | S from several batches of proposals (batch k: N_k proposals of
+    p_theta_k, kept where the oracle said yes), with per point log h(y) - log q(y) for the
+    balance-heuristic mixture q = sum_k (N_k / N) p_theta_k: the self-normalised importance
+    weights of p_theta | S are softmax(theta . T(y) + base), for any theta near the theta_k."""
+
+    Y: np.ndarray
+    base: np.ndarray
+    proposals: int  # N, all proposals (accepted or not)
+
+    def log_weights(self, family, theta):
+        return family.dot(self.Y, theta) + self.base
+
+    def weights(self, family, theta):
+        s = self.log_weights(family, theta)
+        return np.exp(s - logsumexp(s))
+
+    def ess(self, family, theta) -> float:
+        w = self.weights(family, theta)
+        return float(1.0 / (w @ w))
+
+    def survival(self, family, theta) -> tuple[float, float]:
+        """The importance estimate of p_theta(S) = E_q[1_S p_theta / q] and its standard error."""
+        r = np.exp(self.log_weights(family, theta) - family.A(theta))
+        N = self.proposals
+        mean = r.sum() / N
+        var = max((r @ r) / N - mean * mean, 0.0)
+        return float(mean), float(math.sqrt(var / N))
+
+
+def sobol_normals(N: int, d: int, rng) -> np.ndarray:
+    """N standard normal rows from a scrambled Sobol sequence (randomised quasi-Monte Carlo: each
+    row is N(0, I), and their averages of smooth functions vary far less than independent draws')."""
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    U = qmc.Sobol(d, scramble=True, seed=rng).random(N)
+    return ndtri(np.clip(U, 1e-16, 1 - 1e-16))
+
+
+class PoolSet:
+    """Batches of rejection draws at successive parameters, combined into one :class:`Pool`."""
+
+    def __init__(self, family, sampler: Sampler):
+        self.family = family
+        self.sampler = sampler
+        self.batches = []  # (theta_k, N_k, accepted Y_k)
+
+    def draw(self, theta, N: int) -> None:
+        Y = self.family.transform(theta, sobol_normals(N, self.family.d, self.sampler.rng))
+        inside = self.sampler._ask(Y)
+        if inside.sum() < 2:
+            raise AcceptanceCollapse(f"{int(inside.sum())} of {N} proposals of the current estimate fell in the set")
+        if inside.mean() < self.sampler.floor:
+            raise AcceptanceCollapse(f"the acceptance rate of the current estimate fell to {inside.mean():.3g} "
+                                     f"(below the floor {self.sampler.floor:g})")
+        self.sampler.accepted += int(inside.sum())
+        self.batches.append((np.array(theta), N, Y[inside]))
+
+    def pool(self, keep: int | None = None) -> Pool:
+        """The last ``keep`` batches (all by default) as one pool."""
+        batches = self.batches[-keep:] if keep else self.batches
+        Y = np.vstack([b[2] for b in batches])
+        N = sum(b[1] for b in batches)
+        logq = logsumexp(np.stack([math.log(b[1] / N) + self.family.logpdf(b[0], Y) for b in batches]), axis=0)
+        return Pool(Y, self.family.log_h(Y) - logq, N)
+
+    @property
+    def accepted(self) -> int:
+        return sum(b[2].shape[0] for b in self.batches)
+
+
+def survival_mass(family, theta, oracle, rng, *, guess: float, max_calls: int | None = None) -> tuple[int, int]:
+    """(hits, proposals) of a fresh batch of p_theta proposals: p_theta(S) = hits / proposals, with
+    enough proposals for about 1,000 hits (between 2^14 and 2^22, within the oracle budget)."""
+    N = 1 << int(min(22, max(14, math.ceil(math.log2(1000.0 / max(guess, 1e-12))))))
+    if max_calls is not None:
+        left = max_calls - oracle.calls
+        if left < 1024:
+            return 0, 0
+        N = min(N, 1 << int(math.floor(math.log2(left))))
+    inside = oracle(family.transform(theta, sobol_normals(N, family.d, rng)))
+    return int(inside.sum()), N
+
+
+def clopper_pearson(k: int, N: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact binomial confidence interval for a proportion k / N."""
+    from scipy.stats import beta
+
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(beta.ppf(a, k, N - k + 1))
+    hi = 1.0 if k == N else float(beta.ppf(1 - a, k + 1, N - k))
+    return lo, hi
