@@ -133,7 +133,7 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
     alpha0, R = alpha0_and_radius(family, theta0, sampler)
     if radius is not None:
         R = float(radius)
-    tol = 0.01 / n  # Newton decrement: well below the data's statistical scale
+    tol = 1e-12  # Newton decrement: the truncated Fisher information can be 1e3 times below the untruncated one
     target = (final_ess or FINAL_ESS) * n
     theta = theta0.copy()
     need = max(START_ACCEPTED, 10 * family.p)  # accepted draws wanted in the next batch

@@ -44,17 +44,24 @@ class Sampler:
         return self.oracle(Y)
 
     def accepted_draws(self, theta, k: int) -> tuple[np.ndarray, int]:
-        """k draws of p_theta | S and the number of proposals they took."""
+        """k draws of p_theta | S and the number of proposals they took. Proposals are asked in
+        vectorised batches; those after the k-th accepted one are not counted (a sequential
+        sampler would not have asked them)."""
         got, total, proposals = [], 0, 0
         while total < k:
-            batch = int(min(1_000_000, max(16, math.ceil(1.3 * (k - total) / max(self.rate, self.floor)))))
+            batch = int(min(1_000_000, max(1, math.ceil(1.3 * (k - total) / max(self.rate, self.floor)))))
             Y = self.family.sample(theta, batch, self.rng)
             inside = self._ask(Y)
+            hits = np.flatnonzero(inside)
+            if hits.size > k - total:  # stop at the k-th acceptance
+                last = int(hits[k - total - 1]) + 1
+                self.oracle.calls -= batch - last
+                Y, inside, batch = Y[:last], inside[:last], last
             proposals += batch
             kept = Y[inside]
             got.append(kept)
             total += kept.shape[0]
-            self.rate = 0.7 * self.rate + 0.3 * max(kept.shape[0] / batch, 0.0)
+            self.rate = 0.9 * self.rate + 0.1 * kept.shape[0] / batch
             if proposals >= 1000 and (total + 1) / proposals < self.floor:
                 raise AcceptanceCollapse(f"the acceptance rate of p_theta on the set fell to {total}/{proposals} "
                                          f"(below the floor {self.floor:g})")
@@ -93,14 +100,20 @@ class Pool:
         return float(mean), float(math.sqrt(var / N))
 
 
-def sobol_normals(N: int, d: int, rng) -> np.ndarray:
-    """N standard normal rows from a scrambled Sobol sequence (randomised quasi-Monte Carlo: each
-    row is N(0, I), and their averages of smooth functions vary far less than independent draws')."""
+SOBOL_CHUNK = 1 << 16
+
+
+def sobol_normals(N: int, d: int, rng):
+    """N standard normal rows from one scrambled Sobol sequence, in chunks of at most 2^16 rows
+    (randomised quasi-Monte Carlo: each row is N(0, I), and averages over the N rows vary far
+    less than over independent draws)."""
     from scipy.special import ndtri
     from scipy.stats import qmc
 
-    U = qmc.Sobol(d, scramble=True, seed=rng).random(N)
-    return ndtri(np.clip(U, 1e-16, 1 - 1e-16))
+    engine = qmc.Sobol(d, scramble=True, seed=rng)
+    for a in range(0, N, SOBOL_CHUNK):
+        U = engine.random(min(SOBOL_CHUNK, N - a))
+        yield ndtri(np.clip(U, 1e-16, 1 - 1e-16))
 
 
 class PoolSet:
@@ -112,15 +125,18 @@ class PoolSet:
         self.batches = []  # (theta_k, N_k, accepted Y_k)
 
     def draw(self, theta, N: int) -> None:
-        Y = self.family.transform(theta, sobol_normals(N, self.family.d, self.sampler.rng))
-        inside = self.sampler._ask(Y)
-        if inside.sum() < 2:
-            raise AcceptanceCollapse(f"{int(inside.sum())} of {N} proposals of the current estimate fell in the set")
-        if inside.mean() < self.sampler.floor:
-            raise AcceptanceCollapse(f"the acceptance rate of the current estimate fell to {inside.mean():.3g} "
+        kept = []
+        for Zc in sobol_normals(N, self.family.d, self.sampler.rng):
+            Y = self.family.transform(theta, Zc)
+            kept.append(Y[self.sampler._ask(Y)])
+        Y = np.vstack(kept)
+        if Y.shape[0] < 2:
+            raise AcceptanceCollapse(f"{Y.shape[0]} of {N} proposals of the current estimate fell in the set")
+        if Y.shape[0] / N < self.sampler.floor:
+            raise AcceptanceCollapse(f"the acceptance rate of the current estimate fell to {Y.shape[0] / N:.3g} "
                                      f"(below the floor {self.sampler.floor:g})")
-        self.sampler.accepted += int(inside.sum())
-        self.batches.append((np.array(theta), N, Y[inside]))
+        self.sampler.accepted += Y.shape[0]
+        self.batches.append((np.array(theta), N, Y))
 
     def pool(self, keep: int | None = None) -> Pool:
         """The last ``keep`` batches (all by default) as one pool."""
@@ -144,8 +160,8 @@ def survival_mass(family, theta, oracle, rng, *, guess: float, max_calls: int | 
         if left < 1024:
             return 0, 0
         N = min(N, 1 << int(math.floor(math.log2(left))))
-    inside = oracle(family.transform(theta, sobol_normals(N, family.d, rng)))
-    return int(inside.sum()), N
+    hits = sum(int(oracle(family.transform(theta, Zc)).sum()) for Zc in sobol_normals(N, family.d, rng))
+    return hits, N
 
 
 def clopper_pearson(k: int, N: int, level: float = 0.95) -> tuple[float, float]:
