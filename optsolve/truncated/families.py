@@ -104,6 +104,11 @@ class Gaussian:
         """theta of N(0, I)."""
         return self.join(np.zeros(self.d), np.eye(self.d))
 
+    def matrix_gradient(self, g):
+        """A gradient in the flat theta as the gradient in (h, P) with P a full symmetric matrix (each
+        off-diagonal entry counted once in each triangle, half of the flat one): the steps SGD takes."""
+        return np.concatenate([g[:self.d], np.where(self.iu[0] == self.iu[1], 1.0, 0.5) * g[self.d:]])
+
 
 class GaussianMean:
     name = "gaussian-mean"
@@ -141,6 +146,9 @@ class GaussianMean:
 
     def params(self, theta) -> dict:
         return {"mean": np.array(theta), "covariance": np.eye(self.d)}
+
+    def matrix_gradient(self, g):
+        return g
 
     def standard(self):
         return np.zeros(self.d)
@@ -186,6 +194,9 @@ class Exponential:
     def params(self, theta) -> dict:
         rates = -np.asarray(theta)
         return {"rates": rates, "mean": 1.0 / rates}
+
+    def matrix_gradient(self, g):
+        return g
 
     def standard(self):
         return -np.ones(self.d)

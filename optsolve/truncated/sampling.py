@@ -146,10 +146,6 @@ class PoolSet:
         logq = logsumexp(np.stack([math.log(b[1] / N) + self.family.logpdf(b[0], Y) for b in batches]), axis=0)
         return Pool(Y, self.family.log_h(Y) - logq, N)
 
-    @property
-    def accepted(self) -> int:
-        return sum(b[2].shape[0] for b in self.batches)
-
 
 def survival_mass(family, theta, oracle, rng, *, guess: float, max_calls: int | None = None) -> tuple[int, int]:
     """(hits, proposals) of a fresh batch of p_theta proposals: p_theta(S) = hits / proposals, with

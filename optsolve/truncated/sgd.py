@@ -2,18 +2,21 @@
 the empirical moments theta0 (where theta0 is the standard member of the family).
 
 The stochastic gradient of the truncated NLL at theta from one data point x and one draw y
-of p_theta | S (rejection sampling, one oracle call per proposal) is T(y) - T(x).
+of p_theta | S (rejection sampling, one oracle call per proposal) is T(y) - T(x); for the
+Gaussian, in (Sigma^-1 mu, Sigma^-1) with Sigma^-1 a full symmetric matrix: (y - x,
+(x x' - y y') / 2), as Daskalakis et al. write it.
 
 * ``psgd``: the paper's projected SGD form (Karatapanis, Kontonis and Tzamos, ICLR 2025, as a
   public re-implementation runs it): learning rate 0.1, batches of 10 data points and 10
   accepted draws per step, each iterate projected back onto D = {L(theta) <= L(theta0) + R}
-  by bisection on the segment from theta0 (R = log(1/alpha_0) + 2 as for newton), 5 epochs,
-  the average of the last half of the iterates.
+  by bisection on the segment from theta0, R from max(3, log(1/alpha_0) + 2) growing by 1.1x
+  each time the projection acts, up to 10 (as that re-implementation does), 5 epochs, the
+  average of the last half of the iterates.
 * ``dgtz``: Daskalakis, Gouleakis, Tzamos and Zampetakis (FOCS 2018), in the tuned form
   (ours; the literal form diverges): one data point and one draw per step, step size
   1 / (lambda (t + 100)) with lambda = 0.25, projection onto the ball around theta0 of radius
-  log(1/a) / a^2 with a = alpha_0^2 (alpha is unknown: a is the least mass the paper's region
-  allows, so the ball constrains almost nothing, as in the tuned form), the covariance's eigenvalues kept in [0.01, 100] (whitened),
+  log(1/a) / a^2 with a = min(alpha_0^2, 0.05) (alpha is unknown; the ball is then at least
+  1,198 wide and constrains nothing, as in the tuned form), the covariance's eigenvalues kept in [0.01, 100] (whitened),
   5 epochs, the average of the last half of the iterates.
 """
 
@@ -27,6 +30,7 @@ import numpy as np
 from optsolve.truncated.sampling import AcceptanceCollapse, BudgetExhausted, Sampler
 
 EPOCHS = 5
+PSGD_MAX_RADIUS = 10.0
 
 
 def _project_segment(family, theta0, theta, inside) -> np.ndarray:
@@ -70,14 +74,14 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
     steps = epochs * n // batch
     theta = theta0.copy()
     avg, counted = np.zeros_like(theta), 0
-    R = float(radius) if radius is not None else math.log(1.0 / alpha0) + 2.0
+    R = float(radius) if radius is not None else max(3.0, math.log(1.0 / alpha0) + 2.0)
     if method == "psgd":
         L0 = -theta0 @ Tbar + family.A(theta0)
 
         def inside(th):
             return family.valid(th) and -th @ Tbar + family.A(th) <= L0 + R
     else:
-        low = alpha0 ** 2  # the least mass on S of the region's members: alpha is unknown
+        low = min(alpha0 ** 2, 0.05)  # alpha is unknown; at most 0.05, the ball is at least 1,198 wide
         radius = math.log(1.0 / low) / low ** 2
 
     ones = np.full(batch, 1.0 / batch)
@@ -95,9 +99,12 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
         except AcceptanceCollapse as exc:
             stop, reason = "collapse", str(exc)
             break
-        g = family.moments(ys, ones) - family.moments(Z[rows], ones)
+        g = family.matrix_gradient(family.moments(ys, ones) - family.moments(Z[rows], ones))
         if method == "psgd":
-            theta = _project_segment(family, theta0, theta - 0.1 * g, inside)
+            step = theta - 0.1 * g
+            theta = _project_segment(family, theta0, step, inside)
+            if radius is None and theta is not step:  # the region was active: it grows, up to R = 10
+                R = min(PSGD_MAX_RADIUS, 1.1 * R)
         else:
             theta = theta - g / (0.25 * (t + 100))
             step = theta - theta0
