@@ -64,3 +64,13 @@ def test_bench_kmeans_quick():
     scal = [line for line in lines if line.startswith("| 10000 |")]
     assert {row.split("|")[2].strip().split(",")[0] for row in scal} == {"sort-window", "crdest", "sample-window",
                                                                          "sample-centre"}
+
+
+def test_bench_truncated_quick():
+    lines = quick("bench-truncated", "--parts", "14")
+    rows = [line for line in lines if line.startswith("| 2 | 0.1 |")]
+    assert {row.split("|")[4].strip() for row in rows} == {"naive", "newton", "psgd", "dgtz"}
+    assert all(len(row.split("|")) == 14 for row in rows)
+    newton = next(row for row in rows if row.split("|")[4].strip() == "newton")
+    assert newton.split("|")[12].strip() == "holds"
+    assert any(line.startswith("Fitted exponent (newton)") for line in lines)

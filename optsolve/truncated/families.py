@@ -110,8 +110,8 @@ class Gaussian:
         return np.concatenate([g[:self.d], np.where(self.iu[0] == self.iu[1], 1.0, 0.5) * g[self.d:]])
 
 
-class GaussianMean:
-    name = "gaussian-mean"
+class _Linear:
+    """Families with T(y) = y."""
 
     def __init__(self, d: int):
         self.d = d
@@ -122,6 +122,16 @@ class GaussianMean:
 
     def moments(self, Y, w):
         return w @ Y
+
+    def logpdf(self, theta, Y):
+        return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
+
+    def matrix_gradient(self, g):
+        return g
+
+
+class GaussianMean(_Linear):
+    name = "gaussian-mean"
 
     def log_h(self, Y):
         return -0.5 * np.einsum("ij,ij->i", Y, Y) - 0.5 * self.d * LOG_2PI
@@ -138,34 +148,18 @@ class GaussianMean:
     def transform(self, theta, Z):
         return theta + Z
 
-    def logpdf(self, theta, Y):
-        return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
-
     def from_moments(self, m):
         return np.array(m, dtype=float)
 
     def params(self, theta) -> dict:
         return {"mean": np.array(theta), "covariance": np.eye(self.d)}
 
-    def matrix_gradient(self, g):
-        return g
-
     def standard(self):
         return np.zeros(self.d)
 
 
-class Exponential:
+class Exponential(_Linear):
     name = "exponential"
-
-    def __init__(self, d: int):
-        self.d = d
-        self.p = d
-
-    def dot(self, Y, theta):
-        return Y @ theta
-
-    def moments(self, Y, w):
-        return w @ Y
 
     def log_h(self, Y):
         return np.where(np.all(Y >= 0, axis=1), 0.0, -np.inf)
@@ -185,18 +179,12 @@ class Exponential:
 
         return -log_ndtr(-Z) / -theta  # -log(1 - Phi(z)) is a standard exponential
 
-    def logpdf(self, theta, Y):
-        return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
-
     def from_moments(self, m):
         return -1.0 / np.asarray(m, dtype=float)
 
     def params(self, theta) -> dict:
         rates = -np.asarray(theta)
         return {"rates": rates, "mean": 1.0 / rates}
-
-    def matrix_gradient(self, g):
-        return g
 
     def standard(self):
         return -np.ones(self.d)

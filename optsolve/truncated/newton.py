@@ -48,7 +48,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import logsumexp
 
-from optsolve.truncated.sampling import AcceptanceCollapse, BudgetExhausted, PoolSet, Sampler
+from optsolve.truncated.sampling import STOPPED, PoolSet, Sampler, stop_of
 
 FINAL_ESS = 4  # the final effective sample size, in multiples of n
 START_ACCEPTED = 2000
@@ -154,11 +154,8 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
         N = 1 << int(math.ceil(math.log2(1.2 * need / max(rate, sampler.floor))))  # Sobol points come in powers of 2
         try:
             pools.draw(theta, N)
-        except BudgetExhausted as exc:
-            stop, reason = "budget", str(exc)
-            break
-        except AcceptanceCollapse as exc:
-            stop, reason = "collapse", str(exc)
+        except STOPPED as exc:
+            stop, reason = stop_of(exc)
             break
         pool = pools.pool(len(pools.batches) - settled)
         theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol)

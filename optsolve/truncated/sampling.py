@@ -26,6 +26,14 @@ class BudgetExhausted(RuntimeError):
     """The oracle-call budget is spent."""
 
 
+STOPPED = (BudgetExhausted, AcceptanceCollapse)
+
+
+def stop_of(exc: Exception) -> tuple[str, str]:
+    """(stop, reason) for a run that ended on one of :data:`STOPPED`."""
+    return ("budget" if isinstance(exc, BudgetExhausted) else "collapse"), str(exc)
+
+
 class Sampler:
     """Draws from p_theta restricted to S by rejection, counting oracle calls against a budget."""
 

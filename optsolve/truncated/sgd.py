@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from optsolve.truncated.sampling import AcceptanceCollapse, BudgetExhausted, Sampler
+from optsolve.truncated.sampling import STOPPED, Sampler, stop_of
 
 EPOCHS = 5
 PSGD_MAX_RADIUS = 10.0
@@ -93,11 +93,8 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
         rows = rng.integers(0, n, size=batch)
         try:
             ys, _ = sampler.accepted_draws(theta, batch)
-        except BudgetExhausted as exc:
-            stop, reason = "budget", str(exc)
-            break
-        except AcceptanceCollapse as exc:
-            stop, reason = "collapse", str(exc)
+        except STOPPED as exc:
+            stop, reason = stop_of(exc)
             break
         g = family.matrix_gradient(family.moments(ys, ones) - family.moments(Z[rows], ones))
         if method == "psgd":
