@@ -70,7 +70,7 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
 
     ``tol``: the Monte-Carlo error allowed in the newton estimate, as a fraction of the data's
     own statistical error (the final importance-weighted draws have an effective size n / tol;
-    default 0.25); ``radius``: R (default log(1/alpha_0) + 2); ``max_oracle_calls``: the oracle
+    default 0.125); ``radius``: R (default log(1/alpha_0) + 2); ``max_oracle_calls``: the oracle
     budget (status max_iter when spent, the estimate so far returned); ``bootstrap``: B
     resamples of the data, each estimated again, for 95% intervals; ``holdout``: a fraction of
     the samples kept out of the fit, for the certificate's held-out NLL; ``oracle``:

@@ -7,9 +7,10 @@ set's membership test or the user's ``--oracle``) give:
 * the gradient of the truncated NLL at the estimate, E_{p_hat | S}[T] - mean of T over the
   samples, in coordinates whitened by the estimate itself, and its size in the metric of
   the samples' own covariance of T: G = g' Cov(T)^-1 g. At the MLE, N_c G is chi-square with
-  p degrees of freedom (p statistics, N_c accepted draws): the check allows
-  (p + 3 sqrt(2 p)) / N_c for that noise, plus tol p / n for the estimate's own distance to the
-  MLE, tol (default 0.25) times the data's statistical error in this metric (newton's
+  p degrees of freedom (p statistics, N_c accepted draws), inflated by (n - 1) / (n - p - 2)
+  for the inverse of a covariance estimated from n samples: the check allows that times
+  (p + 3 sqrt(2 p)) / N_c for the noise (N_c aims at n / tol, so that it resolves the rest), plus tol p / n for the estimate's own distance to the
+  MLE, tol (default 0.125) times the data's statistical error in this metric (newton's
   Monte-Carlo error target). At the empirical moments N_c G is thousands of times p.
 * positive definiteness of the covariance (or positive rates);
 * the slack L(theta0) + R - L(estimate) of the paper's region, L the untruncated NLL of the
@@ -28,7 +29,7 @@ from optsolve.core.errors import InputError
 from optsolve.core.result import Certificate, Check
 
 CERT_SEED = 20250424
-DEFAULT_TOL = 0.25
+DEFAULT_TOL = 0.125
 MIN_ACCEPTED = 4000
 MAX_PROPOSALS = 4_000_000
 LOG_2PI = math.log(2 * math.pi)
@@ -122,7 +123,9 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     rng = np.random.default_rng(CERT_SEED)
     got, hits, proposals = [], 0, 0
     batch = 65536
-    while hits < MIN_ACCEPTED and proposals < MAX_PROPOSALS:
+    tol = float(settings.get("tol") or DEFAULT_TOL)
+    wanted = max(MIN_ACCEPTED, int(n / tol))
+    while hits < wanted and proposals < MAX_PROPOSALS:
         Y = _draw(family, mean, cov, rates, rng, batch)
         inside = np.asarray(contains(Y)).astype(bool).reshape(batch)
         got.append(Y[inside])
@@ -157,8 +160,9 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     g = draw_mean - T_data.mean(axis=0)
     H = np.cov(T_data, rowvar=False).reshape(p, p)
     G = float(g @ np.linalg.lstsq(H, g, rcond=1e-10)[0])
-    tol = float(settings.get("tol") or DEFAULT_TOL)
-    limit = (p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / fit.size
+    m = fit.size
+    inflation = (m - 1) / (m - p - 2) if m > p + 2 else np.inf  # E[S^-1] of a sample covariance of m rows
+    limit = inflation * (p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / m
     checks.append(Check.at_most("gradient_statistic", G, limit,
                                 f"g' Cov(T)^-1 g of the truncated NLL's gradient at the estimate ({Nc} fresh draws in "
                                 f"the set, p = {p}); the limit is its Monte-Carlo noise plus tol p / n (tol = {tol:g})"))

@@ -19,7 +19,7 @@ OUTPUT_OPTIONS = ()
 @click.option("--radius", type=float, default=None, help="R of the region (default log(1/alpha_0) + 2, doubled "
               "when active).")
 @click.option("--tol", type=float, default=None,
-              help="newton: Monte-Carlo error allowed, as a fraction of the data's statistical error (default 0.25).")
+              help="newton: Monte-Carlo error allowed, as a fraction of the data's statistical error (default 0.125).")
 @click.option("--max-oracle-calls", type=click.IntRange(min=1), default=None,
               help="Oracle budget (status max_iter when spent; the estimate so far is written).")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=None, metavar="B",

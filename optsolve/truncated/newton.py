@@ -35,8 +35,9 @@ coordinates whitened by theta0:
   FINAL_ESS x n (``final_ess``; the command's --tol is its inverse), at most 4 times the ESS
   so far. Batches drawn before the estimate settled are dropped. With independent draws the estimate would have a Monte-Carlo
   variance of about 1/FINAL_ESS of the data's own; with Sobol points it is smaller still.
-* R = log(1/alpha_0) + 2, alpha_0 the acceptance of p_theta0 (measured); when the bound cuts
-  the steps where they stall, R doubles and they go on (reported).
+* R = log(1/alpha_0) + 2, alpha_0 the acceptance of p_theta0 (measured); when the steps of
+  two batches in a row stall at the bound (the constrained optimum lies on it, not a noisy
+  step), R doubles and they go on (reported).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from scipy.special import logsumexp
 
 from optsolve.truncated.sampling import STOPPED, PoolSet, Sampler, stop_of
 
-FINAL_ESS = 4  # the final effective sample size, in multiples of n
+FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125)
 START_ACCEPTED = 2000
 MAX_NEWTON = 50
 MAX_POOLS = 30
@@ -144,7 +145,7 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
     rate = alpha0
     pools = PoolSet(family, sampler)
     history, notes = [], []
-    doubled, ess, dec, settled = 0, 0.0, np.inf, 0
+    doubled, ess, dec, settled, bound_hits = 0, 0.0, np.inf, 0, 0
     stop, reason = "max_batches", f"stopped after {MAX_POOLS} batches"
     pool = None
     for k in range(MAX_POOLS):
@@ -166,12 +167,12 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
         if progress is not None:
             progress.update(k, proposals=N, accepted=int(pools.batches[-1][2].shape[0]), ess=float(ess),
                             newton_steps=steps, decrement=float(dec), stop=why)
-        if why == "bound":
+        bound_hits = bound_hits + 1 if why == "bound" else 0
+        if bound_hits == 2:  # two batches in a row stop at the bound: the constrained optimum is on it
             R *= 2.0
             doubled += 1
-            notes.append(f"the bound L(theta) <= L(theta0) + R cut the steps: R doubled to {R:.3g}")
-            settled = len(pools.batches)
-            continue
+            bound_hits = 0
+            notes.append(f"the bound L(theta) <= L(theta0) + R was active: R doubled to {R:.3g}")
         if why != "converged":
             settled = len(pools.batches)  # the estimate moved: the batches so far describe another theta
             continue
