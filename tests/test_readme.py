@@ -39,7 +39,7 @@ def test_cvxpy_example_runs():
 def test_exit_code_table_matches_the_code():
     from optsolve.core.result import EXIT_CODES, USAGE_EXIT_CODE
 
-    table = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", README.split("## Exit codes", 1)[1], re.M))
+    table = dict(re.findall(r"^\| (\d+) \| (.+?) \|$", README.split("## Exit codes", 1)[1].split("\n## ", 1)[0], re.M))
     for status, code in EXIT_CODES.items():
         if status.value == "internal_error":
             assert "internal error" in table[str(code)]
