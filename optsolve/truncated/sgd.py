@@ -16,8 +16,9 @@ Gaussian, in (Sigma^-1 mu, Sigma^-1) with Sigma^-1 a full symmetric matrix: (y -
   (ours; the literal form diverges): one data point and one draw per step, step size
   1 / (lambda (t + 100)) with lambda = 0.25, projection onto the ball around theta0 of radius
   log(1/a) / a^2 with a = min(alpha_0^2, 0.05) (alpha is unknown; the ball is then at least
-  1,198 wide and constrains nothing, as in the tuned form), the covariance's eigenvalues kept in [0.01, 100] (whitened),
-  5 epochs, the average of the last half of the iterates.
+  1,198 wide and constrains nothing, as in the tuned form; ``--radius`` sets it), the
+  covariance's eigenvalues kept in [0.01, 100] (whitened), 5 epochs, the average of the last
+  half of the iterates.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
             return family.valid(th) and -th @ Tbar + family.A(th) <= L0 + R
     else:
         low = min(alpha0 ** 2, 0.05)  # alpha is unknown; at most 0.05, the ball is at least 1,198 wide
-        radius = math.log(1.0 / low) / low ** 2
+        ball = float(radius) if radius is not None else math.log(1.0 / low) / low ** 2
 
     ones = np.full(batch, 1.0 / batch)
     stop, reason = "converged", ""
@@ -106,8 +107,8 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
             theta = theta - g / (0.25 * (t + 100))
             step = theta - theta0
             norm = float(np.linalg.norm(step))
-            if norm > radius:
-                theta = theta0 + step * (radius / norm)
+            if norm > ball:
+                theta = theta0 + step * (ball / norm)
             theta = _clip_spectrum(family, theta)
         if t >= steps // 2:
             avg += theta
@@ -117,5 +118,5 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
     theta = avg / counted if counted else theta
     if method == "dgtz":
         theta = _clip_spectrum(family, theta)
-    return {"theta": theta, "theta0": theta0, "alpha0": alpha0, "radius": R, "steps": t + 1 if steps else 0,
-            "samples_drawn": sampler.accepted, "stop": stop, "reason": reason}
+    return {"theta": theta, "theta0": theta0, "alpha0": alpha0, "radius": R if method == "psgd" else ball,
+            "steps": t + 1 if steps else 0, "samples_drawn": sampler.accepted, "stop": stop, "reason": reason}
