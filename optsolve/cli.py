@@ -148,14 +148,16 @@ def info(as_json):
 @click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
 @click.option("--oracle", metavar="MODULE:FUNCTION", default=None,
               help="truncated: the membership function the solution was computed with.")
-def verify(problem, solution, output, quiet, oracle):
+@click.option("--operator", metavar="MODULE:FUNCTION", default=None,
+              help="mvi: the user operator the solution was computed with.")
+def verify(problem, solution, output, quiet, oracle, operator):
     """Re-run the certificate checks of SOLUTION (a JSON document, '-' for stdin) against PROBLEM.
 
     Exit code 0 when every check holds, 6 when one fails, 7 when a file is unreadable.
     """
     from optsolve.core.verify import run_verify
 
-    sys.exit(run_verify(problem, solution, output, quiet, oracle=oracle))
+    sys.exit(run_verify(problem, solution, output, quiet, oracle=oracle, operator=operator))
 
 
 # --------------------------------------------------------------------------- gen and batch

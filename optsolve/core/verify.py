@@ -53,15 +53,18 @@ def read_solution(path: str, stdin=None) -> dict:
     return doc
 
 
-def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None = None) -> tuple[Certificate, dict]:
+def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None = None,
+                    operator: str | None = None) -> tuple[Certificate, dict]:
     """Check a solution document against a problem file: the certificate and a report. ``oracle``:
-    the membership function (``module:function``) of a truncated solution computed with one."""
+    the membership function (``module:function``) of a truncated solution computed with one;
+    ``operator``: the user operator of an mvi solution."""
     kind = doc["command"]
     extra = {}
-    if oracle:
-        if kind != "truncated":
-            raise ParameterError(f"The '--oracle' option applies to truncated solutions; this one is {kind!r}.")
-        extra["oracle"] = oracle
+    for name, value, owner in (("oracle", oracle, "truncated"), ("operator", operator, "mvi")):
+        if value:
+            if kind != owner:
+                raise ParameterError(f"The '--{name}' option applies to {owner} solutions; this one is {kind!r}.")
+            extra[name] = value
     pkg = solver_package(kind)
     raw, sha = read_raw(problem_path, stdin=stdin)
     problem = pkg.SCHEMA.validate(raw, source=file_label(problem_path),
@@ -90,13 +93,14 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     return cert, report
 
 
-def run_verify(problem: str, solution: str, output: str, quiet: bool, oracle: str | None = None) -> int:
+def run_verify(problem: str, solution: str, output: str, quiet: bool, oracle: str | None = None,
+               operator: str | None = None) -> int:
     if problem == "-" and solution == "-":
         sys.stderr.write("optsolve verify: error: PROBLEM and SOLUTION cannot both be read from stdin.\n")
         return 2
     try:
         doc = read_solution(solution)
-        cert, report = verify_document(problem, doc, oracle=oracle)
+        cert, report = verify_document(problem, doc, oracle=oracle, operator=operator)
     except OptsolveError as exc:
         sys.stderr.write(f"optsolve verify: {exc.status}: {' '.join(str(exc).split())}\n")
         return exc.exit_code

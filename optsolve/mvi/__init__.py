@@ -1,0 +1,225 @@
+"""``optsolve mvi``: nonmonotone variational inequalities under the weak Minty condition.
+
+Find z* in C with <F(z*), z - z*> >= 0 for every z in C (C closed and convex with a cheap
+projection, F L-Lipschitz) when F is not monotone but satisfies the weak Minty condition:
+some z* has <u, z - z*> >= rho ||u||^2 for every z and every u in (F + N_C)(z), rho > -1/L.
+
+Method (``ecppa``, after Pethick, Mavrothalassitis and Cevher, "Efficient Interpolation between
+Extragradient and Proximal Methods for Weak MVIs", ICLR 2025; built from the paper's
+abstract, each property below is checked numerically in the tests):
+
+1. Separation. For any w in C and u in (F + N_C)(w), the weak Minty condition at z = w says
+   that z* lies in the halfspace H = {x : <u, w - x> >= rho ||u||^2}. If z_k is outside H, the
+   relaxed projection z_{k+1} = z_k - lam t u, t = (<u, z_k - w> + rho ||u||^2) / ||u||^2 > 0,
+   lam in (0, 2), gives ||z_{k+1} - z*||^2 <= ||z_k - z*||^2 - lam (2 - lam) t^2 ||u||^2
+   (Fejer monotonicity), and so does a projection onto C afterwards.
+2. Where to separate. At the resolvent w = J_{gamma(F + N_C)}(z_k), u = (z_k - w)/gamma and
+   t = gamma + rho, positive exactly when gamma > -rho. The resolvent is the fixed point of
+   w -> P_C(z_k - gamma F(w)), a contraction when gamma L < 1: hence the window
+   gamma in (-rho, 1/L), non-empty iff rho > -1/L. Each inner point w_j of that iteration has
+   u_j = F(w_j) + (z_k - gamma F(w_{j-1}) - w_j)/gamma in (F + N_C)(w_j) and its own t_j, with
+   t_j -> gamma + rho.
+3. Error correction. The inner loop stops at the first j with t_j >= sigma (gamma + rho),
+   sigma in (0, 1): finitely many steps, and every outer step decreases ||z - z*||^2 by at
+   least lam (2 - lam) sigma^2 (gamma + rho)^2 ||u_j||^2, so sum_k ||u_k||^2 is finite and
+   min_k ||u_k||^2 <= eps after O(1/eps) outer steps, each of a number of inner steps bounded
+   independently of eps (the inner accuracy needed is relative to ||u||, not absolute):
+   O(1/eps) evaluations, without the log factor of a fixed inner accuracy.
+4. Interpolation. With one inner step, t_1 u_1 is the step of AdaptiveEG+ (CEG+ with the
+   adaptive step and sigma = rho): z_{k+1} = z_k + lam alpha (H w_1 - H z_k), H = I - gamma F,
+   alpha gamma = t_1. With the exact resolvent, z_{k+1} = z_k + lam (1 + rho/gamma)(w - z_k):
+   relaxed PPA. The stop rule picks one inner step when the weak MVI is mild and more as
+   rho approaches -1/L.
+
+Step sizes come from a local Lipschitz estimate that grows and shrinks (see
+:mod:`optsolve.mvi.ecppa`). Baselines: EG+, CEG+, AdaptiveEG+, CurvatureEG+, EG, GDA
+(:mod:`optsolve.mvi.extragradient`) and relaxed PPA with a fixed number of inner steps.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from optsolve.core.errors import ParameterError
+from optsolve.core.progress import SILENT, Progress
+from optsolve.core.result import Result, Status
+from optsolve.mvi.problems import SCHEMA, prepare
+
+DEFAULT_METHOD = "ecppa"
+METHODS = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda")
+DEFAULT_TOL = 1e-6
+DEFAULT_MAX_EVALS = 1_000_000
+STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_iter": Status.MAX_ITER,
+         "time_limit": Status.TIME_LIMIT, "numerical": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
+REASONS = {"budget": "the evaluation budget ({max_evals}) is spent", "max_iter": "the iteration limit is reached",
+           "time_limit": "the time limit is reached", "interrupted": "interrupted"}
+
+
+def _run(method: str, ev, setup) -> dict:
+    from optsolve.mvi import ecppa, extragradient as eg
+
+    table = {"ecppa": ecppa.ecppa, "rppa": lambda e, s: ecppa.ecppa(e, s, relaxed_ppa=True),
+             "eg+": eg.eg_plus, "ceg+": eg.ceg_plus, "adaptive-eg+": eg.adaptive_eg_plus,
+             "curvature-eg+": eg.curvature_eg_plus, "eg": eg.eg, "gda": eg.gda}
+    return table[method](ev, setup)
+
+
+def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps):
+    if method not in METHODS:
+        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
+    for name, value in (("gamma", gamma), ("tol", tol)):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {value!r}.")
+    if relax is not None and not 0 < relax < 2:
+        raise ParameterError(f"The '--relax' option must be a float in (0, 2); got {relax!r}.")
+    if sigma is not None and not 0 < sigma < 1:
+        raise ParameterError(f"The '--sigma' option must be a float in (0, 1); got {sigma!r}.")
+    if sigma is not None and method != "ecppa":
+        raise ParameterError(f"The '--sigma' option (ecppa's inner stop) does not apply to method {method!r}.")
+    if max_evals is not None and max_evals < 1:
+        raise ParameterError(f"The '--max-evals' option must be a positive integer; got {max_evals!r}.")
+    if inner_steps is not None and (inner_steps < 1 or method not in ("ecppa", "rppa")):
+        raise ParameterError("The '--inner-steps' option must be a positive integer and applies to ecppa "
+                             f"(forced inner steps) and rppa; got {inner_steps!r} with method {method!r}.")
+
+
+def _range_check(mp, method, gamma, force, notes) -> float | None:
+    """The rho the method uses; refuses rho <= -1/L (or gamma <= -rho) unless forced."""
+    rho, L = mp.rho, mp.L
+    if rho is None:
+        if method in ("ecppa", "rppa", "adaptive-eg+"):
+            notes.append("no rho given: the method assumes rho = -0.99 gamma / 2 (CEG+'s adaptive choice), "
+                         "which covers rho > -1/(2L); give '--rho' for a harder problem")
+        return None
+    if L is not None and rho * L <= -1:
+        if not force:
+            raise ParameterError(
+                f"rho = {rho:.6g} <= -1/L = {-1 / L:.6g} (rho L = {rho * L:.4g}): the weak Minty condition holds only "
+                "outside the range of every method here (ecppa and relaxed PPA need rho > -1/L, EG+ and CEG+ "
+                "rho > -1/(4L)), so none is guaranteed to converge. Use '--force' to run anyway.")
+        notes.append(f"rho L = {rho * L:.4g} <= -1: outside every guarantee, run with '--force'; the method "
+                     "assumes rho = -0.99 gamma / 2 instead")
+        return None
+    if gamma is not None and method in ("ecppa", "rppa") and gamma <= -rho:
+        raise ParameterError(f"The '--gamma' option must exceed -rho = {-rho:.6g} for {method} "
+                             f"(the window is (-rho, 1/L)); got {gamma!r}.")
+    return rho
+
+
+def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None,
+             tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
+             history: bool = False, progress: Progress = SILENT):
+    """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
+    constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
+    method's counts and its :class:`~optsolve.mvi.evaluator.Stop`."""
+    from optsolve.mvi.ecppa import Setup
+    from optsolve.mvi.evaluator import Evaluator, Stop
+
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    setup = Setup(mp.z0, mp.L, rho, gamma=gamma, lam=1.0 if relax is None else float(relax), sigma=sigma,
+                  inner_steps=inner_steps, max_iter=max_iter)
+    ev = Evaluator(mp.op, mp.C, tol=tol, max_evals=max_evals, deadline=deadline, history=history, progress=progress)
+    try:
+        run = _run(method, ev, setup)
+        stop = run.pop("stop")
+    except KeyboardInterrupt:
+        run, stop = {}, Stop("interrupted")
+    except Stop as early:  # stopped while starting (the first evaluation)
+        run, stop = {}, early
+    if history and (not ev.history or ev.history[-1][0] != ev.evals):
+        ev.record(ev.history[-1][2] if ev.history else ev.best_residual)
+    return ev, run, stop
+
+
+def solve_problem(problem, *, method: str | None = None, operator: str | None = None, gamma: float | None = None,
+                  relax: float | None = None, sigma: float | None = None, rho: float | None = None,
+                  lipschitz: float | None = None, tol: float | None = None, max_evals: int | None = None,
+                  inner_steps: int | None = None, force: bool = False, history: bool = False,
+                  max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
+                  seed: int | None = None, progress: Progress = SILENT) -> Result:
+    """Solve a validated problem (see :data:`optsolve.mvi.problems.SCHEMA`); the certificate is attached.
+
+    ``operator``: a user operator ``module:function`` (instead of the file's); ``gamma``: a
+    fixed step (default: from a local Lipschitz estimate); ``relax``: lam in (0, 2);
+    ``sigma``: ecppa's inner stop in (0, 1) (default 0.5); ``rho`` and ``lipschitz`` override
+    the file's; ``tol``: the natural residual to reach (default 1e-6); ``max_evals``: the
+    budget of F evaluations (default 1e6); ``inner_steps``: ecppa's forced inner steps, or
+    rppa's fixed count (default 20); ``force``: run when rho <= -1/L.
+    """
+    from optsolve.mvi import certificate
+
+    if device == "gpu":
+        raise ParameterError("optsolve mvi runs on the CPU; use '--device cpu' (or auto).")
+    method = method or DEFAULT_METHOD
+    _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps)
+    if rho is not None and not math.isfinite(rho):
+        raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
+    if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
+        raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
+    t0 = time.perf_counter()
+    mp = prepare(problem, operator, lipschitz=lipschitz, rho=rho)
+    notes = list(mp.notes)
+    rho_used = _range_check(mp, method, gamma, force, notes)
+    tol = DEFAULT_TOL if tol is None else float(tol)
+    budget = DEFAULT_MAX_EVALS if max_evals is None else int(max_evals)
+    if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and gamma is None:
+        notes.append("L unknown: the step comes from the largest secant ||F(z) - F(z')|| / ||z - z'|| seen "
+                     "(give '--lipschitz' for a guaranteed step)")
+    ev, run, stop = optimize(mp, method, rho=rho_used, gamma=gamma, relax=relax, sigma=sigma, inner_steps=inner_steps,
+                             tol=tol, max_evals=budget, max_iter=max_iter, time_limit=time_limit, history=history,
+                             progress=progress)
+    if ev.best_z is None:
+        from optsolve.core.errors import SolverError
+
+        raise SolverError(f"No iterate: {stop.detail or stop.reason}.")
+    z = ev.best_z
+    status = STOPS[stop.reason]
+    reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=budget)
+    messages = [n[0].upper() + n[1:] + "." for n in notes]
+    if status is not Status.OPTIMAL:
+        messages.append(f"Stopped: {reason}; the best point has natural residual {ev.best_residual:.3g} "
+                        f"(tolerance {tol:g}).")
+    solution = {"z": z.tolist(), "residual": ev.best_residual,
+                "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
+    if mp.z_star is not None:
+        solution["distance_to_z_star"] = float(np.linalg.norm(z - mp.z_star))
+    stats = {"d": mp.d, "evaluations": ev.evals, "jacobian_evaluations": ev.jacobian_evals,
+             "best_at_evaluation": ev.best_eval, "outer_iterations": run.get("outer"),
+             "inner_iterations": run.get("inner"), "max_inner": run.get("max_inner"),
+             "L": mp.L, "rho": rho_used}
+    if run.get("gamma_max"):
+        stats["gamma"] = [run["gamma_min"], run["gamma_max"]]
+    if history:
+        cols = list(zip(*ev.history))
+        stats["history"] = {"evaluations": list(cols[0]), "jacobian_evaluations": list(cols[1]),
+                            "residual": list(cols[2]), "best_residual": list(cols[3]), "u_norm": list(cols[4]),
+                            "time_s": list(cols[5])}
+    stats["time_s"] = {"solve": time.perf_counter() - t0}
+    settings = {"operator": operator, "gamma": gamma, "relax": relax, "sigma": sigma, "rho": mp.rho,
+                "lipschitz": mp.L, "tol": tol, "max_evals": budget, "inner_steps": inner_steps, "force": force}
+    result = Result("mvi", method, status, " ".join(messages), problem=problem.info(d=mp.d), solution=solution,
+                    stats=stats, settings=settings)
+    result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=None,
+                                                settings=settings, operator=operator))
+    return result
+
+
+def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEFAULT_METHOD, progress: Progress = SILENT,
+          **options) -> Result:
+    """Solve a VI. ``operator``: a library name, or a problem dict with its keys
+    (``{"operator": "polar", "a": 1.0}``); ``z0`` the start; ``constraint`` none, box or ball
+    (default: the operator's).
+    Options as :func:`solve_problem`. Bad input raises InputError, bad options ParameterError."""
+    raw = dict(operator) if isinstance(operator, dict) else {"operator": operator}
+    if z0 is not None:
+        raw["z0"] = np.asarray(z0, dtype=float)
+    if constraint is not None:
+        raw["constraint"] = constraint
+    problem = SCHEMA.validate(raw, source="Problem data")
+    return solve_problem(problem, method=method, progress=progress, **options)
+
+
+__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

@@ -1,0 +1,39 @@
+"""The ``optsolve mvi`` command."""
+
+import click
+
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.mvi import METHODS
+
+OUTPUT_OPTIONS = ()
+
+
+@click.command("mvi", context_settings=CONTEXT_SETTINGS)
+@solve_options
+@click.option("--method", type=click.Choice(METHODS), default="ecppa", show_default=True,
+              help="ecppa: error-corrected inexact proximal point (adaptive inner steps). eg+, ceg+, adaptive-eg+, "
+                   "curvature-eg+: extragradient-type; rppa: relaxed proximal point with a fixed number of inner "
+                   "steps; eg: extragradient; gda: gradient descent-ascent.")
+@click.option("--operator", metavar="MODULE:FUNCTION", default=None,
+              help="A user operator F (array of length d -> array of length d) instead of the file's.")
+@click.option("--gamma", type=float, default=None, help="A fixed step (default: from a local Lipschitz estimate).")
+@click.option("--relax", type=float, default=None, help="Relaxation lam in (0, 2) (default 1).")
+@click.option("--sigma", type=float, default=None, help="ecppa: stop the inner loop at t >= sigma (gamma + rho) "
+              "(default 0.5).")
+@click.option("--rho", type=float, default=None, help="The weak-MVI constant (overrides the file's).")
+@click.option("--lipschitz", type=float, default=None, help="A Lipschitz constant of F (overrides the file's; "
+              "estimated from secants when absent).")
+@click.option("--tol", type=float, default=None, help="Natural residual to reach (default 1e-6).")
+@click.option("--max-evals", type=click.IntRange(min=1), default=None,
+              help="Budget of F evaluations (default 1e6; status max_iter when spent).")
+@click.option("--inner-steps", type=click.IntRange(min=1), default=None,
+              help="ecppa: a forced number of inner steps; rppa: its fixed count (default 20).")
+@click.option("--force", is_flag=True, help="Run even when rho <= -1/L (outside every method's guarantee).")
+@click.option("--history", is_flag=True, help="Record residual vs evaluations in stats.history.")
+def command(problem, **params):
+    """Variational inequalities with a weak Minty solution: find z in C with <F(z), z' - z> >= 0.
+
+    Writes solution.z (the evaluated point with the smallest natural residual), its residual
+    ||z - P_C(z - F(z))||, the smallest ||u|| seen, and stats.evaluations (F evaluations).
+    """
+    run_solve("mvi", problem, params)

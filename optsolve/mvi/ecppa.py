@@ -1,0 +1,178 @@
+"""The error-corrected inexact relaxed proximal point method (``ecppa``) and relaxed PPA (``rppa``).
+
+After Pethick, Mavrothalassitis and Cevher, "Efficient Interpolation between Extragradient and
+Proximal Methods for Weak MVIs" (ICLR 2025); the derivation is in :mod:`optsolve.mvi`.
+
+Outer step k, from z_k in C: the inner loop runs the fixed-point iteration
+w_j = P_C(z_k - gamma F(w_{j-1})), w_0 = z_k, towards the resolvent J_{gamma(F + N_C)}(z_k) (a
+contraction of factor gamma L). Each inner point gives u_j = F(w_j) + (z_k - gamma F(w_{j-1}) -
+w_j) / gamma in (F + N_C)(w_j), and with it the halfspace {x : <u_j, w_j - x> >= rho ||u_j||^2},
+which holds z* by the weak Minty condition. Its step length
+t_j = (<u_j, z_k - w_j> + rho ||u_j||^2) / ||u_j||^2 tends to gamma + rho at the resolvent; the
+loop stops at the first j with t_j >= sigma (gamma + rho) (the error correction: the inner
+accuracy is chosen by the iterates, not fixed in advance) and z_{k+1} = P_C(z_k - lam t_j u_j),
+a relaxed projection onto the halfspace followed by one onto C (both move no point closer to
+anything but away from z*: ||z_k - z*|| never increases).
+
+Step sizes: gamma_k is chosen in the admissible window (-rho, 1/L_k) from a local Lipschitz
+estimate L_k: the largest secant ||F(w_j) - F(w_{j-1})|| / ||w_j - w_{j-1}|| seen in the previous
+outer step (it may shrink by at most a factor ``SHRINK`` per step and grows at once when an
+inner secant shows gamma L_k > 1), capped by the global L when one is known. ``--gamma`` fixes
+gamma instead. Without a rho, the method takes CEG+'s adaptive rho_k = -0.99 gamma_k / 2
+(Pethick et al. 2022), which covers rho > -1/(2L).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optsolve.mvi.evaluator import Evaluator, Stop
+
+SHRINK = 0.5  # a local Lipschitz estimate falls by at most this factor per outer step
+TIGHT_FACTOR = 0.999  # gamma = TIGHT_FACTOR / L when L_k has reached the known global L
+GAMMA_FACTOR = 0.9  # gamma = GAMMA_FACTOR / L_k where the window allows
+MAX_INNER = 100_000
+EFFICIENCY = True
+PATIENCE = 1
+
+
+@dataclass
+class Setup:
+    """What every method is given (after validation)."""
+
+    z0: np.ndarray
+    L: float | None  # the global Lipschitz constant, when known
+    rho: float | None  # the weak-MVI constant, when known
+    gamma: float | None = None  # a fixed step (None: chosen by the method)
+    lam: float = 1.0
+    sigma: float | None = None
+    inner_steps: int | None = None  # ecppa: forced inner steps; rppa: the fixed count
+    max_iter: int | None = None
+    notes: list = field(default_factory=list)
+
+
+def step_in_window(L_k: float, rho: float | None, tight: bool = False) -> float:
+    """gamma in (-rho, 1/L_k): GAMMA_FACTOR / L_k, or the middle of the window when that is narrow;
+    ``tight``: L_k is the known global L (no secant underestimate to guard against)."""
+    g = (TIGHT_FACTOR if tight else GAMMA_FACTOR) / L_k
+    if rho is not None and rho < 0:
+        g = max(g, 0.5 * (1.0 / L_k - rho))
+    return g
+
+
+def probe_lipschitz(ev: Evaluator, z: np.ndarray, Fz: np.ndarray) -> float:
+    """A secant estimate of the local Lipschitz constant at z: one evaluation at a nearby point of C."""
+    scale = max(1.0, float(np.linalg.norm(z)))
+    direction = -Fz
+    for attempt in range(3):
+        nrm = float(np.linalg.norm(direction))
+        if nrm > 0:
+            w = ev.C.project(z + 1e-3 * scale * direction / nrm)
+            dw = float(np.linalg.norm(w - z))
+            if dw > 1e-9 * scale:
+                return max(float(np.linalg.norm(ev(w) - Fz)) / dw, 1e-12)
+        direction = np.random.default_rng(attempt).standard_normal(z.size)
+    return 1.0
+
+
+class LocalLipschitz:
+    """The local estimate L_k: grows at once, shrinks by at most SHRINK per outer step, <= L."""
+
+    def __init__(self, first: float, L: float | None):
+        self.L = L
+        self.value = min(first, L) if L else first
+        self.seen = 0.0
+
+    @property
+    def tight(self) -> bool:
+        return bool(self.L) and self.value >= self.L
+
+    def see(self, secant: float) -> bool:
+        """Record a secant; True when it exceeds the estimate (the step must shrink)."""
+        self.seen = max(self.seen, secant)
+        if secant > self.value:
+            self.value = min(secant, self.L) if self.L else secant
+            return True
+        return False
+
+    def next_step(self) -> None:
+        self.value = max(self.seen, SHRINK * self.value, 1e-12)
+        if self.L:
+            self.value = min(self.value, self.L)
+        self.seen = 0.0
+
+
+def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
+    """Run until the evaluator stops it; returns counts. ``relaxed_ppa``: rPPA with s.inner_steps
+    fixed inner steps, z_{k+1} = z_k + lam (1 + rho/gamma) (w_m - z_k)."""
+    C = ev.C
+    z = s.z0.copy()
+    Fz = ev(z)
+    local = None if s.gamma else LocalLipschitz(probe_lipschitz(ev, z, Fz), s.L)
+    sigma = 0.5 if s.sigma is None else s.sigma
+    forced = s.inner_steps if (s.inner_steps or relaxed_ppa) else None
+    if relaxed_ppa and not forced:
+        forced = 20
+    stats = {"outer": 0, "inner": 0, "max_inner": 0, "gamma_min": math.inf, "gamma_max": 0.0}
+    try:
+        while True:
+            if s.max_iter is not None and stats["outer"] >= s.max_iter:
+                raise Stop("max_iter")
+            gamma = s.gamma or step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)
+            w_prev, F_prev = z, Fz
+            j = 0
+            kept = None
+            while True:
+                j += 1
+                rho = s.rho if s.rho is not None else -0.495 * gamma
+                v = z - gamma * F_prev
+                w = C.project(v)
+                Fw = ev(w)
+                u = Fw + (v - w) / gamma
+                uu = float(u @ u)
+                t = (float(u @ (z - w)) + rho * uu) / uu if uu > 0 else 0.0
+                if local is not None:
+                    dw = float(np.linalg.norm(w - w_prev))
+                    if dw > 0 and local.see(float(np.linalg.norm(Fw - F_prev)) / dw) and gamma * local.value > 1:
+                        gamma = step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)  # the contraction failed: smaller step
+                if forced is not None:
+                    if j >= forced:
+                        break
+                elif t >= sigma * (gamma + rho) and t > 0:
+                    # enough accuracy; go on while the guaranteed decrease per evaluation grows
+                    gain = t * t * uu / (j + 1)
+                    if not EFFICIENCY:
+                        break
+                    if kept is None or gain > kept[0]:
+                        kept, worse = (gain, w, u, uu, t), 0
+                    else:
+                        worse += 1
+                        if worse >= PATIENCE:
+                            _, w, u, uu, t = kept
+                            break
+                elif j >= MAX_INNER:
+                    break
+                w_prev, F_prev = w, Fw
+            ev.note_u(uu)
+            stats["outer"] += 1
+            stats["inner"] += j
+            stats["max_inner"] = max(stats["max_inner"], j)
+            stats["gamma_min"] = min(stats["gamma_min"], gamma)
+            stats["gamma_max"] = max(stats["gamma_max"], gamma)
+            if relaxed_ppa:
+                z = C.project(z + s.lam * (1 + rho / gamma) * (w - z))
+            elif t > 0:
+                z = C.project(z - s.lam * t * u)
+            else:  # no halfspace separates z_k from z*: the weak MVI fails here (or MAX_INNER hit)
+                raise Stop("numerical", f"outer step {stats['outer']}: the inner loop found no separating "
+                           f"halfspace in {j} steps (t = {t:.3g}); the weak Minty condition with rho = {rho:.4g} "
+                           "seems not to hold")
+            Fz = ev(z)
+            if local is not None:
+                local.next_step()
+    except Stop as stop:
+        stats["stop"] = stop
+    return stats

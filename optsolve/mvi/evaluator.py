@@ -1,0 +1,90 @@
+"""Counted evaluations of F, the natural residual at every evaluated point, and the stops.
+
+Every method calls F only through an :class:`Evaluator`, so evaluations are counted the
+same way for all of them (Jacobian evaluations of CurvatureEG+ separately), the natural
+residual ||z - P_C(z - F(z))|| is measured at every point where F is evaluated, and the
+best point by residual is the one reported. A stop (tolerance reached, budget spent, time
+up, a non-finite value) is raised as :class:`Stop` from inside the method's loop.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from optsolve.mvi.operators import ConstraintSet, Operator, natural_residual
+
+HISTORY_PER_DECADE = 20
+
+
+class Stop(Exception):
+    """Raised by the evaluator: ``reason`` is converged, budget, time_limit, numerical or max_iter."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class Evaluator:
+    def __init__(self, op: Operator, C: ConstraintSet, *, tol: float, max_evals: int, deadline: float | None = None,
+                 history: bool = False, progress=None):
+        self.op, self.C = op, C
+        self.tol = tol
+        self.max_evals = max_evals
+        self.deadline = deadline
+        self.evals = 0
+        self.jacobian_evals = 0
+        self.best_residual = math.inf
+        self.best_z = None
+        self.best_eval = 0
+        self.min_u = math.inf  # smallest ||u|| a method reported (u in (F + N_C)(w))
+        self.keep_history = history
+        self.history: list = []
+        self._next_record = 1.0
+        self.t0 = time.perf_counter()
+        self.progress = progress
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        if self.evals >= self.max_evals:
+            raise Stop("budget")
+        Fz = self.op.F(z)
+        self.evals += 1
+        if Fz.shape != z.shape:
+            raise Stop("numerical", f"the operator returned shape {Fz.shape} at a point of shape {z.shape}")
+        if not np.isfinite(Fz).all():
+            raise Stop("numerical", f"the operator returned a non-finite value at evaluation {self.evals}"
+                       + ("" if np.isfinite(z).all() else " (the iterate itself is not finite: the method diverged)"))
+        r = natural_residual(self.C, z, Fz)
+        if r < self.best_residual:
+            self.best_residual, self.best_z, self.best_eval = r, z.copy(), self.evals
+        if self.keep_history and (self.evals >= self._next_record or r <= self.tol):
+            self.record(r)
+        if r <= self.tol:
+            raise Stop("converged")
+        if self.evals & 255 == 0:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise Stop("time_limit")
+            if self.progress is not None:
+                self.progress.update(self.evals, best_residual=self.best_residual)
+        return Fz
+
+    def jacobian_norm(self, z: np.ndarray) -> float | None:
+        """||JF(z)|| when the operator has a Jacobian (counted), else None."""
+        value = self.op.jacobian_norm(z)
+        if value is not None:
+            self.jacobian_evals += 1
+        return value
+
+    def note_u(self, uu: float) -> None:
+        """A method's ||u||^2 at its latest point (the quantity the O(1/eps) guarantee bounds)."""
+        u = math.sqrt(uu)
+        if u < self.min_u:
+            self.min_u = u
+
+    def record(self, r: float) -> None:
+        self.history.append((self.evals, self.jacobian_evals, r, self.best_residual,
+                             None if math.isinf(self.min_u) else self.min_u, time.perf_counter() - self.t0))
+        self._next_record = max(self.evals + 1, self._next_record * 10 ** (1 / HISTORY_PER_DECADE))

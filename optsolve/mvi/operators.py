@@ -1,0 +1,265 @@
+"""Operators F of the problem library, user operators, and the constraint sets C.
+
+Library (the games of Pethick et al. 2022 and 2025 and the classical test problems):
+
+* ``polar``: F(x, y) = (-b y + psi x, b x + psi y), psi = (a/16)(||z||^2 - 1)(16 ||z||^2 - 9),
+  a limit cycle at ||z|| = 1 and 3/4 around the solution z* = 0 (Pethick et al. 2022);
+* ``forsaken``: F = (df/dx, -df/dy) of f = x (y - 0.45) + phi(x) - phi(y),
+  phi(z) = z^2/4 - z^4/2 + z^6/6 (Hsieh et al. 2021): outside every method's guarantee;
+* ``global-forsaken``: f = x y + phi(x) - phi(y), phi(z) = z^2/3 - z^4/3 + 2 z^6/21, z* = 0;
+* ``lower-bound`` and ``quadratic-game``: f = a x y + (b/2)(x^2 - y^2), a linear F = M z with
+  M = [[b, a], [-a, b]]: ||M|| = sqrt(a^2 + b^2) = L and sym(M^-1) = b / L^2 I, so the weak-MVI
+  constant is rho = b / L^2; ``quadratic-game`` takes (L, rho) and sets b = L^2 rho,
+  a = sqrt(L^2 - b^2) (needs |rho| <= 1/L); ``lower-bound`` is a = 2 sqrt(2), b = -1 (L = 3,
+  rho = -1/(3L));
+* ``bilinear``: f = (x - c)^T (y - c), F = (y - c, c - x), x and y of equal length;
+* ``affine``: F = M z + q, M dense or sparse; rho = lambda_min(sym(M^-1)) (with u = M(z - z*),
+  <u, M^-1 u> >= rho ||u||^2);
+* ``minimax-quadratic``: f = x'Ax/2 + x'By - y'Cy/2 + q_x'x - q_y'y, F = M z + q with
+  M = [[A, B], [-B', C]].
+
+Every operator evaluates one point (a vector of length d) and knows the spectral norm of its
+Jacobian there (``jacobian_norm``, used by CurvatureEG+). A user operator
+(``--operator module:function``) maps a length-d array to a length-d array; when its module
+also defines ``<function>_jacobian``, that is used for the Jacobian.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from optsolve.core.errors import ParameterError
+
+LIBRARY = ("polar", "forsaken", "global-forsaken", "lower-bound", "quadratic-game", "bilinear", "affine",
+           "minimax-quadratic")
+
+
+@dataclass
+class Operator:
+    """F: R^d -> R^d with what is known about it."""
+
+    name: str
+    d: int
+    F: Callable[[np.ndarray], np.ndarray]
+    jacobian: Callable[[np.ndarray], object] | None = None  # z -> matrix (dense or sparse)
+    norm: float | None = None  # ||JF|| everywhere, for a linear F
+    L: float | None = None
+    rho: float | None = None
+    z_star: np.ndarray | None = None
+    notes: list = field(default_factory=list)
+
+    def jacobian_norm(self, z: np.ndarray) -> float | None:
+        if self.norm is not None:
+            return self.norm
+        if self.jacobian is None:
+            return None
+        J = self.jacobian(z)
+        if hasattr(J, "toarray"):
+            from scipy.sparse.linalg import svds
+
+            return float(svds(J, k=1, return_singular_vectors=False)[0])
+        return float(np.linalg.norm(np.asarray(J), 2))
+
+
+# --------------------------------------------------------------------------- constraint sets
+
+
+@dataclass(frozen=True)
+class ConstraintSet:
+    """C = R^d (``none``), a box lo <= z <= hi, or a ball ||z - center|| <= radius."""
+
+    kind: str
+    lo: np.ndarray | None = None
+    hi: np.ndarray | None = None
+    center: np.ndarray | None = None
+    radius: float | None = None
+
+    def project(self, z: np.ndarray) -> np.ndarray:
+        if self.kind == "box":
+            return np.minimum(np.maximum(z, self.lo), self.hi)
+        if self.kind == "ball":
+            v = z - self.center
+            r = math.sqrt(float(v @ v))
+            return z if r <= self.radius else self.center + v * (self.radius / r)
+        return z
+
+    def violation(self, z: np.ndarray) -> float:
+        """How far z lies outside C (0 inside)."""
+        if self.kind == "box":
+            return float(max(np.max(self.lo - z, initial=0.0), np.max(z - self.hi, initial=0.0)))
+        if self.kind == "ball":
+            return max(0.0, float(np.linalg.norm(z - self.center)) - self.radius)
+        return 0.0
+
+    def scale(self) -> float:
+        """A length of C (for relative tolerances): its half-width, or 1 for R^d."""
+        if self.kind == "box":
+            w = self.hi - self.lo
+            return float(max(np.max(w[np.isfinite(w)], initial=0.0) / 2, 1.0))
+        if self.kind == "ball":
+            return max(self.radius, 1.0)
+        return 1.0
+
+    def describe(self) -> str:
+        if self.kind == "box":
+            lo, hi = np.unique(self.lo), np.unique(self.hi)
+            if lo.size == 1 and hi.size == 1:
+                return f"the box [{lo[0]:g}, {hi[0]:g}]^{self.lo.size}"
+            return f"a box in R^{self.lo.size}"
+        if self.kind == "ball":
+            return f"the ball of radius {self.radius:g}"
+        return "R^d"
+
+
+def natural_residual(C: ConstraintSet, z: np.ndarray, Fz: np.ndarray) -> float:
+    """||z - P_C(z - F(z))||: zero exactly at the solutions of the VI."""
+    r = z - C.project(z - Fz)
+    return float(np.sqrt(r @ r))
+
+
+# --------------------------------------------------------------------------- library operators
+
+
+def polar(a: float = 1.0, b: float = 1.0) -> Operator:
+    def F(z):
+        x, y = z
+        r2 = x * x + y * y
+        psi = a / 16 * (r2 - 1) * (16 * r2 - 9)
+        return np.array([-b * y + psi * x, b * x + psi * y])
+
+    def J(z):
+        x, y = z
+        r2 = x * x + y * y
+        psi = a / 16 * (r2 - 1) * (16 * r2 - 9)
+        g = a / 8 * (32 * r2 - 25)  # d psi / d(x, y) = g (x, y)
+        return np.array([[psi + g * x * x, -b + g * x * y], [b + g * x * y, psi + g * y * y]])
+
+    return Operator("polar", 2, F, J, z_star=np.zeros(2))
+
+
+def _phi_forsaken(z):
+    return z / 2 - 2 * z ** 3 + z ** 5, 0.5 - 6 * z ** 2 + 5 * z ** 4
+
+
+def forsaken() -> Operator:
+    def F(z):
+        x, y = z
+        return np.array([y - 0.45 + _phi_forsaken(x)[0], -x + _phi_forsaken(y)[0]])
+
+    def J(z):
+        x, y = z
+        return np.array([[_phi_forsaken(x)[1], 1.0], [-1.0, _phi_forsaken(y)[1]]])
+
+    return Operator("forsaken", 2, F, J, L=12.4026, rho=-1.5206, z_star=None,
+                    notes=["its weak-MVI ratio over the box is -1.5206 (at (-0.258, 0.792)), below -1/L = -0.0806"])
+
+
+def _phi_global(z):
+    return 2 * z / 3 - 4 * z ** 3 / 3 + 4 * z ** 5 / 7, 2 / 3 - 4 * z ** 2 + 20 * z ** 4 / 7
+
+
+def global_forsaken() -> Operator:
+    def F(z):
+        x, y = z
+        return np.array([y + _phi_global(x)[0], -x + _phi_global(y)[0]])
+
+    def J(z):
+        x, y = z
+        return np.array([[_phi_global(x)[1], 1.0], [-1.0, _phi_global(y)[1]]])
+
+    return Operator("global-forsaken", 2, F, J, L=2.868, rho=-0.1197, z_star=np.zeros(2))
+
+
+def linear_game(a: float, b: float, name: str) -> Operator:
+    M = np.array([[b, a], [-a, b]])
+    L = math.hypot(a, b)
+    return Operator(name, 2, lambda z: M @ z, lambda z: M, norm=L, L=L, rho=b / L ** 2, z_star=np.zeros(2))
+
+
+def quadratic_game(L: float, rho: float) -> Operator:
+    b = L * L * rho
+    a = math.sqrt(max(L * L - b * b, 0.0))
+    return linear_game(a, b, "quadratic-game")
+
+
+def bilinear(d: int, c: float = 0.9) -> Operator:
+    n = d // 2
+
+    def F(z):
+        return np.concatenate([z[n:] - c, c - z[:n]])
+
+    def J(z):
+        import scipy.sparse as sp
+
+        eye = sp.identity(n, format="csr")
+        return sp.bmat([[None, eye], [-eye, None]], format="csr")
+
+    return Operator("bilinear", d, F, J, norm=1.0, L=1.0, rho=0.0, z_star=np.full(d, c))
+
+
+def affine(M, q) -> Operator:
+    d = q.size
+    return Operator("affine", d, lambda z: M @ z + q, lambda z: M, norm=spectral_norm(M))
+
+
+def minimax_matrix(A, B, C):
+    """M = [[A, B], [-B', C]] (sparse when any block is)."""
+    import scipy.sparse as sp
+
+    if any(sp.issparse(X) for X in (A, B, C)):
+        return sp.bmat([[A, B], [-B.T, C]], format="csr")
+    return np.block([[A, B], [-B.T, C]])
+
+
+def spectral_norm(M) -> float:
+    """||M||_2: exact for small dense M, by Lanczos (svds) otherwise."""
+    import scipy.sparse as sp
+
+    if not sp.issparse(M) and M.shape[0] <= 500:
+        return float(np.linalg.norm(M, 2))
+    from scipy.sparse.linalg import svds
+
+    return float(svds(M, k=1, return_singular_vectors=False, tol=1e-8, random_state=0)[0])
+
+
+def weak_mvi_of_affine(M) -> float | None:
+    """rho = lambda_min(sym(M^-1)) of an invertible dense M up to d = 2000 (None otherwise)."""
+    import scipy.sparse as sp
+
+    if sp.issparse(M) or M.shape[0] > 2000:
+        return None
+    try:
+        Minv = np.linalg.inv(M)
+    except np.linalg.LinAlgError:
+        return None
+    return float(np.linalg.eigvalsh(0.5 * (Minv + Minv.T))[0])
+
+
+# --------------------------------------------------------------------------- user operators
+
+
+def load_user(spec: str, d: int) -> Operator:
+    """The user's operator named ``module:function`` (and ``module:function_jacobian`` if defined)."""
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise ParameterError(f"The '--operator' option must be 'module:function'; got {spec!r}.")
+    module, name = spec.split(":")
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # the user's module: any import failure is theirs
+        raise ParameterError(f"The '--operator' option names module {module!r}, which does not import "
+                             f"({type(exc).__name__}: {exc}).") from None
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise ParameterError(f"The '--operator' option names {name!r}, which module {module!r} does not define "
+                             "as a function.")
+    jac = getattr(mod, f"{name}_jacobian", None)
+
+    def F(z):
+        return np.asarray(fn(z), dtype=float).reshape(-1)
+
+    return Operator(spec, d, F, jac if callable(jac) else None)
