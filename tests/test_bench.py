@@ -74,3 +74,18 @@ def test_bench_truncated_quick():
     newton = next(row for row in rows if row.split("|")[4].strip() == "newton")
     assert newton.split("|")[12].strip() == "holds"
     assert any(line.startswith("Fitted exponent (newton)") for line in lines)
+
+
+def test_bench_mvi_quick(tmp_path):
+    csv = tmp_path / "curves.csv"
+    lines = quick("bench-mvi", "--csv", str(csv))
+    rows = [line for line in lines if line.startswith("| polar a=1 |")]
+    methods = {row.split("|")[5].strip() for row in rows if len(row.split("|")) == 13}
+    assert methods == {"ecppa", "eg+", "ceg+", "ada-eg+ rho", "ada-eg+ ref", "curv-eg+", "rppa m=5", "rppa m=20",
+                       "eg", "gda"}
+    ecppa = next(row for row in rows if row.split("|")[5].strip() == "ecppa")
+    assert ecppa.split("|")[7].strip() == "converged"
+    assert any(line.startswith("| quadratic rho=-0.9 |") and line.count("|") == 14 for line in lines)  # summary
+    assert any(line.startswith("## ecppa's rate") for line in lines)
+    header = csv.read_text().splitlines()[0]
+    assert header == "problem,method,evaluations,jacobian_evaluations,best_residual,min_u"

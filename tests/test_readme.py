@@ -46,3 +46,14 @@ def test_exit_code_table_matches_the_code():
         else:
             assert status.value in table[str(code)] or status.value.replace("_", " ") in table[str(code)], status
     assert "usage" in table[str(USAGE_EXIT_CODE)]
+
+
+def test_mvi_example_runs(capsys):
+    import numpy as np
+
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    block = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "optsolve.mvi" in b][0]
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    assert scope["res"].status.value == "optimal" and scope["res2"].status.value == "optimal"
+    assert np.allclose(scope["res2"].solution["z"], np.linalg.solve(scope["M"], -np.ones(2)), atol=1e-5)

@@ -47,7 +47,7 @@ def check(problem, solution: dict, *, method=None, objective=None, settings: dic
     if used and not operator:
         raise InputError(f"This solution was computed with '--operator {used}'; checking it needs the same "
                          "operator: pass '--operator' to optsolve verify.")
-    mp = prepare(problem, operator)
+    mp = prepare(problem, operator, constants=False)
     z = np.asarray(solution["z"], dtype=float).reshape(-1)
     if z.shape != (mp.d,):
         raise ValueError(f"z of length {z.size}, expected d = {mp.d}")

@@ -8,11 +8,14 @@ w_j = P_C(z_k - gamma F(w_{j-1})), w_0 = z_k, towards the resolvent J_{gamma(F +
 contraction of factor gamma L). Each inner point gives u_j = F(w_j) + (z_k - gamma F(w_{j-1}) -
 w_j) / gamma in (F + N_C)(w_j), and with it the halfspace {x : <u_j, w_j - x> >= rho ||u_j||^2},
 which holds z* by the weak Minty condition. Its step length
-t_j = (<u_j, z_k - w_j> + rho ||u_j||^2) / ||u_j||^2 tends to gamma + rho at the resolvent; the
-loop stops at the first j with t_j >= sigma (gamma + rho) (the error correction: the inner
-accuracy is chosen by the iterates, not fixed in advance) and z_{k+1} = P_C(z_k - lam t_j u_j),
-a relaxed projection onto the halfspace followed by one onto C (both move no point closer to
-anything but away from z*: ||z_k - z*|| never increases).
+t_j = (<u_j, z_k - w_j> + rho ||u_j||^2) / ||u_j||^2 tends to gamma + rho at the resolvent. The
+error correction: an inner point is acceptable once t_j >= sigma (gamma + rho) (the inner
+accuracy is chosen by the iterates, not fixed in advance); from the first acceptable point on,
+the loop goes on while the guaranteed decrease of ||z - z*||^2 per evaluation,
+t_j^2 ||u_j||^2 / (j + 1), still grows, and separates with the best point (on rotational
+problems the halfspaces of later inner points are much deeper). Then
+z_{k+1} = P_C(z_k - lam t_j u_j), a relaxed projection onto the halfspace followed by one onto C
+(neither moves a point away from z*: ||z_k - z*|| never increases).
 
 Step sizes: gamma_k is chosen in the admissible window (-rho, 1/L_k) from a local Lipschitz
 estimate L_k: the largest secant ||F(w_j) - F(w_{j-1})|| / ||w_j - w_{j-1}|| seen in the previous
@@ -35,8 +38,6 @@ SHRINK = 0.5  # a local Lipschitz estimate falls by at most this factor per oute
 TIGHT_FACTOR = 0.999  # gamma = TIGHT_FACTOR / L when L_k has reached the known global L
 GAMMA_FACTOR = 0.9  # gamma = GAMMA_FACTOR / L_k where the window allows
 MAX_INNER = 100_000
-EFFICIENCY = True
-PATIENCE = 1
 
 
 @dataclass
@@ -137,24 +138,21 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
                 if local is not None:
                     dw = float(np.linalg.norm(w - w_prev))
                     if dw > 0 and local.see(float(np.linalg.norm(Fw - F_prev)) / dw) and gamma * local.value > 1:
-                        gamma = step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)  # the contraction failed: smaller step
+                        # the contraction failed: a smaller step from here on
+                        gamma = step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)
                 if forced is not None:
                     if j >= forced:
                         break
-                elif t >= sigma * (gamma + rho) and t > 0:
-                    # enough accuracy; go on while the guaranteed decrease per evaluation grows
-                    gain = t * t * uu / (j + 1)
-                    if not EFFICIENCY:
+                else:
+                    ok = t > 0 and t >= sigma * (gamma + rho)
+                    gain = t * t * uu / (j + 1)  # the guaranteed decrease of ||z - z*||^2 per evaluation
+                    if ok and (kept is None or gain > kept[0]):
+                        kept = (gain, w, u, uu, t)
+                    elif kept is not None:  # no better than the point kept: separate with that one
+                        _, w, u, uu, t = kept
                         break
-                    if kept is None or gain > kept[0]:
-                        kept, worse = (gain, w, u, uu, t), 0
-                    else:
-                        worse += 1
-                        if worse >= PATIENCE:
-                            _, w, u, uu, t = kept
-                            break
-                elif j >= MAX_INNER:
-                    break
+                    if j >= MAX_INNER:
+                        break
                 w_prev, F_prev = w, Fw
             ev.note_u(uu)
             stats["outer"] += 1

@@ -202,9 +202,19 @@ def bilinear(d: int, c: float = 0.9) -> Operator:
     return Operator("bilinear", d, F, J, norm=1.0, L=1.0, rho=0.0, z_star=np.full(d, c))
 
 
-def affine(M, q) -> Operator:
-    d = q.size
-    return Operator("affine", d, lambda z: M @ z + q, lambda z: M, norm=spectral_norm(M))
+def affine(M, q, norm: float | None = None) -> Operator:
+    """F = M z + q; ``norm``: ||M|| when known (otherwise computed once, on first use)."""
+    op = Operator("affine", q.size, lambda z: M @ z + q, lambda z: M, norm=norm)
+    if norm is None:
+        cache = []
+
+        def jacobian_norm(z):
+            if not cache:
+                cache.append(spectral_norm(M))
+            return cache[0]
+
+        op.jacobian_norm = jacobian_norm
+    return op
 
 
 def minimax_matrix(A, B, C):

@@ -178,7 +178,7 @@ def _dimension(problem: Problem, name: str | None, user_d: int | None) -> int:
     raise problem.error("the dimension is not known: give the start 'z0' (a vector of length d).")
 
 
-def library_operator(problem: Problem, name: str, d: int) -> ops.Operator:
+def library_operator(problem: Problem, name: str, d: int, constants: bool = True) -> ops.Operator:
     params = {k: problem.get(k, default) for k, default in LIBRARY[name][1].items()}
     if name == "polar":
         op = ops.polar(params["a"], params["b"])
@@ -197,20 +197,23 @@ def library_operator(problem: Problem, name: str, d: int) -> ops.Operator:
     if name == "bilinear":
         return ops.bilinear(d, params["c"])
     if name == "affine":
-        op = ops.affine(problem["M"], np.asarray(problem["q"], dtype=float))
+        M = problem["M"]
+        op = ops.affine(M, np.asarray(problem["q"], dtype=float), norm=problem.get("L"))
     else:
         M = ops.minimax_matrix(problem["A"], problem["B"], problem["C"])
-        op = ops.affine(M, np.asarray(problem.get("q", np.zeros(d)), dtype=float))
+        op = ops.affine(M, np.asarray(problem.get("q", np.zeros(d)), dtype=float), norm=problem.get("L"))
         op.name = "minimax-quadratic"
-    op.L = op.norm
-    op.rho = ops.weak_mvi_of_affine(op.jacobian(None))
+    if constants:  # ||M|| and lambda_min(sym(M^-1)) unless the file gives them
+        op.L = problem["L"] if "L" in problem else op.jacobian_norm(None)
+        op.rho = problem["rho"] if "rho" in problem else ops.weak_mvi_of_affine(M)
     return op
 
 
 def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float | None = None,
-            rho: float | None = None) -> MVIProblem:
+            rho: float | None = None, constants: bool = True) -> MVIProblem:
     """The operator, set, start and constants of a validated problem (and ``--operator``,
-    ``--lipschitz``, ``--rho`` from the command line, which take precedence)."""
+    ``--lipschitz``, ``--rho`` from the command line, which take precedence); ``constants``:
+    compute L and rho of an affine operator whose file lacks them (False: leave them unknown)."""
     name = problem.get("operator")
     if operator is None and name is None:
         raise problem.error("no operator: give key 'operator' (one of " + ", ".join(ops.LIBRARY)
@@ -221,7 +224,7 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
             notes.append(f"the operator {operator!r} from the command line replaces the file's {name!r}")
         name = None
     d = _dimension(problem, name, None)
-    op = ops.load_user(operator, d) if operator else library_operator(problem, name, d)
+    op = ops.load_user(operator, d) if operator else library_operator(problem, name, d, constants)
     C = constraint_of(problem, name, d)
     z0_default = LIBRARY[name][3] if name else 0.0
     z0 = np.array(problem.get("z0", np.broadcast_to(np.asarray(z0_default, dtype=float), (d,))), dtype=float)
