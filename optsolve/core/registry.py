@@ -55,3 +55,22 @@ def solver_module(kind: str, module: str):
     """Import ``optsolve.<kind>.<module>`` (``cli``, ``problems``, ``certificate``)."""
     solver_package(kind)
     return importlib.import_module(f"optsolve.{kind}.{module}")
+
+
+def load_user_function(spec: str, option: str):
+    """The user's function named ``module:function`` on the command line (``--<option>``): the module
+    is imported; a malformed name, an import failure or a missing function is a ParameterError.
+    Returns (function, module)."""
+    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
+        raise ParameterError(f"The '--{option}' option must be 'module:function'; got {spec!r}.")
+    module, name = spec.split(":")
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # the user's module: any import failure is theirs
+        raise ParameterError(f"The '--{option}' option names module {module!r}, which does not import "
+                             f"({type(exc).__name__}: {exc}).") from None
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise ParameterError(f"The '--{option}' option names {name!r}, which module {module!r} does not define "
+                             "as a function.")
+    return fn, mod

@@ -79,14 +79,19 @@ def _halfspace_step(ev, z, zbar, u, sigma, lam):
     return ev.C.project(z - lam * (sigma + float(u @ (z - zbar)) / uu) * u)
 
 
-def eg_plus(ev: Evaluator, s: Setup) -> dict:
+def _extragradient(ev: Evaluator, s: Setup, factor: float, alpha: float) -> dict:
+    """zbar = P_C(z - gamma F(z)), z+ = P_C(z - alpha gamma F(zbar)), gamma = factor / L."""
     def step(z, Fz, state):
-        gamma = s.gamma or 1.0 / state["L"].value
+        gamma = s.gamma or factor / state["L"].value
         _, Fbar, u = _extrapolate(ev, z, Fz, gamma, state)
         ev.note_u(float(u @ u))
-        return ev.C.project(z - 0.5 * gamma * Fbar)
+        return ev.C.project(z - alpha * gamma * Fbar)
 
     return _loop(ev, s, step)
+
+
+def eg_plus(ev: Evaluator, s: Setup) -> dict:
+    return _extragradient(ev, s, 1.0, 0.5)
 
 
 def ceg_plus(ev: Evaluator, s: Setup) -> dict:
@@ -129,13 +134,7 @@ def curvature_eg_plus(ev: Evaluator, s: Setup) -> dict:
 
 
 def eg(ev: Evaluator, s: Setup) -> dict:
-    def step(z, Fz, state):
-        gamma = s.gamma or 0.9 / state["L"].value
-        _, Fbar, u = _extrapolate(ev, z, Fz, gamma, state)
-        ev.note_u(float(u @ u))
-        return ev.C.project(z - gamma * Fbar)
-
-    return _loop(ev, s, step)
+    return _extragradient(ev, s, 0.9, 1.0)
 
 
 def gda(ev: Evaluator, s: Setup) -> dict:

@@ -26,14 +26,12 @@ also defines ``<function>_jacobian``, that is used for the Jacobian.
 
 from __future__ import annotations
 
-import importlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from optsolve.core.errors import ParameterError
 
 LIBRARY = ("polar", "forsaken", "global-forsaken", "lower-bound", "quadratic-game", "bilinear", "affine",
            "minimax-quadratic")
@@ -255,18 +253,10 @@ def weak_mvi_of_affine(M) -> float | None:
 
 def load_user(spec: str, d: int) -> Operator:
     """The user's operator named ``module:function`` (and ``module:function_jacobian`` if defined)."""
-    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise ParameterError(f"The '--operator' option must be 'module:function'; got {spec!r}.")
-    module, name = spec.split(":")
-    try:
-        mod = importlib.import_module(module)
-    except Exception as exc:  # the user's module: any import failure is theirs
-        raise ParameterError(f"The '--operator' option names module {module!r}, which does not import "
-                             f"({type(exc).__name__}: {exc}).") from None
-    fn = getattr(mod, name, None)
-    if not callable(fn):
-        raise ParameterError(f"The '--operator' option names {name!r}, which module {module!r} does not define "
-                             "as a function.")
+    from optsolve.core.registry import load_user_function
+
+    fn, mod = load_user_function(spec, "operator")
+    name = spec.split(":")[1]
     jac = getattr(mod, f"{name}_jacobian", None)
 
     def F(z):

@@ -17,13 +17,12 @@ example ``set.sets[1].lo``.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from optsolve.core.errors import InputError, ParameterError
+from optsolve.core.errors import InputError
 
 TYPES = ("box", "ball", "halfspace", "polytope", "union", "intersection", "complement")
 BATCH = 65536  # rows per call of a membership test
@@ -138,19 +137,9 @@ def parse_set(desc, d: int, path: str = "set") -> TruncationSet:
 
 def load_oracle(spec: str) -> Callable[[np.ndarray], np.ndarray]:
     """The user's vectorised membership function named ``module:function``."""
-    if not isinstance(spec, str) or spec.count(":") != 1:
-        raise ParameterError(f"The '--oracle' option must be 'module:function'; got {spec!r}.")
-    module, name = spec.split(":")
-    try:
-        mod = importlib.import_module(module)
-    except Exception as exc:  # the user's module: any import failure is theirs
-        raise ParameterError(f"The '--oracle' option names module {module!r}, which does not import "
-                             f"({type(exc).__name__}: {exc}).") from None
-    fn = getattr(mod, name, None)
-    if not callable(fn):
-        raise ParameterError(f"The '--oracle' option names {name!r}, which module {module!r} does not define "
-                             "as a function.")
-    return fn
+    from optsolve.core.registry import load_user_function
+
+    return load_user_function(spec, "oracle")[0]
 
 
 class Oracle:
