@@ -24,7 +24,8 @@ BUILTIN_COMMANDS = {
     "info": ("optsolve.cli:info", "Versions, BLAS and GPUs this installation sees."),
     "verify": ("optsolve.cli:verify", "Re-check a solution's certificate from the problem file."),
     "gen": ("optsolve.cli:gen", "Generate problem files from a benchmark family."),
-    "batch": ("optsolve.cli:batch", "Solve many problem files in worker processes, one JSON line each."),
+    "batch": ("optsolve.cli:batch", "Solve many problem files (worker processes or a Dask cluster), one JSON line each."),
+    "plot": ("optsolve.core.plot:plot", "Draw the convergence histories of solutions written with --history."),
 }
 
 
@@ -92,6 +93,9 @@ def solve_options(func):
                      show_default=True, envvar="OPTSOLVE_DEVICE",
                      help="Where to compute; auto uses a GPU when cupy sees one."),
         click.option("--seed", type=int, default=None, help="Seed of the random generator, for reproducible runs."),
+        click.option("--history", is_flag=True,
+                     help="Record the convergence trace (iteration, evaluations, residual or gap, elapsed time) "
+                          "in stats.history; `optsolve plot` draws it."),
         click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines."),
         click.option("-v", "--verbose", count=True, help="Log every iteration on stderr (and tracebacks)."),
     ]

@@ -11,6 +11,7 @@ import time
 import traceback
 
 from optsolve.core.errors import OptsolveError
+from optsolve.core.history import recording
 from optsolve.core.problem import file_label, read_raw
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
@@ -26,13 +27,16 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     info = ProblemInfo(path=None if path == "-" else path)
     method = params.get("method")
     load_s = None
+    want_history = bool(params.pop("history", False))
+    history = None
     try:
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
         raw, info.sha256 = read_raw(path, stdin=stdin)
         problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
         load_s = time.perf_counter() - t0
-        result = pkg.solve_problem(problem, progress=progress, **params)
+        with recording(want_history) as history:
+            result = pkg.solve_problem(problem, progress=progress, **params)
         for warning in problem.warnings:
             result.add_message(f"{problem.source}: {warning}")
     except OptsolveError as exc:
@@ -47,6 +51,8 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
                         problem=info)
     finally:
         progress.close()
+    if history is not None and result.solution is not None:
+        result.stats["history"] = history.to_dict()
     times = result.stats.setdefault("time_s", {})
     if load_s is not None:
         times["load"] = load_s

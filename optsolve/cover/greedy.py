@@ -40,10 +40,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optsolve.core.history import trace
 from optsolve.cover.problems import CoverProblem, fair_counts, fair_sizes
 
 GAIN_TOL = 1e-12  # gains below this, relative to the largest singleton gain (or to f(U)), are zero
 VALUE_RTOL = 1e-12  # f(S) within this (relative) of the target reaches it: sums of gains round
+
+
+# What the traces of `--history` record: one point per guess of the optimum's size.
+DEFICIT_MEASURE = "coverage deficit max(0, target - f(S)) / target of the guess's set"
+
+
+def deficit(value: float, target: float) -> float:
+    return max(0.0, target - value) / target if target > 0 else 0.0
 
 
 def reached(value: float, target: float) -> bool:
@@ -333,6 +342,8 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                 seen = key
                 run.rounds += 1
                 S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
+                trace(run.rounds, deficit(fn.value, target), evaluations=total_calls(), measure=DEFICIT_MEASURE,
+                      evaluations_of="f (oracle calls)", kappa=kappa, beta=b, size=len(S))
                 if reached(fn.value, target):
                     before = len(S)
                     fixed = repair(fn, cp, S, budget)
@@ -367,6 +378,8 @@ def unfair_greedy(cp: CoverProblem, fn, deadline: float | None = None) -> CoverR
     """The classic greedy submodular cover (no fairness), with lazy evaluations."""
     S = lazy_greedy(fn, cp.groups, cp.G, cp.tau, None, cp.n, _Budget(deadline))
     run = CoverRun(S, fn.value, fn.calls)
+    trace(1, deficit(fn.value, cp.tau), evaluations=fn.calls, measure=DEFICIT_MEASURE, evaluations_of="f (oracle calls)",
+          size=len(S))
     if not reached(fn.value, cp.tau):
         run.status = "time_limit" if _Budget(deadline).out() else "max_iter"
         run.message = f"Greedy stopped at f(S) = {fn.value:.6g} < tau = {cp.tau:.6g}."

@@ -14,6 +14,8 @@ import time
 import numpy as np
 
 from optsolve.core.errors import ParameterError
+from optsolve.core.history import active as history_active
+from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.kmeans.problems import SCHEMA, prepare
@@ -21,6 +23,9 @@ from optsolve.kmeans.problems import SCHEMA, prepare
 DEFAULT_METHOD = "sample-centre"
 METHODS = ("sample-centre", "sample-window", "sort-window", "crdest", "labels", "lloyd")
 ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
+# kmeans's methods run in one pass: `--history` records the cost of the estimate and, with
+# '--refine', after the Lloyd steps (iteration = Lloyd iterations).
+KMEANS_MEASURE = "k-means cost (sum of squared distances to the nearest centre)"
 CRDEST_GRID = tuple(round(0.02 * i, 2) for i in range(10))  # its kept fraction 1 - 5 alpha: 1, 0.9, ..., 0.1
 SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many points (a fixed random subset)
 SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
@@ -228,6 +233,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
             stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
             stats["selection_cost"] = cost
+        if refine and history_active() is not None:
+            trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
         if refine:
             from sklearn.cluster import KMeans
 
@@ -239,6 +246,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
         messages.append(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} centres).")
     assignment, dist = assign(kp.X, centres)
     cost = float(dist.sum())
+    trace(stats.get("refine_iterations", stats.get("lloyd_iterations", 0)), cost, measure=KMEANS_MEASURE,
+          stage="final")
     settings["alpha_used"] = used
     stats.update({"alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
                                                                                      minlength=centres.shape[0])})

@@ -44,6 +44,7 @@ import time
 import numpy as np
 
 from optsolve.core.errors import ParameterError
+from optsolve.core.history import active
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.mvi.problems import SCHEMA, prepare
@@ -137,7 +138,7 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
 def solve_problem(problem, *, method: str | None = None, operator: str | None = None, gamma: float | None = None,
                   relax: float | None = None, sigma: float | None = None, rho: float | None = None,
                   lipschitz: float | None = None, tol: float | None = None, max_evals: int | None = None,
-                  inner_steps: int | None = None, force: bool = False, history: bool = False,
+                  inner_steps: int | None = None, force: bool = False,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
                   seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.mvi.problems.SCHEMA`); the certificate is attached.
@@ -169,8 +170,8 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
         notes.append("L unknown: the step comes from the largest secant ||F(z) - F(z')|| / ||z - z'|| seen "
                      "(give '--lipschitz' for a guaranteed step)")
     ev, run, stop = optimize(mp, method, rho=rho_used, gamma=gamma, relax=relax, sigma=sigma, inner_steps=inner_steps,
-                             tol=tol, max_evals=budget, max_iter=max_iter, time_limit=time_limit, history=history,
-                             progress=progress)
+                             tol=tol, max_evals=budget, max_iter=max_iter, time_limit=time_limit,
+                             history=active() is not None, progress=progress)
     if ev.best_z is None:
         from optsolve.core.errors import SolverError
 
@@ -192,11 +193,6 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
              "L": mp.L, "rho": rho_used}
     if run.get("gamma_max"):
         stats["gamma"] = [run["gamma_min"], run["gamma_max"]]
-    if history:
-        cols = list(zip(*ev.history))
-        stats["history"] = {"evaluations": list(cols[0]), "jacobian_evaluations": list(cols[1]),
-                            "residual": list(cols[2]), "best_residual": list(cols[3]), "u_norm": list(cols[4]),
-                            "time_s": list(cols[5])}
     stats["time_s"] = {"solve": time.perf_counter() - t0}
     settings = {"operator": operator, "gamma": gamma, "relax": relax, "sigma": sigma, "rho": mp.rho,
                 "lipschitz": mp.L, "tol": tol, "max_evals": budget, "inner_steps": inner_steps, "force": force}

@@ -29,7 +29,6 @@ OUTPUT_OPTIONS = ()
 @click.option("--inner-steps", type=click.IntRange(min=1), default=None,
               help="ecppa: a forced number of inner steps; rppa: its fixed count (default 20).")
 @click.option("--force", is_flag=True, help="Run even when rho <= -1/L (outside every method's guarantee).")
-@click.option("--history", is_flag=True, help="Record residual vs evaluations in stats.history.")
 def command(problem, **params):
     """Variational inequalities with a weak Minty solution: find z in C with <F(z), z' - z> >= 0.
 

@@ -156,6 +156,7 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
                 w_prev, F_prev = w, Fw
             ev.note_u(uu)
             stats["outer"] += 1
+            ev.iteration = stats["outer"]
             stats["inner"] += j
             stats["max_inner"] = max(stats["max_inner"], j)
             stats["gamma_min"] = min(stats["gamma_min"], gamma)

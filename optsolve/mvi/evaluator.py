@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from optsolve.core.history import trace
+
 from optsolve.mvi.operators import ConstraintSet, Operator, natural_residual
 
 HISTORY_PER_DECADE = 20
@@ -40,6 +42,7 @@ class Evaluator:
         self.best_residual = math.inf
         self.best_z = None
         self.best_eval = 0
+        self.iteration = 0  # outer iterations, kept by the method
         self.min_u = math.inf  # smallest ||u|| a method reported (u in (F + N_C)(w))
         self.keep_history = history
         self.history: list = []
@@ -85,6 +88,9 @@ class Evaluator:
             self.min_u = u
 
     def record(self, r: float) -> None:
-        self.history.append((self.evals, self.jacobian_evals, r, self.best_residual,
-                             None if math.isinf(self.min_u) else self.min_u, time.perf_counter() - self.t0))
+        u = None if math.isinf(self.min_u) else self.min_u
+        self.history.append((self.evals, self.jacobian_evals, r, self.best_residual, u, time.perf_counter() - self.t0))
+        trace(self.iteration, r, evaluations=self.evals, measure="natural residual ||z - P_C(z - F(z))||",
+              evaluations_of="operator F", jacobian_evaluations=self.jacobian_evals, best_residual=self.best_residual,
+              u_norm=u)
         self._next_record = max(self.evals + 1, self._next_record * 10 ** (1 / HISTORY_PER_DECADE))

@@ -56,6 +56,7 @@ def _loop(ev: Evaluator, s: Setup, step) -> dict:
             z_old, F_old = z, Fz
             z = step(z, Fz, state)
             stats["outer"] += 1
+            ev.iteration = stats["outer"]
             Fz = ev(z)
             state["L"].see(z_old, F_old, z, Fz)
     except Stop as stop:

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optsolve.core.backend import exp_flush
+from optsolve.core.history import active as history_active
+from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.ot.grid import axis_costs, lse_apply, lse_apply_l1
 from optsolve.ot.problems import available_memory_bytes
@@ -111,6 +113,9 @@ class TruncatedProducts:
     def sq_matvec(self, w):
         return self.S.multiply(self.S) @ w
 
+
+# What the traces of `--history` record as the residual at the end of each stage.
+TNT_MEASURE = "column marginal L1 error of the stage's plan (rows exact)"
 
 class Kernel:
     """Products with the built plan: from its truncated sparse copy when there is one, else ``_matvec`` etc."""
@@ -829,6 +834,12 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                 if gap is not None:
                     entry["relative_gap"] = gap
             stats.stage_log.append(entry)
+            if history_active():
+                passes = round(K.passes, 1)  # before the check's own pass
+                col_err = float(xp.abs(xp.exp(K.log_cols(u_new, v_new, gamma)) - ch).sum())
+                trace(stats.stages, col_err, evaluations=passes, measure=TNT_MEASURE,
+                      evaluations_of="passes over the cost matrix", gamma=gamma, newton_steps=stats.newton_steps,
+                      cg_iterations=stats.cg_iterations, relative_gap=gap)
             progress.update(stats.stages, gamma=gamma, newton=stats.newton_steps, cg=stats.cg_iterations,
                             **({} if gap is None else {"gap": gap}))
             log.info(f"stage {stats.stages}: gamma={gamma:g} newton={len(deltas)} tol={stage_tol:.2e} "

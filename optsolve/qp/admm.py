@@ -22,10 +22,14 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
 from optsolve.qp.problems import QPProblem
+
+# What the traces of `--history` record as the residual (the termination test's quantities).
+RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"
 
 MIN_SCALING, MAX_SCALING = 1e-4, 1e4
 RHO_MIN, RHO_MAX = 1e-6, 1e6
@@ -445,6 +449,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             if checking:
                 status_now = check(x, y, z)
                 progress.update(iteration, prim=info["prim"], dual=info["dual"], gap=info["gap"])
+                trace(iteration, max(info["prim"], info["dual"]), measure=RESIDUAL_MEASURE, prim=info["prim"],
+                      dual=info["dual"], gap=info["gap"], rho=rho)
                 if status_now is not None:
                     status = status_now
                     break

@@ -33,9 +33,10 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from optsolve.core.errors import SolverError
+from optsolve.core.errors import ParameterError, SolverError
+from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, Scaled, dual_cone, passes_termination, polish,
+from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, RESIDUAL_MEASURE, REFINED, Scaled, dual_cone, passes_termination, polish,
                                rho_vector, ruiz_scale, scaled_support)
 from optsolve.qp.problems import QPProblem
 
@@ -54,6 +55,52 @@ def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:
     part = np.empty(m, dtype=np.int64)
     part[rows] = np.minimum(np.arange(m) * n_nodes // m, n_nodes - 1)
     return part
+
+
+class OneProcess:
+    """The reductions of the consensus step when every node lives in this process (identity)."""
+
+    size, rank = 1, 0
+
+    @staticmethod
+    def sum(v: np.ndarray) -> np.ndarray:
+        return v
+
+    @staticmethod
+    def max(x: float) -> float:
+        return x
+
+
+class MPIRanks:
+    """The reductions across MPI ranks (mpi4py): every rank holds some nodes, and w, the global
+    vector, is the same on all ranks after each :meth:`sum`."""
+
+    def __init__(self, comm):
+        from mpi4py import MPI
+
+        self.comm, self._MPI = comm, MPI
+        self.size, self.rank = comm.Get_size(), comm.Get_rank()
+
+    def sum(self, v: np.ndarray) -> np.ndarray:
+        out = np.empty_like(v)
+        self.comm.Allreduce(np.ascontiguousarray(v), out, op=self._MPI.SUM)
+        return out
+
+    def max(self, x: float) -> float:
+        return float(self.comm.allreduce(float(x), op=self._MPI.MAX))
+
+
+def assign_nodes(nodes: list, ranks: int) -> list[list[int]]:
+    """Nodes per rank, balancing the work of an iteration (copied variables, rows and local nonzeros):
+    the heaviest node first to the least loaded rank; each rank's nodes in their original order."""
+    weight = [nd.idx.size + nd.rows.size + nd.Q.nnz + 2 * nd.A.nnz for nd in nodes]
+    load = [0] * ranks
+    owned: list[list[int]] = [[] for _ in range(ranks)]
+    for i in sorted(range(len(nodes)), key=lambda i: -weight[i]):
+        r = min(range(ranks), key=lambda r: (load[r], r))
+        owned[r].append(i)
+        load[r] += weight[i]
+    return [sorted(o) for o in owned]
 
 
 @dataclass
@@ -131,7 +178,8 @@ class Blocks:
     once per parameter change (the fill stays inside the blocks: these are the local
     factorisations) and solved for all nodes at once every iteration."""
 
-    def __init__(self, nodes: list[Node], n: int):
+    def __init__(self, nodes: list[Node], n: int, comm=OneProcess):
+        self.comm = comm
         self.count = len(nodes)
         self.n = n
         ks = np.array([nd.idx.size for nd in nodes], dtype=np.int64)
@@ -155,7 +203,7 @@ class Blocks:
         self.rho_node, self.mu_node = rho, mu
         self.rho = rho_vector(rho[self.node_of_row], self.l, self.u)
         self.mu = mu[self.node_of_copy]
-        self.counts = np.bincount(self.gidx, weights=self.mu, minlength=self.n)
+        self.counts = self.comm.sum(np.bincount(self.gidx, weights=self.mu, minlength=self.n))
         self.counts[self.counts == 0] = 1.0  # no variable is left out by split(); kept finite regardless
         C = self.gidx.size
         K = sp.bmat([[self.Q + sp.diags(self.mu), self.AT.tocsc() if C else None],
@@ -195,7 +243,7 @@ def _balance(B: Blocks, X, sl, w, dual_rel) -> bool:
     rho = np.clip(B.rho_node * np.sqrt(np.maximum(prim, 1e-30) / d), 1e-6, 1e6)
     mu = np.clip(B.mu_node * np.sqrt(np.maximum(cons, 1e-30) / d), 1e-6, 1e6)
     jump = np.maximum(np.abs(np.log(rho / B.rho_node)), np.abs(np.log(mu / B.mu_node)))
-    if jump.max(initial=0.0) <= math.log(BALANCE_FACTOR):
+    if B.comm.max(jump.max(initial=0.0)) <= math.log(BALANCE_FACTOR):  # the same decision on every rank
         return False
     B.set_parameters(rho, mu)
     return True
@@ -206,7 +254,7 @@ def _apply_node_policy(policy, k, B: Blocks, X, sl, w, dual_rel):
     prim, cons = _node_residuals(B, X, sl, w)
     rho, mu = policy.nodes(k, prim, cons, dual_rel, B.rho_node, B.mu_node)
     moved = max(np.abs(np.log(rho / B.rho_node)).max(initial=0.0), np.abs(np.log(mu / B.mu_node)).max(initial=0.0))
-    if moved > 0.01:
+    if B.comm.max(moved) > 0.01:
         B.set_parameters(rho, mu)
 
 
@@ -234,7 +282,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                       eps_rel: float = 1e-3, max_iter: int = 4000, check_every: int = 25,
                       refine_stalled: bool = True, deadline: float | None = None,
                       progress: Progress = SILENT, controller=None, scaled: Scaled | None = None,
-                      balance: bool = False) -> DistributedResult:
+                      balance: bool = False, comm=OneProcess) -> DistributedResult:
     """DistributedQP on ``qp`` over ``n_nodes`` nodes (automatic partition) or the given row ``partition``.
 
     ``controller``: a learned node policy (DeepDistributedQP, :class:`optsolve.qp.policy.Policy` of
@@ -245,6 +293,12 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     ``balance``: after the policy's steps (or from the start), every BALANCE_EVERY iterations each
     node's rho and mu follow OSQP's residual-balancing rule node by node (:func:`_balance`), at
     most BALANCE_MAX times, so that they end fixed.
+
+    ``comm``: :class:`MPIRanks` to spread the nodes over MPI ranks (:func:`assign_nodes`); every
+    rank calls this with the same problem and settings. Per iteration the ranks exchange one
+    Allreduce (the sums of the consensus step); a termination check adds two (the nodes' duals
+    and rows, and the largest consensus residual). The iterates equal the single-process ones up
+    to the order of floating-point sums.
     """
     t0 = time.perf_counter()
     s = scaled if scaled is not None else ruiz_scale(qp, scaling)
@@ -257,7 +311,13 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     else:
         n_nodes = max(1, min(int(n_nodes or 1), max(m, 1)))
         part = auto_partition(s.A, n_nodes)
-    B = Blocks(split(s, part, n_nodes), n)
+    nodes = split(s, part, n_nodes)
+    if comm.size > 1:
+        if n_nodes < comm.size:
+            raise ParameterError(f"{comm.size} MPI ranks need at least {comm.size} nodes; this partition has "
+                                 f"{n_nodes} (give '--nodes' >= {comm.size}, or run fewer ranks).")
+        nodes = [nodes[i] for i in assign_nodes(nodes, comm.size)[comm.rank]]
+    B = Blocks(nodes, n, comm)
     if controller is not None:  # the policy's own starting parameters, fitted with it
         rho, mu = controller.start.get("rho", rho), controller.start.get("mu", mu)
     B.set_parameters(np.full(B.count, float(rho)), np.full(B.count, float(mu)))
@@ -273,10 +333,12 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     learned_until = controller.interval * controller.steps if controller is not None else 0  # then balancing
 
     def residuals():
-        lam_g, s_g = np.zeros(m), np.zeros(m)
-        lam_g[B.rows], s_g[B.rows] = lam, sl
+        both = np.zeros(2 * m)
+        both[B.rows], both[m + B.rows] = lam, sl
+        both = comm.sum(both)  # every node's rows: on every rank
+        lam_g, s_g = both[:m], both[m:]
         Aw, Pw, Atl = s.A @ w, s.P @ w, s.A.T @ lam_g
-        cons = float(np.abs(Dinv[B.gidx] * (X - w[B.gidx])).max()) if C else 0.0
+        cons = comm.max(float(np.abs(Dinv[B.gidx] * (X - w[B.gidx])).max()) if C else 0.0)
         prim = float(np.abs(Einv * (Aw - s_g)).max()) if m else 0.0
         rd = Pw + s.q + Atl
         dual = cinv * float(np.abs(Dinv * rd).max()) if n else 0.0
@@ -302,12 +364,14 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             s_new = np.clip(zr + lam / B.rho, B.l, B.u)
             lam = lam + B.rho * (zr - s_new)
             sl = s_new
-            w = alpha * (np.bincount(B.gidx, weights=B.mu * X, minlength=n) / B.counts) + (1.0 - alpha) * w_old
+            w = alpha * (comm.sum(np.bincount(B.gidx, weights=B.mu * X, minlength=n)) / B.counts) + (1.0 - alpha) * w_old
             Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - w[B.gidx])
             checking = it % check_every == 0
             if checking:
                 info = residuals()
                 progress.update(it, prim=info["prim"], dual=info["dual"])
+                trace(it, max(info["prim"], info["dual"]), measure=RESIDUAL_MEASURE, prim=info["prim"],
+                      dual=info["dual"], consensus=info["cons"], gap=info["gap"])
                 if info["ok"]:
                     status = "optimal"
                     break
@@ -321,9 +385,10 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             if balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX:
                 if _balance(B, X, sl, w, (info if checking else residuals())["dual_rel"]):
                     balanced += 1
-            if deadline is not None and time.perf_counter() > deadline:
-                status = "time_limit"
-                break
+            if deadline is not None and (checking or comm.size == 1):  # ranks decide together, at checks
+                if comm.max(float(time.perf_counter() > deadline)) > 0:
+                    status = "time_limit"
+                    break
     except KeyboardInterrupt:
         status = "interrupted"
     if not info or status in ("max_iter", "time_limit", "interrupted"):
@@ -342,6 +407,6 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     t_end = time.perf_counter()
     return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
                              prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
-                             nodes=n_nodes, copies=C, factorisations=B.factorisations, balance_updates=balanced,
+                             nodes=n_nodes, copies=int(comm.sum(np.array([C]))[0]), factorisations=B.factorisations, balance_updates=balanced,
                              polished=polished,
                              time_s={"setup": t_setup - t0, "iterations": t_end - t_setup})

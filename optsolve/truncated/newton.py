@@ -49,6 +49,7 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import logsumexp
 
+from optsolve.core.history import trace
 from optsolve.truncated.sampling import STOPPED, PoolSet, Sampler, stop_of
 
 FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125)
@@ -164,6 +165,8 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
         rate = max(pool.survival(family, theta)[0], 0.25 * pools.batches[-1][2].shape[0] / N)
         history.append({"batch": k, "proposals": N, "accepted": int(pools.batches[-1][2].shape[0]), "ess": ess,
                         "newton_steps": steps, "decrement": dec, "stop": why, "oracle_calls": oracle.calls})
+        trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
+              evaluations_of="membership oracle", ess=float(ess), accepted=int(pools.batches[-1][2].shape[0]))
         if progress is not None:
             progress.update(k, proposals=N, accepted=int(pools.batches[-1][2].shape[0]), ess=float(ess),
                             newton_steps=steps, decrement=float(dec), stop=why)

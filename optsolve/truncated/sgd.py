@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from optsolve.core.history import trace
 from optsolve.truncated.sampling import STOPPED, Sampler, stop_of
 
 EPOCHS = 5
@@ -113,8 +114,11 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
         if t >= steps // 2:
             avg += theta
             counted += 1
-        if progress is not None and t % 100 == 0:
-            progress.update(t, oracle_calls=oracle.calls)
+        if t % 100 == 0:
+            if progress is not None:
+                progress.update(t, oracle_calls=oracle.calls)
+            trace(t, float(np.linalg.norm(g)), evaluations=oracle.calls, measure="norm of the stochastic gradient",
+                  evaluations_of="membership oracle")
     theta = avg / counted if counted else theta
     if method == "dgtz":
         theta = _clip_spectrum(family, theta)

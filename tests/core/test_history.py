@@ -1,0 +1,109 @@
+"""`--history` on every solve command, and `optsolve plot` drawing histories."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from optsolve.core.history import MAX_ROWS, History, recording, trace
+
+COLUMNS = ("iteration", "evaluations", "residual", "time_s")
+
+# command, generator arguments, solve options
+CASES = {
+    "ot tnt": ("ot", ["--family", "clouds", "--n", "60"], []),
+    "ot sinkhorn": ("ot", ["--family", "clouds", "--n", "60"], ["--method", "sinkhorn", "--reg", "0.05"]),
+    "qp admm": ("qp", ["--family", "random", "--n", "40"], []),
+    "qp distributed": ("qp", ["--family", "chain", "--n", "80"], ["--method", "distributed"]),
+    "cover greedy": ("cover", ["--family", "karate"], []),
+    "kmeans refine": ("kmeans", ["--family", "iris"], ["--refine", "5"]),
+    "truncated newton": ("truncated", ["--family", "gaussian", "--d", "2"], []),
+    "mvi ecppa": ("mvi", ["--family", "polar"], []),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_command_records_a_columnar_history(cli, tmp_path, case):
+    kind, gen_args, opts = CASES[case]
+    path = tmp_path / "p.npz"
+    r = cli("gen", kind, *gen_args, "--seed", "1", "-o", path)
+    assert r.exit_code == 0, r.stderr
+    r = cli(kind, path, *opts, "--history", "--seed", "0")
+    assert r.exit_code in (0, 5, 6), r.stderr
+    doc = r.json()
+    h = doc["stats"]["history"]
+    lengths = {len(h[c]) for c in COLUMNS}
+    assert len(lengths) == 1 and lengths.pop() >= 1
+    assert isinstance(h["measure"], str) and h["measure"]
+    it = [i for i in h["iteration"] if i is not None]
+    assert it == sorted(it) and len(it) == len(h["iteration"])
+    assert np.all(np.diff(h["time_s"]) >= 0) and h["time_s"][0] >= 0
+    evals = [e for e in h["evaluations"] if e is not None]
+    assert evals == sorted(evals)
+    assert all(v is None or v >= 0 for v in h["residual"])
+    # without the flag: no history, and the same answer
+    plain = cli(kind, path, *opts, "--seed", "0").json()
+    assert "history" not in plain["stats"]
+    assert plain["status"] == doc["status"]
+
+
+def test_the_last_qp_point_is_the_termination_check(cli, tmp_path):
+    path = tmp_path / "p.npz"
+    cli("gen", "qp", "--family", "random", "--n", "40", "--seed", "2", "-o", path)
+    doc = cli("qp", path, "--history", "--check-every", "5").json()
+    h = doc["stats"]["history"]
+    assert h["iteration"][-1] == doc["stats"]["iterations"]
+    assert h["prim"][-1] == pytest.approx(doc["stats"]["prim_res"])
+    assert all(i % 5 == 0 for i in h["iteration"])
+
+
+def test_trace_outside_a_recording_does_nothing_and_long_traces_are_thinned():
+    trace(1, 0.5)  # no active history: no error, nothing kept
+    with recording(False) as h:
+        assert h is None
+        trace(1, 0.5)
+    with recording() as h:
+        for i in range(3 * MAX_ROWS):
+            trace(i, 1.0 / (i + 1), evaluations=i, measure="m", extra=float("nan") if i == 0 else i)
+    d = h.to_dict()
+    assert len(d["iteration"]) <= MAX_ROWS + 1 and d["iteration"][0] == 0 and d["iteration"][-1] == 3 * MAX_ROWS - 1
+    assert d["extra"][0] is None and d["measure"] == "m" and d["evaluations_of"] is None
+    assert isinstance(History().to_dict()["residual"], list)
+
+
+def test_plot_draws_two_solutions_at_the_requested_size(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    path = tmp_path / "p.npz"
+    cli("gen", "qp", "--family", "chain", "--n", "80", "--seed", "3", "-o", path)
+    for name, method in (("a.json", "admm"), ("b.json", "distributed")):
+        r = cli("qp", path, "--method", method, "--history", "-o", tmp_path / name)
+        assert r.exit_code == 0, r.stderr
+    fig = tmp_path / "fig.png"
+    r = cli("plot", tmp_path / "a.json", tmp_path / "b.json", "-o", fig, "--width", "900", "--height", "400",
+            "--title", "chain")
+    assert r.exit_code == 0, r.stderr
+    assert "wrote" in r.stderr
+    with Image.open(fig) as im:
+        assert im.size == (900, 400) and im.format == "PNG"
+
+
+def test_plot_refuses_solutions_without_a_history(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "p.npz"
+    cli("gen", "qp", "--family", "random", "--n", "20", "--seed", "3", "-o", path)
+    cli("qp", path, "-o", tmp_path / "plain.json")
+    (tmp_path / "junk.json").write_text("[1, 2")
+    fig = tmp_path / "fig.png"
+    for bad, needle in (("plain.json", "solve with '--history'"), ("junk.json", "not JSON"),
+                        ("missing.json", "cannot read")):
+        r = cli("plot", tmp_path / bad, "-o", fig)
+        assert r.exit_code == 7 and needle in r.stderr and bad in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+        assert not fig.exists()
+    (tmp_path / "other.json").write_text(json.dumps({"schema": "something/1"}))
+    r = cli("plot", tmp_path / "other.json", "-o", fig)
+    assert r.exit_code == 7 and "'schema'" in r.stderr
