@@ -130,7 +130,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
                           eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                           check_every=controller.interval if controller else s["check_every"],
                           refine_stalled=s["refine"], deadline=deadline, progress=progress, controller=controller,
-                          balance=s["balance"])
+                          balance=s["balance"], comm=engine_comm(s["engine"]))
     from optsolve.qp.admm import refined_message
 
     message = refined_message(r.iterations) if r.polished else ""
@@ -138,8 +138,24 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
              "balance_updates": r.balance_updates, "prim_res": r.prim_res,
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
              "time_s": dict(r.time_s)}
+    if s["engine"] == "mpi":
+        stats["ranks"] = engine_comm("mpi").size
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
             "prim_inf_cert": None, "dual_inf_cert": None}
+
+
+def engine_comm(engine: str):
+    """The reductions of DistributedQP's consensus step: this process, or MPI's COMM_WORLD."""
+    from optsolve.qp.distributed import MPIRanks, OneProcess
+
+    if engine != "mpi":
+        return OneProcess
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ParameterError(f"'--engine mpi' needs mpi4py and an MPI library ({exc}); install them with "
+                             "pip install 'optsolve[dist]'.") from None
+    return MPIRanks(MPI.COMM_WORLD)
 
 
 POLICY_DIR = Path(__file__).resolve().parent / "policies"  # shipped with the package (data/qp/policies links here)
@@ -255,7 +271,7 @@ DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "dee
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
                      check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None,
-                     policy=None, balance=False):
+                     policy=None, balance=False, engine="local"):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -279,6 +295,11 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError("The '--balance' option applies to the methods distributed and deepdistributed only.")
     if policy is not None and method not in ("deepqp", "deepdistributed"):
         raise ParameterError("The '--policy' option applies to the methods deepqp and deepdistributed only.")
+    if engine not in ("local", "mpi"):
+        raise ParameterError(f"Unknown engine {engine!r}; expected 'local' or 'mpi'.")
+    if engine == "mpi" and method not in ("distributed", "deepdistributed"):
+        raise ParameterError(f"'--engine mpi' runs the methods distributed and deepdistributed; got method {method!r} "
+                             "(add '--method distributed').")
     return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
             "nodes": None if nodes is None else int(nodes),
             "max_iter": int(max_iter) if max_iter is not None else 4000,
@@ -287,7 +308,8 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method != "osqp", "policy": policy, "balance": bool(balance)}
+            "refine": bool(refine) and method != "osqp", "policy": policy, "balance": bool(balance),
+            "engine": engine}
 
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
@@ -295,7 +317,8 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                   sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
                   check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
                   polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
-                  policy: str | None = None, balance: bool = False, warm_start=None, device: str = "auto",
+                  policy: str | None = None, balance: bool = False, engine: str = "local", warm_start=None,
+                  device: str = "auto",
                   seed: int | None = None,
                   progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
@@ -309,7 +332,8 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
                          check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
-                         polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy, balance=balance)
+                         polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy, balance=balance,
+                         engine=engine)
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()

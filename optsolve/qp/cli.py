@@ -48,6 +48,10 @@ OUTPUT_OPTIONS = ()
               help="admm: when the iterations run out (max_iter, time_limit), try polishing before giving up.")
 @click.option("--warm-start", metavar="SOLUTION.json", default=None,
               help="Start from x and y of a previous solution document.")
+@click.option("--engine", type=click.Choice(["local", "mpi"]), default="local", show_default=True,
+              help="distributed, deepdistributed: 'mpi' spreads the nodes over the ranks of "
+                   "`mpiexec -n R optsolve qp --engine mpi ...` (one Allreduce per iteration; rank 0 writes "
+                   "the output). Needs pip install 'optsolve[dist]'.")
 def command(problem, **params):
     """Convex QP: minimise 1/2 x'Px + q'x + r subject to l <= Ax <= u.
 
@@ -56,7 +60,29 @@ def command(problem, **params):
     certificate recomputes OSQP's residuals, the duality gap and the bound violations.
     --max-iter (default 4000) counts ADMM iterations.
     """
+    if params["engine"] == "mpi" and _mpi_rank() > 0:
+        _run_quiet_rank(problem, params)
     run_solve("qp", problem, params)
+
+
+def _mpi_rank() -> int:
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return 0  # rank 0 reports the missing package (solve_problem names the extra to install)
+    return MPI.COMM_WORLD.Get_rank()
+
+
+def _run_quiet_rank(problem, params):
+    """A rank other than 0 of '--engine mpi': the same solve, nothing written; its exit code."""
+    import sys
+
+    from optsolve.core.progress import QUIET, configure_logging
+    from optsolve.core.runner import OUTPUT_OPTIONS, solve_file
+
+    configure_logging(QUIET)
+    result = solve_file("qp", problem, {k: v for k, v in params.items() if k not in OUTPUT_OPTIONS})
+    sys.exit(result.exit_code)
 
 
 @click.command("qp-train", context_settings=CONTEXT_SETTINGS)

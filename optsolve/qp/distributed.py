@@ -70,6 +70,14 @@ class OneProcess:
     def max(x: float) -> float:
         return x
 
+    @staticmethod
+    def start_sum(v: np.ndarray):
+        return v
+
+    @staticmethod
+    def finish_sum(pending) -> np.ndarray:
+        return pending
+
 
 class MPIRanks:
     """The reductions across MPI ranks (mpi4py): every rank holds some nodes, and w, the global
@@ -89,17 +97,52 @@ class MPIRanks:
     def max(self, x: float) -> float:
         return float(self.comm.allreduce(float(x), op=self._MPI.MAX))
 
+    def start_sum(self, v: np.ndarray):
+        """A non-blocking :meth:`sum` (Iallreduce); :meth:`finish_sum` waits for it."""
+        v = np.ascontiguousarray(v)
+        out = np.empty_like(v)
+        return self.comm.Iallreduce(v, out, op=self._MPI.SUM), v, out
 
-def assign_nodes(nodes: list, ranks: int) -> list[list[int]]:
-    """Nodes per rank, balancing the work of an iteration (copied variables, rows and local nonzeros):
-    the heaviest node first to the least loaded rank; each rank's nodes in their original order."""
-    weight = [nd.idx.size + nd.rows.size + nd.Q.nnz + 2 * nd.A.nnz for nd in nodes]
-    load = [0] * ranks
+    @staticmethod
+    def finish_sum(pending) -> np.ndarray:
+        request, _, out = pending
+        request.Wait()
+        return out
+
+
+def node_costs(nodes: list, comm, repeats: int = 7) -> np.ndarray:
+    """The time of one iteration's local work at each node, measured: the node alone, factored, and
+    the best of ``repeats`` runs of its solve and its products with A_i and A_i'. (The fill of the
+    factors, and so the solve's time, depends on the node's structure in ways a count of
+    nonzeros does not predict.) Each rank measures every size-th node; one Allreduce shares them."""
+    cost = np.zeros(len(nodes))
+    rng = np.random.default_rng(0)
+    for i in range(comm.rank, len(nodes), comm.size):
+        nd = nodes[i]
+        if not nd.idx.size:
+            continue
+        alone = Blocks([nd], int(nd.idx.max()) + 1)
+        alone.set_parameters(np.ones(1), np.ones(1))
+        b, r = rng.standard_normal(nd.idx.size), rng.standard_normal(nd.rows.size)
+        best = math.inf
+        for _ in range(repeats):
+            t = time.perf_counter()
+            x = alone.solve(b - alone.AT @ r)
+            np.clip(alone.A @ x, alone.l, alone.u)
+            best = min(best, time.perf_counter() - t)
+        cost[i] = best
+    return comm.sum(cost)
+
+
+def assign_nodes(costs, ranks: int) -> list[list[int]]:
+    """Nodes per rank, balancing their costs (:func:`node_costs`): the costliest node first to the
+    least loaded rank; each rank's nodes in their original order."""
+    load = [0.0] * ranks
     owned: list[list[int]] = [[] for _ in range(ranks)]
-    for i in sorted(range(len(nodes)), key=lambda i: -weight[i]):
+    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
         r = min(range(ranks), key=lambda r: (load[r], r))
         owned[r].append(i)
-        load[r] += weight[i]
+        load[r] += costs[i]
     return [sorted(o) for o in owned]
 
 
@@ -296,7 +339,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
 
     ``comm``: :class:`MPIRanks` to spread the nodes over MPI ranks (:func:`assign_nodes`); every
     rank calls this with the same problem and settings. Per iteration the ranks exchange one
-    Allreduce (the sums of the consensus step); a termination check adds two (the nodes' duals
+    Allreduce (the sums of the consensus step, overlapped with the rows' updates); a termination check adds two (the nodes' duals
     and rows, and the largest consensus residual). The iterates equal the single-process ones up
     to the order of floating-point sums.
     """
@@ -316,7 +359,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         if n_nodes < comm.size:
             raise ParameterError(f"{comm.size} MPI ranks need at least {comm.size} nodes; this partition has "
                                  f"{n_nodes} (give '--nodes' >= {comm.size}, or run fewer ranks).")
-        nodes = [nodes[i] for i in assign_nodes(nodes, comm.size)[comm.rank]]
+        nodes = [nodes[i] for i in assign_nodes(node_costs(nodes, comm), comm.size)[comm.rank]]
     B = Blocks(nodes, n, comm)
     if controller is not None:  # the policy's own starting parameters, fitted with it
         rho, mu = controller.start.get("rho", rho), controller.start.get("mu", mu)
@@ -360,11 +403,12 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             w_old = w
             wt = w[B.gidx]
             X = B.solve(-B.q + B.mu * wt - Y + B.AT @ (B.rho * sl - lam))
-            zr = alpha * (B.A @ X) + (1.0 - alpha) * sl
+            pending = comm.start_sum(np.bincount(B.gidx, weights=B.mu * X, minlength=n))  # the consensus sums
+            zr = alpha * (B.A @ X) + (1.0 - alpha) * sl  # the rows' updates, while the sums travel
             s_new = np.clip(zr + lam / B.rho, B.l, B.u)
             lam = lam + B.rho * (zr - s_new)
             sl = s_new
-            w = alpha * (comm.sum(np.bincount(B.gidx, weights=B.mu * X, minlength=n)) / B.counts) + (1.0 - alpha) * w_old
+            w = alpha * (comm.finish_sum(pending) / B.counts) + (1.0 - alpha) * w_old
             Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - w[B.gidx])
             checking = it % check_every == 0
             if checking:

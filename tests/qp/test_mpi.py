@@ -1,0 +1,119 @@
+"""DistributedQP across MPI ranks (`--engine mpi`): the same answer as one process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from optsolve.qp.distributed import assign_nodes
+
+
+def _mpiexec() -> str | None:
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.path.exists(here) else shutil.which("mpiexec")
+
+
+@pytest.fixture(scope="module")
+def mpirun():
+    """``mpirun(R, *args)``: ``mpiexec -n R python -m optsolve ARGS...``; skips when MPI cannot start."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'optsolve[dist]')")
+    exe = _mpiexec()
+    if exe is None:
+        pytest.skip("mpiexec is not on PATH (pip install 'optsolve[dist]' brings MPICH's)")
+    probe = subprocess.run([exe, "-n", "2", sys.executable, "-c",
+                            "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_size())"],
+                           capture_output=True, text=True, timeout=60)
+    if probe.returncode != 0 or probe.stdout.count("2") != 2:
+        pytest.skip(f"mpiexec -n 2 cannot start here: {(probe.stderr or probe.stdout).strip()[:300]}")
+
+    def run(ranks, *args):
+        return subprocess.run([exe, "-n", str(ranks), sys.executable, "-m", "optsolve", *map(str, args)],
+                              capture_output=True, text=True, timeout=300)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    from click.testing import CliRunner
+
+    from optsolve.cli import main
+
+    path = tmp_path_factory.mktemp("mpi") / "chain.npz"
+    r = CliRunner().invoke(main, ["gen", "qp", "--family", "chain", "--n", "3000", "--seed", "5", "-o", str(path)])
+    assert r.exit_code == 0
+    return path
+
+
+def test_two_ranks_equal_one_process(mpirun, chain, tmp_path, cli):
+    one = cli("qp", chain, "--method", "distributed", "--history").json()
+    out = tmp_path / "two.json"
+    r = mpirun(2, "qp", chain, "--method", "distributed", "--engine", "mpi", "--history", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("optsolve qp: optimal") == 1  # rank 0 alone reports
+    two = json.loads(out.read_text())
+    assert two["status"] == one["status"] == "optimal"
+    assert two["stats"]["ranks"] == 2 and two["settings"]["engine"] == "mpi"
+    assert two["stats"]["iterations"] == one["stats"]["iterations"]
+    assert two["stats"]["copies"] == one["stats"]["copies"]
+    for key in ("x", "y", "z"):
+        np.testing.assert_allclose(two["solution"][key], one["solution"][key], rtol=0, atol=1e-8)
+    assert two["objective"] == pytest.approx(one["objective"], rel=1e-10)
+    assert two["certificate"]["holds"]
+    assert two["stats"]["history"]["iteration"] == one["stats"]["history"]["iteration"]
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".optsolve-")] == []
+
+
+def test_three_ranks_on_stdout_and_a_learned_policy(mpirun, chain, cli):
+    one = cli("qp", chain, "--method", "deepdistributed", "--balance").json()
+    r = mpirun(3, "qp", chain, "--method", "deepdistributed", "--balance", "--engine", "mpi", "-o", "-")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count('"schema"') == 1  # one document: rank 0's
+    three = json.loads(r.stdout)
+    assert three["stats"]["ranks"] == 3
+    assert three["stats"]["iterations"] == one["stats"]["iterations"]
+    np.testing.assert_allclose(three["solution"]["x"], one["solution"]["x"], rtol=0, atol=1e-8)
+
+
+def test_more_ranks_than_nodes_and_a_centralised_method_are_refused(mpirun, chain):
+    r = mpirun(3, "qp", chain, "--method", "distributed", "--nodes", "2", "--engine", "mpi", "-o", "-")
+    assert r.returncode == 7
+    assert "3 MPI ranks need at least 3 nodes" in r.stderr and r.stderr.count("error") <= 1
+    r = mpirun(2, "qp", chain, "--engine", "mpi", "--method", "admm", "-o", "-")
+    assert r.returncode == 7 and "--method distributed" in r.stderr
+
+
+def test_one_rank_without_mpiexec(chain, cli):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (pip install 'optsolve[dist]')")
+    r = cli("qp", chain, "--method", "distributed", "--engine", "mpi", "--max-iter", "50")
+    doc = r.json()
+    assert doc["stats"]["ranks"] == 1 and doc["stats"]["iterations"] == 50
+
+
+def test_assign_nodes_balances_the_work():
+    assert assign_nodes([50, 8, 8, 8, 8, 8, 8, 8], 2) == [[0], [1, 2, 3, 4, 5, 6, 7]]
+    assert assign_nodes([6, 1, 1, 1, 1, 1, 1, 1], 2) == [[0, 7], [1, 2, 3, 4, 5, 6]]
+    costs = [3, 1, 1, 1, 1, 1, 1, 1]
+    loads = [sum(costs[i] for i in o) for o in assign_nodes(costs, 2)]
+    assert sorted(loads) == [5, 5]
+    assert sorted(sum(assign_nodes([5, 4, 3, 2, 1], 3), [])) == list(range(5))
+    assert all(assign_nodes([1.0] * 8, 8))
+
+
+def test_node_costs_count_the_factors(chain):
+    from optsolve.core.problem import read_raw
+    from optsolve.qp.admm import ruiz_scale
+    from optsolve.qp.distributed import OneProcess, node_costs, split
+    from optsolve.qp.problems import SCHEMA, prepare
+
+    qp = prepare(SCHEMA.validate(read_raw(str(chain))[0], source="chain"))
+    part = np.searchsorted(np.unique(qp.partition), qp.partition)
+    nodes = split(ruiz_scale(qp, 10), part, int(part.max()) + 1)
+    cost = node_costs(nodes, OneProcess)
+    assert np.all(cost > [nd.idx.size + nd.rows.size + nd.A.nnz for nd in nodes])
