@@ -1,10 +1,11 @@
 """``optsolve batch KIND [solver options] FILES...``: many problem files in worker processes.
 
-Each file is solved by :func:`optsolve.core.runner.solve_file` in a process pool;
-one JSON line per file goes to stdout (the whole document, or with ``--out-dir`` a
+Each file is solved by :func:`optsolve.core.runner.solve_file` in a process pool of this
+machine, or on a Dask cluster (:mod:`optsolve.core.cluster`); one JSON line per file goes to stdout (the whole document, or with ``--out-dir`` a
 summary naming the file written), in input order or as completed. A failing file,
 or a worker process that dies, is reported in its own line and never stops the
-others. A summary goes to stderr; the exit code is the worst of the files'.
+others. With ``--resume DIR`` the files whose finished solution is in DIR are skipped. A
+summary goes to stderr; the exit code is the worst of the files'.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import click
 
 from optsolve.core.result import Result, Status, dumps, worst_exit_code, write_atomic
 
-BATCH_ONLY = ("files", "jobs", "out_dir", "order")
+BATCH_ONLY = ("files", "jobs", "out_dir", "order", "scheduler", "local_cluster", "resume", "chunk")
+
+# Statuses that are final answers: `--resume` keeps such a solution; any other is solved again.
+FINAL_STATUSES = ("optimal", "infeasible", "unbounded")
 
 
 @dataclass
@@ -30,6 +34,19 @@ class Outcome:
     status: str
     exit_code: int
     line: str
+
+
+@dataclass
+class Solved:
+    """A worker's answer for one file: the solution document as plain JSON values."""
+
+    index: int
+    path: str
+    doc: dict
+
+    @property
+    def status(self) -> str:
+        return self.doc["status"]
 
 
 def _init_worker():
@@ -44,33 +61,48 @@ def _init_worker():
     configure_logging(QUIET)
 
 
-def solve_one(kind: str, index: int, path: str, params: dict, out_path: str | None) -> Outcome:
-    """Solve one file (in a worker) and return its stdout line."""
+def solve_one(kind: str, index: int, path: str, params: dict) -> Solved:
+    """Solve one file (in a worker) and return its document."""
     from optsolve.core.runner import solve_file
 
     result = solve_file(kind, path, dict(params))
-    return _outcome(index, path, result, out_path)
+    return Solved(index, path, result.to_dict())
 
 
-def _outcome(index, path, result: Result, out_path):
-    if out_path:
-        write_atomic(out_path, result.to_json() + "\n")
-        summary = {"file": path, "status": result.status.value, "exit_code": result.exit_code,
-                   "objective": result.objective, "output": out_path, "message": result.message}
-        if result.certificate is not None:
-            summary["certificate_holds"] = result.certificate.holds
-        line = dumps(summary, indent=None)
-    else:
-        line = result.to_json(indent=None)
-    return Outcome(index, path, result.status.value, result.exit_code, line)
+def solve_chunk(kind: str, items: list, params: dict) -> list:
+    """Solve several (index, path) files one after the other: one task of a Dask batch."""
+    from threadpoolctl import threadpool_limits
+
+    from optsolve.core.progress import QUIET, configure_logging
+
+    configure_logging(QUIET)
+    with threadpool_limits(limits=1):
+        return [solve_one(kind, i, p, params) for i, p in items]
 
 
-def _dead_worker(kind, index, path, params, out_path, reason) -> Outcome:
+def died(kind, index, path, params, reason) -> Solved:
+    """The document of a file whose worker died (or whose task failed outside the solver)."""
     from optsolve.core.result import ProblemInfo
 
     result = Result(kind, params.get("method"), Status.INTERNAL_ERROR,
                     f"The worker process solving this file died ({reason}).", problem=ProblemInfo(path=path))
-    return _outcome(index, path, result, out_path)
+    return Solved(index, path, result.to_dict())
+
+
+def finish(solved: Solved, out_path: str | None) -> Outcome:
+    """Write the solution (with ``--out-dir``) and make its stdout line (here, not in the worker)."""
+    doc = solved.doc
+    code = Status(doc["status"]).exit_code
+    if out_path:
+        write_atomic(out_path, dumps(doc) + "\n")
+        summary = {"file": solved.path, "status": doc["status"], "exit_code": code,
+                   "objective": doc.get("objective"), "output": out_path, "message": doc.get("message", "")}
+        if doc.get("certificate") is not None:
+            summary["certificate_holds"] = doc["certificate"]["holds"]
+        line = dumps(summary, indent=None)
+    else:
+        line = dumps(doc, indent=None)
+    return Outcome(solved.index, solved.path, doc["status"], code, line)
 
 
 def output_paths(files, out_dir) -> list:
@@ -83,25 +115,83 @@ def output_paths(files, out_dir) -> list:
     return [os.path.join(out_dir, f"{s}.json" if seen[s] == 1 else f"{s}-{i}.json") for i, s in enumerate(stems)]
 
 
-def run_batch(kind, files, params, jobs, out_dir, order, emit=None):
-    """Solve ``files``; call ``emit(outcome)`` for each (in the requested order); return the outcomes."""
+def finished_solution(kind: str, problem_path: str, solution_path: str) -> dict | None:
+    """The solution document at ``solution_path`` when it is a finished solution of this problem: it
+    parses, it is a ``kind`` solution with a final status (FINAL_STATUSES), and the sha256 it records is
+    that of the problem file as it is now. None otherwise (missing, unreadable, stale or tampered)."""
+    import hashlib
+    import json
+
+    try:
+        with open(solution_path, encoding="utf-8") as f:
+            doc = json.load(f)
+        with open(problem_path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(doc, dict) or doc.get("command") != kind or doc.get("status") not in FINAL_STATUSES:
+        return None
+    if (doc.get("problem") or {}).get("sha256") != digest:
+        return None
+    return doc
+
+
+def resumed(index: int, path: str, out_path: str, doc: dict) -> Outcome:
+    summary = {"file": path, "status": doc["status"], "exit_code": Status(doc["status"]).exit_code,
+               "objective": doc.get("objective"), "output": out_path, "message": doc.get("message", ""),
+               "resumed": True}
+    if doc.get("certificate") is not None:
+        summary["certificate_holds"] = doc["certificate"]["holds"]
+    return Outcome(index, path, doc["status"], summary["exit_code"], dumps(summary, indent=None))
+
+
+class Deliverer:
+    """Hands outcomes to ``emit`` in input order or as completed."""
+
+    def __init__(self, order, emit):
+        self.order, self.emit = order, emit
+        self.done: dict[int, Outcome] = {}
+        self.next = 0
+
+    def __call__(self, outcome: Outcome) -> None:
+        self.done[outcome.index] = outcome
+        if self.order == "completed":
+            self.emit(outcome)
+        else:
+            while self.next in self.done:
+                self.emit(self.done[self.next])
+                self.next += 1
+
+
+def run_batch(kind, files, params, jobs, out_dir, order, emit=None, resume=False, engine=None):
+    """Solve ``files``; call ``emit(outcome)`` for each (in the requested order); return the outcomes.
+
+    ``resume``: files whose finished solution is already in ``out_dir`` are not solved again
+    (:func:`finished_solution`). ``engine``: a :class:`optsolve.core.cluster.DaskEngine`, or None
+    for this machine's process pool of ``jobs`` workers."""
     emit = emit or (lambda o: (sys.stdout.write(o.line + "\n"), sys.stdout.flush()))
     outs = output_paths(files, out_dir)
-    pending = dict(enumerate(files))
-    done: dict[int, Outcome] = {}
-    next_to_emit = 0
-
-    def deliver(outcome):
-        nonlocal next_to_emit
-        done[outcome.index] = outcome
-        pending.pop(outcome.index, None)
-        if order == "completed":
-            emit(outcome)
+    deliver = Deliverer(order, emit)
+    pending = {}
+    for i, path in enumerate(files):
+        doc = finished_solution(kind, path, outs[i]) if resume and outs[i] else None
+        if doc is not None:
+            deliver(resumed(i, path, outs[i], doc))
         else:
-            while next_to_emit in done:
-                emit(done[next_to_emit])
-                next_to_emit += 1
+            pending[i] = path
 
+    def done(solved: Solved):
+        pending.pop(solved.index, None)
+        deliver(finish(solved, outs[solved.index]))
+
+    if engine is not None:
+        engine.run(kind, sorted(pending.items()), params, done)
+    else:
+        _run_pool(kind, pending, params, jobs, done)
+    return [deliver.done[i] for i in sorted(deliver.done)]
+
+
+def _run_pool(kind, pending: dict, params, jobs, done):
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in multiprocessing.get_all_start_methods()
                                       else "spawn")
     suspects = False  # after a worker died, run the rest one at a time to find the culprit
@@ -110,23 +200,22 @@ def run_batch(kind, files, params, jobs, out_dir, order, emit=None):
         with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
             futures = {}
             for i, path in sorted(pending.items()):
-                futures[pool.submit(solve_one, kind, i, path, params, outs[i])] = i
+                futures[pool.submit(solve_one, kind, i, path, params)] = i
                 if suspects:
                     break
             broken = False
             for fut in cf.as_completed(futures):
                 i = futures[fut]
                 try:
-                    deliver(fut.result())
+                    done(fut.result())
                 except cf.process.BrokenProcessPool as exc:
                     broken = True
                     if suspects:
-                        deliver(_dead_worker(kind, i, files[i], params, outs[i], str(exc) or "killed"))
+                        done(died(kind, i, pending[i], params, str(exc) or "killed"))
                 except Exception as exc:
-                    deliver(_dead_worker(kind, i, files[i], params, outs[i], f"{type(exc).__name__}: {exc}"))
+                    done(died(kind, i, pending[i], params, f"{type(exc).__name__}: {exc}"))
             if broken:
                 suspects = True
-    return [done[i] for i in sorted(done)]
 
 
 def make_batch_command(kind: str) -> click.Command:
@@ -142,37 +231,72 @@ def make_batch_command(kind: str) -> click.Command:
         params.append(p)
     params += [
         click.Option(["-j", "--jobs"], type=click.IntRange(min=1), default=None,
-                     help="Worker processes (default: the number of usable CPU cores)."),
+                     help="Worker processes of the local pool (default: the number of usable CPU cores)."),
         click.Option(["--out-dir"], type=click.Path(file_okay=False), default=None,
                      help="Write each solution to DIR/<name>.json; stdout then carries one summary line per file."),
+        click.Option(["--resume"], "resume", metavar="DIR", type=click.Path(file_okay=False), default=None,
+                     help="Solutions go to DIR (as --out-dir); a file whose solution there is finished (optimal, "
+                          "infeasible or unbounded) and records the sha256 of the file as it is now is not solved "
+                          "again: its line says \"resumed\": true."),
         click.Option(["--order"], type=click.Choice(["input", "completed"]), default="input", show_default=True,
                      help="Order of the stdout lines."),
+        click.Option(["--scheduler"], metavar="ADDRESS", default=None,
+                     help="Solve on a Dask distributed cluster (dask.distributed.Client(ADDRESS), e.g. "
+                          "tcp://host:8786); the files must be readable at their paths on the workers. "
+                          "Needs pip install 'optsolve[dist]'."),
+        click.Option(["--local-cluster"], "local_cluster", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Start a Dask LocalCluster of N single-threaded worker processes here and solve on it."),
+        click.Option(["--chunk"], type=click.IntRange(min=1), default=None, metavar="K",
+                     help="Dask: files per task (default: about four tasks per worker, at most 64 files a task); "
+                          "larger tasks spread the scheduler's per-task cost."),
         click.Option(["-q", "--quiet"], is_flag=True, help="No summary on stderr."),
     ]
 
-    def callback(files, jobs, out_dir, order, quiet, **solver_params):
+    def callback(files, jobs, out_dir, resume, order, scheduler, local_cluster, chunk, quiet, **solver_params):
         solver_params.pop("verbose", None)
         if "-" in files:
             raise click.UsageError("'-' (stdin) cannot be one of the FILES of a batch; save it to a file.")
+        if scheduler and local_cluster:
+            raise click.UsageError("Give either '--scheduler ADDRESS' or '--local-cluster N', not both.")
+        if chunk and not (scheduler or local_cluster):
+            raise click.UsageError("'--chunk' applies to a Dask batch ('--scheduler' or '--local-cluster').")
+        if resume:
+            if out_dir and os.path.abspath(out_dir) != os.path.abspath(resume):
+                raise click.UsageError(f"'--resume {resume}' writes the solutions to {resume}; '--out-dir {out_dir}' "
+                                       "names another directory.")
+            out_dir = resume
         if jobs is None:
             jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if out_dir:
             os.makedirs(out_dir, exist_ok=True)
         t0 = time.perf_counter()
+        engine = None
         try:
-            outcomes = run_batch(kind, list(files), solver_params, jobs, out_dir, order)
+            if scheduler or local_cluster:
+                from optsolve.core.cluster import DaskEngine
+
+                engine = DaskEngine(scheduler=scheduler, local_workers=local_cluster, chunk=chunk)
+            outcomes = run_batch(kind, list(files), solver_params, jobs,
+                                 out_dir, order, resume=bool(resume), engine=engine)
         except KeyboardInterrupt:
             sys.stderr.write("optsolve batch: interrupted.\n")
             sys.exit(130)
+        finally:
+            if engine is not None:
+                engine.close()
         counts: dict[str, int] = {}
         for o in outcomes:
             counts[o.status] = counts.get(o.status, 0) + 1
         code = worst_exit_code(o.exit_code for o in outcomes)
         if not quiet or code != 0:
             detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-            sys.stderr.write(f"optsolve batch {kind}: {len(outcomes)} files in {time.perf_counter() - t0:.3g} s: "
-                             f"{detail}; exit code {code}\n")
+            where = "" if engine is None else f" on {engine.describe()}"
+            resumed_n = sum(1 for o in outcomes if '"resumed":true' in o.line)
+            skipped = f" ({resumed_n} resumed)" if resumed_n else ""
+            sys.stderr.write(f"optsolve batch {kind}: {len(outcomes)} files{skipped} in {time.perf_counter() - t0:.3g} s"
+                             f"{where}: {detail}; exit code {code}\n")
         sys.exit(code)
 
     return click.Command(kind, params=params, callback=callback,
-                         help=f"Solve many problem files with 'optsolve {kind}' (same solver options).")
+                         help=f"Solve many problem files with 'optsolve {kind}' (same solver options), in a local "
+                              "process pool or on a Dask cluster.")
