@@ -110,27 +110,29 @@ class MPIRanks:
         return out
 
 
-def node_costs(nodes: list, comm, repeats: int = 7) -> np.ndarray:
-    """The time of one iteration's local work at each node, measured: the node alone, factored, and
-    the best of ``repeats`` runs of its solve and its products with A_i and A_i'. (The fill of the
-    factors, and so the solve's time, depends on the node's structure in ways a count of
-    nonzeros does not predict.) Each rank measures every size-th node; one Allreduce shares them."""
-    cost = np.zeros(len(nodes))
+def node_costs(nodes: list, comm, repeats: int = 5) -> np.ndarray:
+    """The time of one iteration's local work at each node, measured: each node alone, factored,
+    and the best of ``repeats`` runs of its solve and its products with A_i and A_i', the nodes
+    taken in turn as in an iteration (so that the others' factors pass through the caches between
+    two runs of one). The fill of the factors, and so the solve's time, depends on the node's
+    structure in ways a count of nonzeros does not predict. Each rank measures every size-th node;
+    one Allreduce shares the times."""
     rng = np.random.default_rng(0)
+    mine = []
     for i in range(comm.rank, len(nodes), comm.size):
         nd = nodes[i]
-        if not nd.idx.size:
-            continue
-        alone = Blocks([nd], int(nd.idx.max()) + 1)
-        alone.set_parameters(np.ones(1), np.ones(1))
-        b, r = rng.standard_normal(nd.idx.size), rng.standard_normal(nd.rows.size)
-        best = math.inf
-        for _ in range(repeats):
+        if nd.idx.size:
+            alone = Blocks([nd], int(nd.idx.max()) + 1)
+            alone.set_parameters(np.ones(1), np.ones(1))
+            mine.append((i, alone, rng.standard_normal(nd.idx.size), rng.standard_normal(nd.rows.size)))
+    cost = np.zeros(len(nodes))
+    cost[[i for i, *_ in mine]] = math.inf
+    for _ in range(repeats):
+        for i, alone, b, r in mine:
             t = time.perf_counter()
             x = alone.solve(b - alone.AT @ r)
             np.clip(alone.A @ x, alone.l, alone.u)
-            best = min(best, time.perf_counter() - t)
-        cost[i] = best
+            cost[i] = min(cost[i], time.perf_counter() - t)
     return comm.sum(cost)
 
 
