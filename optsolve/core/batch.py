@@ -275,7 +275,7 @@ def make_batch_command(kind: str) -> click.Command:
             if scheduler or local_cluster:
                 from optsolve.core.cluster import DaskEngine
 
-                engine = DaskEngine(scheduler=scheduler, local_workers=local_cluster, chunk=chunk)
+                engine = DaskEngine(scheduler=scheduler, local_workers=local_cluster, chunk=chunk, kind=kind)
             outcomes = run_batch(kind, list(files), solver_params, jobs,
                                  out_dir, order, resume=bool(resume), engine=engine)
         except KeyboardInterrupt:

@@ -21,10 +21,38 @@ MAX_CHUNK = 64
 TASKS_PER_WORKER = 4
 
 
+def start_method() -> str:
+    """How a LocalCluster starts its workers: forked from this process where that is safe enough
+    (Linux, before Python 3.12 warns about forking threaded processes), so that they inherit the
+    solver's modules imported by :func:`preload`; spawned otherwise."""
+    import multiprocessing
+    import sys
+
+    if sys.platform.startswith("linux") and sys.version_info < (3, 12) and \
+            "fork" in multiprocessing.get_all_start_methods():
+        return "fork"
+    return "spawn"
+
+
+def preload(kind: str) -> None:
+    """Import the solver package and the heavy modules it names in ``PRELOAD`` (POT, scikit-learn...)."""
+    import importlib
+
+    pkg = importlib.import_module(f"optsolve.{kind}")
+    for name in getattr(pkg, "PRELOAD", ()):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+
+
+
+
 class DaskEngine:
     """A Dask client on ``scheduler`` (an address) or on a new LocalCluster of ``local_workers``."""
 
-    def __init__(self, scheduler: str | None = None, local_workers: int | None = None, chunk: int | None = None):
+    def __init__(self, scheduler: str | None = None, local_workers: int | None = None, chunk: int | None = None,
+                 kind: str | None = None):
         import click
 
         try:
@@ -40,7 +68,10 @@ class DaskEngine:
             if scheduler:
                 self.client = Client(scheduler, timeout="20s")
             else:
-                with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "1h"}):
+                if kind is not None and start_method() == "fork":
+                    preload(kind)
+                with dask.config.set({"distributed.worker.daemon": False, "distributed.admin.tick.limit": "1h",
+                                      "distributed.worker.multiprocessing-method": start_method()}):
                     self.cluster = LocalCluster(n_workers=local_workers, threads_per_worker=1, processes=True,
                                                 dashboard_address=None, silence_logs=50)
                 self.client = Client(self.cluster)

@@ -25,6 +25,8 @@ from optsolve.core.result import LazyArray, Result, Status
 from optsolve.ot.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "tnt"
+# Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
+PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
 FLOAT32_MAX_GAMMA = 2.0 ** 10
 PCG_MODES = ("plain", "discounted")
