@@ -30,6 +30,12 @@ abstract, each property below is checked numerically in the tests):
    alpha gamma = t_1. With the exact resolvent, z_{k+1} = z_k + lam (1 + rho/gamma)(w - z_k):
    relaxed PPA. The stop rule picks one inner step when the weak MVI is mild and more as
    rho approaches -1/L.
+5. Many halfspaces. Every inner point (and z_k itself, with u = F(z_k)) gives a halfspace
+   holding z*; for any weights mu >= 0, d = sum mu_i u_i has ||z_k - d - z*||^2 <= ||z_k - z*||^2 -
+   (2 v'mu - mu'G mu) (v_i = t_i ||u_i||^2, G the Gram matrix of the u_i), so a step onto the
+   intersection, with mu from a few sweeps of coordinate ascent on that dual, keeps Fejer
+   monotonicity and decreases ||z - z*||^2 at least as much as the deepest single halfspace: the
+   bound of 3 holds. On rotational problems two halfspaces of one inner loop meet near z*.
 
 Step sizes come from a local Lipschitz estimate that grows and shrinks (see
 :mod:`optsolve.mvi.ecppa`). Baselines: EG+, CEG+, AdaptiveEG+, CurvatureEG+, EG, GDA

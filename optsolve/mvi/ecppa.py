@@ -11,10 +11,15 @@ which holds z* by the weak Minty condition. Its step length
 t_j = (<u_j, z_k - w_j> + rho ||u_j||^2) / ||u_j||^2 tends to gamma + rho at the resolvent. The
 error correction: an inner point is acceptable once t_j >= sigma (gamma + rho) (the inner
 accuracy is chosen by the iterates, not fixed in advance); from the first acceptable point on,
-the loop goes on while the guaranteed decrease of ||z - z*||^2 per evaluation,
-t_j^2 ||u_j||^2 / (j + 1), still grows, and separates with the best point (on rotational
-problems the halfspaces of later inner points are much deeper). Then
-z_{k+1} = P_C(z_k - lam t_j u_j), a relaxed projection onto the halfspace followed by one onto C
+the loop goes on while the guaranteed decrease of ||z - z*||^2 per evaluation, phi_j / (j + 1),
+still grows, where phi_j is the decrease certified by the projection onto the intersection of all
+halfspaces of this outer step (those of w_1..w_j and of z_k itself, u = F(z_k)): for any mu >= 0,
+d = sum mu_i u_i gives ||z - d - z*||^2 <= ||z - z*||^2 - (2 v'mu - mu'G mu) (v_i = t_i ||u_i||^2,
+G the Gram matrix), and mu comes from coordinate ascent on that dual; phi_j >= every single
+t_i^2 ||u_i||^2, so the guarantee of the single-halfspace step is kept. The loop also stops one
+evaluation early when the growth of phi recorded in earlier outer steps predicts no gain per
+evaluation (checked by a full step after AGE predicted stops). Then
+z_{k+1} = P_C(z_k - lam d), a relaxed projection onto the polyhedron followed by one onto C
 (neither moves a point away from z*: ||z_k - z*|| never increases).
 
 Step sizes: gamma_k is chosen in the admissible window (-rho, 1/L_k) from a local Lipschitz
@@ -38,6 +43,76 @@ SHRINK = 0.5  # a local Lipschitz estimate falls by at most this factor per oute
 TIGHT_FACTOR = 0.999  # gamma = TIGHT_FACTOR / L when L_k has reached the known global L
 GAMMA_FACTOR = 0.9  # gamma = GAMMA_FACTOR / L_k where the window allows
 MAX_INNER = 100_000
+SWEEPS = 50  # coordinate-ascent sweeps of the dual of the projection onto the inner halfspaces
+PREDICT = 0.8  # stop early when the recorded growth of the decrease predicts no gain per evaluation
+AGE = 10  # after this many predicted stops in a row, one outer step checks the prediction
+
+
+def _dual_ascent(G, v, mu, sweeps):
+    """Coordinate ascent on phi(mu) = 2 v'mu - mu'G mu over mu >= 0 (in place); returns phi."""
+    m = len(v)
+    for _ in range(sweeps):
+        change = 0.0
+        for i in range(m):
+            if G[i, i] <= 0:
+                continue
+            new = max(0.0, mu[i] + (v[i] - float(G[i] @ mu)) / G[i, i])
+            change = max(change, abs(new - mu[i]) * math.sqrt(G[i, i]))
+            mu[i] = new
+        if change <= 1e-12 * max(1e-300, math.sqrt(max(float(mu @ G @ mu), 0.0))):
+            break
+    vm, q = float(v @ mu), float(mu @ G @ mu)
+    if vm > 0 and q > 0:  # the best multiple of mu: then v'mu = mu'G mu, and lam (2 - lam) phi is certified
+        mu *= vm / q
+        return vm * vm / q
+    return 2.0 * vm - q
+
+
+class Halfspaces:
+    """The halfspaces {y : <u_i, z_k - y> >= v_i} of one outer step, each holding z*, and the
+    certified decrease phi = 2 v'mu - mu'G mu of ||z_k - z*||^2 by the step d = sum mu_i u_i
+    (mu >= 0 by :func:`_dual_ascent`; G the Gram matrix of the u_i). At most CAP are kept: past
+    that the one with the smallest weight goes, never the deepest single one (phi stays at least
+    max_i v_i^2 / ||u_i||^2, the decrease of the single-halfspace step)."""
+
+    CAP = 32
+
+    def __init__(self):
+        self.U: list = []
+        self.v = np.zeros(0)
+        self.G = np.zeros((0, 0))
+        self.mu = np.zeros(0)
+        self.phi = 0.0
+
+    def add(self, u: np.ndarray, v: float, uu: float) -> float:
+        """Add the halfspace of u with depth v (uu = ||u||^2); returns the new phi."""
+        if len(self.U) >= self.CAP:
+            self._drop()
+        m = len(self.U)
+        G = np.empty((m + 1, m + 1))
+        G[:m, :m] = self.G
+        G[:m, m] = G[m, :m] = [float(x @ u) for x in self.U]
+        G[m, m] = uu
+        self.U.append(u)
+        self.v, self.G, self.mu = np.append(self.v, v), G, np.append(self.mu, 0.0)
+        if v > 0 and uu > 0 and v * v / uu > self.phi:  # start from the new halfspace alone: it beats mu
+            self.mu[:] = 0.0
+            self.mu[-1] = v / uu
+        self.phi = _dual_ascent(self.G, self.v, self.mu, SWEEPS)
+        return self.phi
+
+    def _drop(self) -> None:
+        diag = np.maximum(np.diag(self.G), 1e-300)
+        deepest = int(np.argmax(np.where(self.v > 0, self.v * self.v / diag, -np.inf)))
+        weights = self.mu.copy()
+        weights[deepest] = np.inf
+        i = int(np.argmin(weights))
+        del self.U[i]
+        keep = np.arange(len(self.v)) != i
+        self.v, self.mu, self.G = self.v[keep], self.mu[keep], self.G[np.ix_(keep, keep)]
+
+    def step(self) -> np.ndarray:
+        return np.asarray(self.U).T @ self.mu
 
 
 @dataclass
@@ -117,6 +192,8 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
     forced = s.inner_steps if (s.inner_steps or relaxed_ppa) else None
     if relaxed_ppa and not forced:
         forced = 20
+    ratio = {}
+    pred_run = 0
     stats = {"outer": 0, "inner": 0, "max_inner": 0, "gamma_min": math.inf, "gamma_max": 0.0}
     try:
         while True:
@@ -126,6 +203,11 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
             w_prev, F_prev = z, Fz
             j = 0
             kept = None
+            rho = s.rho if s.rho is not None else -0.495 * gamma
+            H = Halfspaces()
+            if forced is None:  # the halfspace of z_k itself (u = F(z_k), no evaluation): it may help combined
+                H.add(Fz, rho * float(Fz @ Fz), float(Fz @ Fz))
+            best_score, min_uu, phi, phi_prev = -1.0, math.inf, 0.0, 0.0
             while True:
                 j += 1
                 rho = s.rho if s.rho is not None else -0.495 * gamma
@@ -144,17 +226,39 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
                     if j >= forced:
                         break
                 else:
-                    ok = t > 0 and t >= sigma * (gamma + rho)
-                    gain = t * t * uu / (j + 1)  # the guaranteed decrease of ||z - z*||^2 per evaluation
-                    if ok and (kept is None or gain > kept[0]):
-                        kept = (gain, w, u, uu, t)
-                    elif kept is not None:  # no better than the point kept: separate with that one
-                        _, w, u, uu, t = kept
-                        break
+                    # phi: the certified decrease of ||z - z*||^2 by the projection onto all halfspaces so far
+                    phi = H.add(u, t * uu, uu)
+                    if t > 0:
+                        min_uu = min(min_uu, uu)
+                    if t > 0 and t >= sigma * (gamma + rho):  # the error-correction test: an acceptable point
+                        kept = True
+                    ok = kept is not None
+                    score = phi / (j + 1)  # the guaranteed decrease per evaluation
+                    if j >= 2 and phi_prev > 0:
+                        ratio[j] = phi / phi_prev
+                    phi_prev = phi
+                    if ok:
+                        if score > best_score:
+                            best_score = score
+                        else:  # no better than the last point: separate with all of them
+                            break
+                        if (j + 1) in ratio:  # would the growth of phi seen at later inner steps pay?
+                            pays, prod, i = False, 1.0, j + 1
+                            while i in ratio:
+                                prod *= ratio[i]
+                                if prod > (i + 1) / (j + 1) * PREDICT:
+                                    pays = True
+                                    break
+                                i += 1
+                            if not pays:
+                                if pred_run < AGE:
+                                    pred_run += 1
+                                    break  # the last outer steps say further inner points would not pay
+                                pred_run = 0
                     if j >= MAX_INNER:
                         break
                 w_prev, F_prev = w, Fw
-            ev.note_u(uu)
+            ev.note_u(uu if forced is not None else min(min_uu, uu))
             stats["outer"] += 1
             ev.iteration = stats["outer"]
             stats["inner"] += j
@@ -163,6 +267,8 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
             stats["gamma_max"] = max(stats["gamma_max"], gamma)
             if relaxed_ppa:
                 z = C.project(z + s.lam * (1 + rho / gamma) * (w - z))
+            elif forced is None and phi > 0:
+                z = C.project(z - s.lam * H.step())  # mu >= 0 with v'mu = mu'G mu = phi > 0: a Fejer step
             elif t > 0:
                 z = C.project(z - s.lam * t * u)
             else:  # no halfspace separates z_k from z*: the weak MVI fails here (or MAX_INNER hit)
