@@ -7,11 +7,12 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE_OT, ROOT
-
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_OT = ROOT / "data" / "ot" / "example.npz"
 ENV = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
 MAIN = "from optsolve.cli import main; main(prog_name='optsolve')"  # as the installed `optsolve` script
 needs_jq = pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
