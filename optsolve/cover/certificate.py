@@ -119,7 +119,7 @@ def submodularity_bound(cp: CoverProblem, selected) -> int:
         value, g = _gains(cp, S[:t])
         top = np.cumsum(np.sort(g)[::-1])
         need = cp.tau - value
-        if need <= 0:
+        if need <= VALUE_RTOL * abs(cp.tau):  # T reaches tau (to rounding): no bound from it
             continue
         k = int(np.searchsorted(top, need * (1 - 1e-12), side="left"))  # top[k-1] < need <= top[k]
         best = max(best, k + 1 if k < top.size else cp.n + 1)

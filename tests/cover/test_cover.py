@@ -77,6 +77,16 @@ def test_milp_is_the_brute_force_optimum_and_others_are_valid(seed, facility):
         assert r.certificate["lower_bound_opt"].value <= opt  # a lower bound, never above the optimum
 
 
+def test_the_submodularity_bound_ignores_a_prefix_that_reaches_tau_to_rounding():
+    from optsolve.cover.certificate import set_value, submodularity_bound
+
+    problem = random_problem(116, n=10, groups=1, facility=False, balance=0.0, tau_frac=1.0)
+    cp = prepare(problem)
+    S = optsolve.cover.solve_problem(problem, method="greedy").solution["selected"]
+    assert set_value(cp, S) >= cp.tau * (1 - 1e-12)
+    assert submodularity_bound(cp, S) <= brute_force_opt(cp, cp.tau)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), groups=st.integers(1, 3), balance=st.floats(0.0, 1.0),
        tau_frac=st.floats(0.05, 1.0), facility=st.booleans(), method=st.sampled_from(["greedy", "threshold", "continuous"]),
