@@ -46,8 +46,6 @@ def preload(kind: str) -> None:
             pass
 
 
-
-
 class DaskEngine:
     """A Dask client on ``scheduler`` (an address) or on a new LocalCluster of ``local_workers``."""
 
@@ -78,7 +76,8 @@ class DaskEngine:
                 self.where = f"a local Dask cluster of {local_workers} workers"
         except (OSError, TimeoutError) as exc:
             self.close()
-            raise click.UsageError(f"cannot connect to the Dask scheduler {scheduler!r} ({exc}).") from None
+            what = f"connect to the Dask scheduler {scheduler!r}" if scheduler else "start a local Dask cluster"
+            raise click.UsageError(f"cannot {what} ({exc}).") from None
 
     def describe(self) -> str:
         return self.where if self.cluster is not None else f"the Dask cluster at {self.where}"
