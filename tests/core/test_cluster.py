@@ -121,3 +121,41 @@ def test_an_unreachable_scheduler_is_a_usage_error(sh, ot_files):
     r = sh("batch", "ot", "--scheduler", "tcp://127.0.0.1:9", *ot_files[:1], timeout=120)
     assert r.exit_code == 2 and "cannot connect to the Dask scheduler" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_running_scheduler_by_address(sh, ot_files, tmp_path):
+    _dask()
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    try:
+        time.sleep(2)
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                       "--nworkers", "2", "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, cwd=tmp_path))
+        good = [p for p in ot_files if p.suffix == ".npz" and p.exists()]
+        out = tmp_path / "out"
+        r = sh("batch", "ot", "--scheduler", address, "--out-dir", out, *good)
+        assert r.exit_code == 0, r.stderr
+        lines = _lines(r.stdout)
+        assert [d["file"] for d in lines] == [str(p) for p in good]
+        assert all(d["status"] == "optimal" and d["certificate_holds"] for d in lines)
+        assert sorted(os.listdir(out)) == sorted(p.stem + ".json" for p in good)
+        assert f"the Dask cluster at {address}" in r.stderr
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
