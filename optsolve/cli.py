@@ -24,7 +24,8 @@ BUILTIN_COMMANDS = {
     "info": ("optsolve.cli:info", "Versions, BLAS and GPUs this installation sees."),
     "verify": ("optsolve.cli:verify", "Re-check a solution's certificate from the problem file."),
     "gen": ("optsolve.cli:gen", "Generate problem files from a benchmark family."),
-    "batch": ("optsolve.cli:batch", "Solve many problem files (worker processes or a Dask cluster), one JSON line each."),
+    "batch": ("optsolve.cli:batch",
+              "Solve many problem files (worker processes or a Dask cluster), one JSON line each."),
     "plot": ("optsolve.core.plot:plot", "Draw the convergence histories of solutions written with --history."),
 }
 

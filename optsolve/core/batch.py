@@ -1,11 +1,12 @@
 """``optsolve batch KIND [solver options] FILES...``: many problem files in worker processes.
 
 Each file is solved by :func:`optsolve.core.runner.solve_file` in a process pool of this
-machine, or on a Dask cluster (:mod:`optsolve.core.cluster`); one JSON line per file goes to stdout (the whole document, or with ``--out-dir`` a
-summary naming the file written), in input order or as completed. A failing file,
-or a worker process that dies, is reported in its own line and never stops the
-others. With ``--resume DIR`` the files whose finished solution is in DIR are skipped. A
-summary goes to stderr; the exit code is the worst of the files'.
+machine, or on a Dask cluster (:mod:`optsolve.core.cluster`); one JSON line per file goes
+to stdout (the whole document, or with ``--out-dir`` a summary naming the file written), in
+input order or as completed. A failing file, or a worker process that dies, is reported in
+its own line and never stops the others. With ``--resume DIR`` the files whose finished
+solution is in DIR are skipped. A summary goes to stderr; the exit code is the worst of the
+files'.
 """
 
 from __future__ import annotations

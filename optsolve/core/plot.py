@@ -2,8 +2,8 @@
 
 Reads the ``stats.history`` that ``--history`` records (see :mod:`optsolve.core.history`) from
 one or several solution documents and draws, with matplotlib (the ``plot`` extra), the
-residual against iterations and against elapsed time, residuals on a log scale, one line per solution,
-labelled ``command method (file)``.
+residual against iterations and against elapsed time, residuals on a log scale, one line
+per solution, labelled ``command method (file)``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ def read_history(path: str) -> tuple[str, dict]:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: expected a JSON solution document; found text that is not JSON ({exc}).") from None
     if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("optsolve.solution/"):
+        found = repr(doc.get("schema")) if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{path}: expected an optsolve solution document (field 'schema' = "
-                         f"'optsolve.solution/1'); found {type(doc).__name__ if not isinstance(doc, dict) else repr(doc.get('schema'))}.")
+                         f"'optsolve.solution/1'); found {found}.")
     history = (doc.get("stats") or {}).get("history")
     if not isinstance(history, dict) or not isinstance(history.get("residual"), list):
         raise InputError(f"{path}: field 'stats.history': expected a convergence history; found none "

@@ -36,8 +36,8 @@ import scipy.sparse.linalg as spla
 from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, RESIDUAL_MEASURE, REFINED, Scaled, dual_cone, passes_termination, polish,
-                               rho_vector, ruiz_scale, scaled_support)
+from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, Scaled, dual_cone, passes_termination,
+                               polish, rho_vector, ruiz_scale, scaled_support)
 from optsolve.qp.problems import QPProblem
 
 
@@ -341,8 +341,8 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
 
     ``comm``: :class:`MPIRanks` to spread the nodes over MPI ranks (:func:`assign_nodes`); every
     rank calls this with the same problem and settings. Per iteration the ranks exchange one
-    Allreduce (the sums of the consensus step, overlapped with the rows' updates); a termination check adds two (the nodes' duals
-    and rows, and the largest consensus residual). The iterates equal the single-process ones up
+    Allreduce (the sums of the consensus step, overlapped with the rows' updates); a termination
+    check adds two (the nodes' duals and rows, and the largest consensus residual). The iterates equal the single-process ones up
     to the order of floating-point sums.
     """
     t0 = time.perf_counter()
@@ -453,6 +453,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     t_end = time.perf_counter()
     return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
                              prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
-                             nodes=n_nodes, copies=int(comm.sum(np.array([C]))[0]), factorisations=B.factorisations, balance_updates=balanced,
+                             nodes=n_nodes, copies=int(comm.sum(np.array([C]))[0]),
+                             factorisations=B.factorisations, balance_updates=balanced,
                              polished=polished,
                              time_s={"setup": t_setup - t0, "iterations": t_end - t_setup})
