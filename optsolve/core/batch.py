@@ -35,6 +35,7 @@ class Outcome:
     status: str
     exit_code: int
     line: str
+    resumed: bool = False
 
 
 @dataclass
@@ -44,10 +45,6 @@ class Solved:
     index: int
     path: str
     doc: dict
-
-    @property
-    def status(self) -> str:
-        return self.doc["status"]
 
 
 def _init_worker():
@@ -72,13 +69,8 @@ def solve_one(kind: str, index: int, path: str, params: dict) -> Solved:
 
 def solve_chunk(kind: str, items: list, params: dict) -> list:
     """Solve several (index, path) files one after the other: one task of a Dask batch."""
-    from threadpoolctl import threadpool_limits
-
-    from optsolve.core.progress import QUIET, configure_logging
-
-    configure_logging(QUIET)
-    with threadpool_limits(limits=1):
-        return [solve_one(kind, i, p, params) for i, p in items]
+    _init_worker()
+    return [solve_one(kind, i, p, params) for i, p in items]
 
 
 def died(kind, index, path, params, reason) -> Solved:
@@ -93,17 +85,22 @@ def died(kind, index, path, params, reason) -> Solved:
 def finish(solved: Solved, out_path: str | None) -> Outcome:
     """Write the solution (with ``--out-dir``) and make its stdout line (here, not in the worker)."""
     doc = solved.doc
-    code = Status(doc["status"]).exit_code
     if out_path:
         write_atomic(out_path, dumps(doc) + "\n")
-        summary = {"file": solved.path, "status": doc["status"], "exit_code": code,
-                   "objective": doc.get("objective"), "output": out_path, "message": doc.get("message", "")}
-        if doc.get("certificate") is not None:
-            summary["certificate_holds"] = doc["certificate"]["holds"]
-        line = dumps(summary, indent=None)
-    else:
-        line = dumps(doc, indent=None)
-    return Outcome(solved.index, solved.path, doc["status"], code, line)
+        return _summary(solved.index, solved.path, out_path, doc)
+    return Outcome(solved.index, solved.path, doc["status"], Status(doc["status"]).exit_code, dumps(doc, indent=None))
+
+
+def _summary(index: int, path: str, out_path: str, doc: dict, resumed: bool = False) -> Outcome:
+    """The stdout line of a file whose solution is in ``out_path``."""
+    code = Status(doc["status"]).exit_code
+    summary = {"file": path, "status": doc["status"], "exit_code": code, "objective": doc.get("objective"),
+               "output": out_path, "message": doc.get("message", "")}
+    if doc.get("certificate") is not None:
+        summary["certificate_holds"] = doc["certificate"]["holds"]
+    if resumed:
+        summary["resumed"] = True
+    return Outcome(index, path, doc["status"], code, dumps(summary, indent=None), resumed)
 
 
 def output_paths(files, out_dir) -> list:
@@ -120,14 +117,14 @@ def finished_solution(kind: str, problem_path: str, solution_path: str) -> dict 
     """The solution document at ``solution_path`` when it is a finished solution of this problem: it
     parses, it is a ``kind`` solution with a final status (FINAL_STATUSES), and the sha256 it records is
     that of the problem file as it is now. None otherwise (missing, unreadable, stale or tampered)."""
-    import hashlib
     import json
+
+    from optsolve.core.problem import file_sha256
 
     try:
         with open(solution_path, encoding="utf-8") as f:
             doc = json.load(f)
-        with open(problem_path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        digest = file_sha256(problem_path)
     except (OSError, ValueError):
         return None
     if not isinstance(doc, dict) or doc.get("command") != kind or doc.get("status") not in FINAL_STATUSES:
@@ -135,15 +132,6 @@ def finished_solution(kind: str, problem_path: str, solution_path: str) -> dict 
     if (doc.get("problem") or {}).get("sha256") != digest:
         return None
     return doc
-
-
-def resumed(index: int, path: str, out_path: str, doc: dict) -> Outcome:
-    summary = {"file": path, "status": doc["status"], "exit_code": Status(doc["status"]).exit_code,
-               "objective": doc.get("objective"), "output": out_path, "message": doc.get("message", ""),
-               "resumed": True}
-    if doc.get("certificate") is not None:
-        summary["certificate_holds"] = doc["certificate"]["holds"]
-    return Outcome(index, path, doc["status"], summary["exit_code"], dumps(summary, indent=None))
 
 
 class Deliverer:
@@ -177,7 +165,7 @@ def run_batch(kind, files, params, jobs, out_dir, order, emit=None, resume=False
     for i, path in enumerate(files):
         doc = finished_solution(kind, path, outs[i]) if resume and outs[i] else None
         if doc is not None:
-            deliver(resumed(i, path, outs[i], doc))
+            deliver(_summary(i, path, outs[i], doc, resumed=True))
         else:
             pending[i] = path
 
@@ -292,7 +280,7 @@ def make_batch_command(kind: str) -> click.Command:
         if not quiet or code != 0:
             detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
             where = "" if engine is None else f" on {engine.describe()}"
-            resumed_n = sum(1 for o in outcomes if '"resumed":true' in o.line)
+            resumed_n = sum(1 for o in outcomes if o.resumed)
             skipped = f" ({resumed_n} resumed)" if resumed_n else ""
             sys.stderr.write(f"optsolve batch {kind}: {len(outcomes)} files{skipped} in {time.perf_counter() - t0:.3g} s"
                              f"{where}: {detail}; exit code {code}\n")

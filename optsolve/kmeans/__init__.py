@@ -235,10 +235,11 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
             stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
             stats["selection_cost"] = cost
-        if refine and history_active() is not None:
-            trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
         if refine:
             from sklearn.cluster import KMeans
+
+            if history_active() is not None:  # the estimate's cost, before the Lloyd steps
+                trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
 
             km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
                 np.asarray(kp.X, dtype=float))

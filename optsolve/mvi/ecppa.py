@@ -115,6 +115,18 @@ class Halfspaces:
         return np.asarray(self.U).T @ self.mu
 
 
+def _more_steps_pay(ratio: dict, j: int) -> bool:
+    """Whether the growth of phi recorded at inner steps j + 1, j + 2, ... of earlier outer steps
+    (``ratio[i]`` = phi_i / phi_{i-1}) predicts a larger decrease per evaluation than at step j."""
+    prod, i = 1.0, j + 1
+    while i in ratio:
+        prod *= ratio[i]
+        if prod > (i + 1) / (j + 1) * PREDICT:
+            return True
+        i += 1
+    return False
+
+
 @dataclass
 class Setup:
     """What every method is given (after validation)."""
@@ -202,7 +214,7 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
             gamma = s.gamma or step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)
             w_prev, F_prev = z, Fz
             j = 0
-            kept = None
+            accepted = False  # an inner point passed the error-correction test
             rho = s.rho if s.rho is not None else -0.495 * gamma
             H = Halfspaces()
             if forced is None:  # the halfspace of z_k itself (u = F(z_k), no evaluation): it may help combined
@@ -230,31 +242,21 @@ def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
                     phi = H.add(u, t * uu, uu)
                     if t > 0:
                         min_uu = min(min_uu, uu)
-                    if t > 0 and t >= sigma * (gamma + rho):  # the error-correction test: an acceptable point
-                        kept = True
-                    ok = kept is not None
+                    accepted = accepted or (t > 0 and t >= sigma * (gamma + rho))  # the error-correction test
                     score = phi / (j + 1)  # the guaranteed decrease per evaluation
                     if j >= 2 and phi_prev > 0:
                         ratio[j] = phi / phi_prev
                     phi_prev = phi
-                    if ok:
+                    if accepted:
                         if score > best_score:
                             best_score = score
                         else:  # no better than the last point: separate with all of them
                             break
-                        if (j + 1) in ratio:  # would the growth of phi seen at later inner steps pay?
-                            pays, prod, i = False, 1.0, j + 1
-                            while i in ratio:
-                                prod *= ratio[i]
-                                if prod > (i + 1) / (j + 1) * PREDICT:
-                                    pays = True
-                                    break
-                                i += 1
-                            if not pays:
-                                if pred_run < AGE:
-                                    pred_run += 1
-                                    break  # the last outer steps say further inner points would not pay
-                                pred_run = 0
+                        if (j + 1) in ratio and not _more_steps_pay(ratio, j):
+                            if pred_run < AGE:
+                                pred_run += 1
+                                break  # the last outer steps say further inner points would not pay
+                            pred_run = 0
                     if j >= MAX_INNER:
                         break
                 w_prev, F_prev = w, Fw

@@ -15,7 +15,6 @@ import time
 import numpy as np
 
 from optsolve.core.history import trace
-
 from optsolve.mvi.operators import ConstraintSet, Operator, natural_residual
 
 HISTORY_PER_DECADE = 20

@@ -124,13 +124,14 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
     if x0 is not None:
         raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
     deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
+    comm = engine_comm(s["engine"])
     partition = qp.partition if s["nodes"] is None else None
     n_nodes = s["nodes"] or qp.nodes or (None if partition is not None else 1)
     r = solve_distributed(qp, n_nodes, partition, rho=s["rho"], mu=s["mu"], alpha=s["alpha"], scaling=s["scaling"],
                           eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                           check_every=controller.interval if controller else s["check_every"],
                           refine_stalled=s["refine"], deadline=deadline, progress=progress, controller=controller,
-                          balance=s["balance"], comm=engine_comm(s["engine"]))
+                          balance=s["balance"], comm=comm)
     from optsolve.qp.admm import refined_message
 
     message = refined_message(r.iterations) if r.polished else ""
@@ -139,7 +140,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
              "time_s": dict(r.time_s)}
     if s["engine"] == "mpi":
-        stats["ranks"] = engine_comm("mpi").size
+        stats["ranks"] = comm.size
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
             "prim_inf_cert": None, "dual_inf_cert": None}
 
