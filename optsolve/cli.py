@@ -94,6 +94,9 @@ def solve_options(func):
                      show_default=True, envvar="OPTSOLVE_DEVICE",
                      help="Where to compute; auto uses a GPU when cupy sees one."),
         click.option("--seed", type=int, default=None, help="Seed of the random generator, for reproducible runs."),
+        click.option("--memory-limit", metavar="SIZE", default=None, envvar="OPTSOLVE_MEMORY_LIMIT",
+                     help="Memory budget that every size a problem file declares is checked against before "
+                          "anything is allocated (512M, 8G, 50%) [default: a quarter of physical memory]."),
         click.option("--history", is_flag=True,
                      help="Record the convergence trace (iteration, evaluations, residual or gap, elapsed time) "
                           "in stats.history; `optsolve plot` draws it."),
@@ -145,7 +148,7 @@ def info(as_json):
 
 # --------------------------------------------------------------------------- verify
 
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command(context_settings=dict(CONTEXT_SETTINGS, ignore_unknown_options=True, allow_extra_args=True))
 @click.argument("problem", type=str)
 @click.argument("solution", type=str)
 @click.option("-o", "--output", metavar="FILE|-", default="-", show_default=True,
@@ -155,14 +158,46 @@ def info(as_json):
               help="truncated: the membership function the solution was computed with.")
 @click.option("--operator", metavar="MODULE:FUNCTION", default=None,
               help="mvi: the user operator the solution was computed with.")
-def verify(problem, solution, output, quiet, oracle, operator):
-    """Re-run the certificate checks of SOLUTION (a JSON document, '-' for stdin) against PROBLEM.
+@click.pass_context
+def verify(ctx, problem, solution, output, quiet, oracle, operator):
+    """Judge SOLUTION (a JSON document, '-' for stdin) against PROBLEM with limits of verify's own.
 
-    Exit code 0 when every check holds, 6 when one fails, 7 when a file is unreadable.
+    Tolerances and thresholds come from verify's options, which have the names of the solve
+    command's (a solution computed with `optsolve qp --eps-abs 1e-5` is verified with
+    `optsolve verify P S --eps-abs 1e-5`), else from the problem file, else from the documented
+    defaults; never from the document. A document whose settings are looser than those limits
+    fails a check naming the setting. The claimed status is judged.
+
+    Exit code 0 when every check holds, 6 when one fails, 7 when a file is unreadable, 2 for an
+    option the solution's command does not have.
     """
     from optsolve.core.verify import run_verify
 
-    sys.exit(run_verify(problem, solution, output, quiet, oracle=oracle, operator=operator))
+    extra = list(ctx.args)
+    sys.exit(run_verify(problem, solution, output, quiet, oracle=oracle, operator=operator,
+                        parse_options=lambda kind: _verify_limit_options(kind, extra)))
+
+
+def _verify_limit_options(kind: str, args: list) -> dict:
+    """Parse verify's limit options for a ``kind`` solution with the solve command's own option definitions."""
+    from optsolve.core.registry import solver_module
+
+    limits = getattr(solver_module(kind, "certificate"), "LIMITS", ())
+    names = {lim.name for lim in limits}
+    params = [p for p in solver_module(kind, "cli").command.params
+              if isinstance(p, click.Option) and p.name in names]
+    if not args:
+        return {}
+    cmd = click.Command(f"verify ({kind})", params=params, context_settings=CONTEXT_SETTINGS)
+    try:
+        sub = cmd.make_context(f"optsolve verify ({kind} solution)", list(args), resilient_parsing=False)
+    except click.UsageError as exc:
+        accepted = ", ".join(sorted(o for p in params for o in p.opts if o.startswith("--"))) or "none"
+        click.echo(f"optsolve verify: error: {exc.format_message()} (limit options of {kind} solutions: "
+                   f"{accepted})", err=True)
+        sys.exit(2)
+    return {name: value for name, value in sub.params.items()
+            if sub.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
 
 
 # --------------------------------------------------------------------------- gen and batch

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from optsolve.core import memory
 from optsolve.core.errors import InputError
 from optsolve.core.progress import get_logger
 from optsolve.core.result import ProblemInfo
@@ -48,19 +49,13 @@ _SPARSE_PARTS = {
 
 
 def memory_limit_bytes() -> int:
-    """Half of this machine's physical memory: the largest single array a problem file may declare."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
+    """The memory budget (:mod:`optsolve.core.memory`): the most a problem file may make optsolve allocate."""
+    return memory.budget_bytes()
 
 
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
-        if n < 1024 or unit == "PB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PB"
+_human_bytes = memory.human_bytes
+# Parsing JSON holds each number as a Python object: up to this many bytes per byte of text.
+JSON_EXPANSION = 16
 
 
 # --------------------------------------------------------------------------- schema
@@ -199,13 +194,22 @@ def _coerce(problem: Problem, f: Field, value):
     if f.kind == "object":
         text = _as_string(value) if not isinstance(value, (dict, list)) else None
         if text is not None:  # .npz and .mat files hold objects as JSON strings
+            depth = memory.text_nesting_depth(text)
+            if depth > memory.MAX_NESTING:
+                raise problem.error(f"key {f.name!r} holds JSON nested {depth} deep; at most "
+                                    f"{memory.MAX_NESTING} levels are accepted.")
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as exc:
                 raise problem.error(f"key {f.name!r} is a string that is not valid JSON ({exc.msg} at column "
                                     f"{exc.colno}); expected {f.describe()}.") from None
+            except RecursionError:
+                raise problem.error(f"key {f.name!r} holds JSON nested too deeply.") from None
         if not isinstance(value, (dict, list)):
             raise problem.error(f"key {f.name!r} must be {f.describe()}; found {_kind_of(value)}.")
+        depth = memory.nesting_depth(value)
+        if depth > memory.MAX_NESTING:
+            raise problem.error(f"key {f.name!r} is nested more than {memory.MAX_NESTING} levels deep.")
         return value
     if f.kind == "string":
         text = _as_string(value)
@@ -248,9 +252,8 @@ def _is_sparse(value) -> bool:
 
 def _densify(problem, f, value):
     nbytes = 8 * math.prod(value.shape)
-    if nbytes > memory_limit_bytes():
-        raise problem.error(f"array {f.name!r} is sparse with shape {_shape_str(value.shape)}; "
-                            f"as a dense array it needs {_human_bytes(nbytes)}, more than half this machine's memory.")
+    memory.require(problem.source, f"array {f.name!r} (sparse, shape {_shape_str(value.shape)}) as a dense array",
+                   nbytes)
     return value.toarray()
 
 
@@ -480,9 +483,13 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
     label = file_label(path)
     if path == "-":
         stream = stdin if stdin is not None else sys.stdin
-        data = stream.buffer.read() if hasattr(stream, "buffer") else stream.read()
+        most = memory.budget_bytes() // JSON_EXPANSION
+        data = stream.buffer.read(most + 1) if hasattr(stream, "buffer") else stream.read(most + 1)
         if isinstance(data, str):
             data = data.encode()
+        if len(data) > most:
+            raise memory.refusal(label, f"JSON text of more than {memory.human_bytes(most)}",
+                                 (most + 1) * JSON_EXPANSION)
         return _parse_json(data, label), hashlib.sha256(data).hexdigest()
     ext = os.path.splitext(path)[1].lower()
     if os.path.isdir(path):
@@ -502,6 +509,8 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
     if ext == ".npz":
         return _read_npz(path, label), sha
     if ext == ".json":
+        memory.require(label, f"parsing {memory.human_bytes(size)} of JSON (about {JSON_EXPANSION} bytes a byte)",
+                       size * JSON_EXPANSION)
         with open(path, "rb") as fh:
             return _parse_json(fh.read(), label), sha
     return _read_mat(path, label), sha
@@ -518,6 +527,10 @@ def file_sha256(path: str) -> str:
 def _parse_json(data: bytes, label: str) -> dict:
     if not data.strip():
         raise InputError(f"{label}: is empty; expected a JSON object.")
+    depth = memory.text_nesting_depth(data)
+    if depth > memory.MAX_NESTING:
+        raise InputError(f"{label}: {_deepest_key(data, depth)}JSON nested {depth} deep; at most "
+                         f"{memory.MAX_NESTING} levels are accepted.")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -539,8 +552,22 @@ def _parse_json(data: bytes, label: str) -> dict:
     return out
 
 
+def _deepest_key(data: bytes, depth: int) -> str:
+    """``"key 'a': "`` for the top-level key whose value is nested deepest, where the text parses safely."""
+    if depth > 256:
+        return ""
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(doc, dict) or not doc:
+        return ""
+    key = max(doc, key=lambda k: memory.nesting_depth(doc[k], limit=depth))
+    return f"key {key!r}: "
+
+
 def _read_npz(path: str, label: str) -> dict:
-    limit = memory_limit_bytes()
+    account = memory.Account(label)
     parts: dict[str, np.ndarray] = {}
     try:
         with zipfile.ZipFile(path) as zf:
@@ -551,7 +578,7 @@ def _read_npz(path: str, label: str) -> dict:
                                      "expected an archive written by numpy.savez.")
                 key = name[:-4]
                 with zf.open(info) as fh:
-                    parts[key] = _read_npy_member(fh, info.file_size, key, label, limit)
+                    parts[key] = _read_npy_member(fh, info.file_size, key, label, account)
     except InputError:
         raise
     except zipfile.BadZipFile as exc:
@@ -561,7 +588,7 @@ def _read_npz(path: str, label: str) -> dict:
     return _group_sparse(parts, label)
 
 
-def _read_npy_member(fh, file_size: int, key: str, label: str, limit: int) -> np.ndarray:
+def _read_npy_member(fh, file_size: int, key: str, label: str, account: memory.Account) -> np.ndarray:
     fmt = np.lib.format
     try:
         version = fmt.read_magic(fh)
@@ -584,18 +611,21 @@ def _read_npy_member(fh, file_size: int, key: str, label: str, limit: int) -> np
                          "unpickles problem files. Store numbers or strings.")
     header = fh.tell()
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes > limit:
-        raise InputError(f"{label}: array {key!r} declares shape {_shape_str(shape)} "
-                         f"({_human_bytes(nbytes)}), more than half this machine's memory "
-                         f"({_human_bytes(limit)}).")
+    account.add(f"array {key!r} of shape {_shape_str(shape)} and dtype {dtype}", nbytes)
     if nbytes > file_size - header:
         raise InputError(f"{label}: array {key!r} declares shape {_shape_str(shape)} ({nbytes} bytes) "
                          f"but holds only {max(file_size - header, 0)} bytes (truncated or corrupted).")
-    data = fh.read(nbytes)
-    if len(data) != nbytes:
-        raise InputError(f"{label}: array {key!r} is truncated: expected {nbytes} bytes, read {len(data)}.")
-    arr = np.frombuffer(data, dtype=dtype)
-    return arr.reshape(shape, order="F" if fortran else "C").copy()
+    arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+    view = memoryview(arr.reshape(-1, order="A").view(np.uint8)) if nbytes else memoryview(b"")
+    got = 0
+    while got < nbytes:
+        n = fh.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    if got != nbytes:
+        raise InputError(f"{label}: array {key!r} is truncated: expected {nbytes} bytes, read {got}.")
+    return arr
 
 
 def _group_sparse(parts: dict, label: str) -> dict:
@@ -649,6 +679,9 @@ def _assemble_sparse(label: str, key: str, parts: dict):
                 raise ValueError(f"part {p!r} must be one-dimensional, found shape {_shape_str(a.shape)}")
         if len(shape) != 2 or min(shape) < 0:
             raise ValueError(f"shape must be two non-negative integers, found {list(shape)}")
+        # each dimension becomes the length of vectors (and of the index pointer of a conversion)
+        memory.require(label, f"sparse matrix {key!r} of shape {_shape_str(shape)} (vectors of its dimensions)",
+                       8 * (shape[0] + shape[1] + 2))
         if fmt == "coo":
             m = sp.coo_matrix((arrays["data"], (arrays["row"], arrays["col"])), shape=shape)
         else:
@@ -664,10 +697,16 @@ def _read_mat(path: str, label: str) -> dict:
     import scipy.io
 
     try:
+        account = memory.Account(label)
+        for name, shape, cls in scipy.io.whosmat(path):
+            itemsize = 16 if cls in ("double", "sparse", "cell", "struct") else 8
+            account.add(f"variable {name!r} of shape {_shape_str(shape)} ({cls})", itemsize * math.prod(shape))
         raw = scipy.io.loadmat(path, squeeze_me=False, chars_as_strings=True, mat_dtype=False)
     except NotImplementedError:
         raise InputError(f"{label}: is a MATLAB v7.3 (HDF5) file, which optsolve does not read; "
                          "save it with MATLAB's -v7 option.") from None
+    except InputError:
+        raise
     except Exception as exc:  # scipy raises several types for corrupt files
         raise InputError(f"{label}: is not a readable MATLAB .mat file ({type(exc).__name__}: {exc}).") from None
     out = {}

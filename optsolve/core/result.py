@@ -72,24 +72,53 @@ def worst_exit_code(codes) -> int:
 
 @dataclass
 class Check:
-    """One certificate check: a recomputed quantity, its limit, and whether it holds."""
+    """One certificate check: a recomputed quantity, its limit, and whether it holds.
+
+    Three kinds, told apart by ``limit`` and ``holds``:
+
+    * a bound (:meth:`at_most`, :meth:`at_least`): ``limit`` is a number, ``holds`` a boolean;
+    * a requirement (:meth:`require`): ``limit`` is a short text saying what must be true
+      (``"> 0"``, ``"true"``), ``holds`` a boolean;
+    * information (:meth:`info`): ``limit`` and ``holds`` are both ``None``. It is reported, never
+      counted as a check that holds: a statement that cannot be checked from the problem and the
+      solution (an assumption of a method's guarantee, a number with no limit) is information.
+    """
 
     name: str
     value: Any
-    limit: float | None = None
-    holds: bool = True
+    limit: float | str | None = None
+    holds: bool | None = True
     note: str = ""
+
+    def __post_init__(self):
+        if self.limit is None and self.holds is not None:
+            self.limit = "true"  # a judged condition always says what it was judged against
 
     @classmethod
     def at_most(cls, name: str, value, limit: float, note: str = "") -> "Check":
         """Holds when ``value <= limit``; a missing or non-finite value never holds."""
-        ok = value is not None and math.isfinite(float(value)) and float(value) <= limit
+        ok = _finite(value) and float(value) <= limit
         return cls(name, _scalar(value), float(limit), bool(ok), note)
 
     @classmethod
+    def at_least(cls, name: str, value, limit: float, note: str = "") -> "Check":
+        """Holds when ``value >= limit``; a missing or non-finite value never holds."""
+        ok = _finite(value) and float(value) >= limit
+        return cls(name, _scalar(value), float(limit), bool(ok), note)
+
+    @classmethod
+    def require(cls, name: str, value, ok: bool, expected: str = "true", note: str = "") -> "Check":
+        """A condition that must be true; ``expected`` says what (``"> 0"``, ``"true"``)."""
+        return cls(name, _scalar(value), str(expected), bool(ok), note)
+
+    @classmethod
     def info(cls, name: str, value, note: str = "") -> "Check":
-        """A reported quantity with no limit attached."""
-        return cls(name, _scalar(value), None, True, note)
+        """A reported quantity with no limit attached: neither holds nor fails."""
+        return cls(name, _scalar(value), None, None, note)
+
+    @property
+    def is_info(self) -> bool:
+        return self.holds is None
 
     def to_dict(self) -> dict:
         d = {"name": self.name, "value": self.value, "limit": self.limit, "holds": self.holds}
@@ -98,18 +127,30 @@ class Check:
         return d
 
 
+def _finite(value) -> bool:
+    try:
+        return value is not None and not isinstance(value, (bool, np.bool_)) and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 @dataclass
 class Certificate:
-    """The checks recomputed from the problem and the returned solution only."""
+    """The checks recomputed from the problem and the returned solution only.
+
+    It holds when every check that can hold does, and there is at least one such check;
+    information lines count for neither.
+    """
 
     checks: list[Check] = field(default_factory=list)
 
     @property
     def holds(self) -> bool:
-        return all(c.holds for c in self.checks)
+        judged = [c.holds for c in self.checks if c.holds is not None]
+        return bool(judged) and all(judged)
 
     def failed(self) -> list[Check]:
-        return [c for c in self.checks if not c.holds]
+        return [c for c in self.checks if c.holds is False]
 
     def __getitem__(self, name: str) -> Check:
         for c in self.checks:
@@ -123,9 +164,45 @@ class Certificate:
     def describe_failures(self) -> str:
         parts = []
         for c in self.failed():
-            limit = "" if c.limit is None else f" > limit {c.limit:.3g}"
+            if isinstance(c.limit, (int, float)) and not isinstance(c.limit, bool):
+                side = "<" if _finite(c.value) and float(c.value) < c.limit else ">"
+                limit = f" {side} limit {c.limit:.3g}"
+            elif c.limit is not None:
+                limit = f" (expected {c.limit})"
+            else:
+                limit = ""
             parts.append(f"{c.name} = {_fmt(c.value)}{limit}")
+        if not parts and not self.holds:
+            return "no check could be made"
         return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A tolerance or threshold that a certificate is judged against.
+
+    ``name`` is the solve command's parameter (``eps_abs`` for ``--eps-abs``), so that ``optsolve
+    verify`` takes the same option. ``looser`` says which way a value is more lenient: ``"larger"``
+    for a tolerance, ``"smaller"`` for a required level. ``default`` is the documented value that
+    verify uses when neither its options nor the problem file set one.
+    """
+
+    name: str
+    default: float | None
+    looser: str = "larger"
+    doc: str = ""
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def is_looser(self, value, than) -> bool:
+        """Whether ``value`` is more lenient than ``than`` (a value that is not a finite number is)."""
+        if not _finite(value):
+            return True
+        if than is None:
+            return False
+        return float(value) > float(than) if self.looser == "larger" else float(value) < float(than)
 
 
 @dataclass

@@ -12,6 +12,7 @@ import traceback
 
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
+from optsolve.core.memory import set_budget
 from optsolve.core.problem import file_label, read_raw
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
@@ -28,8 +29,11 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     method = params.get("method")
     load_s = None
     want_history = bool(params.pop("history", False))
+    memory_limit = params.pop("memory_limit", None)
     history = None
     try:
+        if memory_limit is not None:
+            set_budget(memory_limit)
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
         raw, info.sha256 = read_raw(path, stdin=stdin)

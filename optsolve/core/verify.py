@@ -53,11 +53,72 @@ def read_solution(path: str, stdin=None) -> dict:
     return doc
 
 
+# Statuses that claim an answer: the certificate must establish them.
+CLAIMING_STATUSES = ("optimal", "infeasible", "unbounded")
+
+
+def resolve_limits(certificate_module, problem, options: dict | None = None) -> dict:
+    """The limits verify judges against: ``{name: (value, source)}``, source ``option``, ``problem`` or ``default``.
+
+    A limit comes from verify's own options, else from the problem file, else from the documented
+    default; never from the document under test."""
+    options = options or {}
+    from_problem = {}
+    if hasattr(certificate_module, "limits_from_problem"):
+        from_problem = certificate_module.limits_from_problem(problem) or {}
+    out = {}
+    for lim in getattr(certificate_module, "LIMITS", ()):
+        if options.get(lim.name) is not None:
+            out[lim.name] = (options[lim.name], "option")
+        elif from_problem.get(lim.name) is not None:
+            out[lim.name] = (from_problem[lim.name], "problem")
+        else:
+            out[lim.name] = (lim.default, "default")
+    return out
+
+
+def settings_checks(certificate_module, settings: dict, limits: dict) -> list[Check]:
+    """One check per limit the document records: it fails when the document's value is looser."""
+    checks = []
+    for lim in getattr(certificate_module, "LIMITS", ()):
+        if lim.name not in settings or settings[lim.name] is None:
+            continue
+        claimed = settings[lim.name]
+        used, source = limits[lim.name]
+        looser = lim.is_looser(claimed, used)
+        where = {"option": f"given as {lim.option}", "problem": "from the problem file",
+                 "default": "the documented default"}[source]
+        note = (f"the solution's settings.{lim.name} = {claimed!r} against the limit verify uses, "
+                f"{used!r} ({where})")
+        if looser:
+            note += f"; it is looser: verify with {lim.option} {claimed!r} to judge it by its own setting"
+        checks.append(Check(f"setting_{lim.name}", claimed if not isinstance(claimed, (dict, list)) else str(claimed),
+                            used if used is not None else "not looser", not looser, note))
+    return checks
+
+
+def status_check(certificate_module, claimed, checks: list[Check]) -> Check:
+    """Judge the claimed status: a claim of an answer needs the checks that establish it."""
+    claimable = getattr(certificate_module, "CLAIMS", ("optimal",))
+    if claimed not in CLAIMING_STATUSES:
+        return Check.info("status_claim", claimed, "this status claims no answer; the checks are reported as they are")
+    if claimed not in claimable:
+        return Check.require("status_claim", claimed, False, "a status this command can certify",
+                             f"a {claimed!r} claim has no certificate for this command (it certifies "
+                             f"{', '.join(claimable)})")
+    judged = [c for c in checks if c.holds is not None]
+    ok = bool(judged) and all(c.holds for c in judged)
+    return Check.require("status_claim", claimed, ok, f"every check of a {claimed} claim holds",
+                         "" if ok else f"the checks that establish {claimed!r} do not all hold")
+
+
 def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None = None,
-                    operator: str | None = None) -> tuple[Certificate, dict]:
-    """Check a solution document against a problem file: the certificate and a report. ``oracle``:
-    the membership function (``module:function``) of a truncated solution computed with one;
-    ``operator``: the user operator of an mvi solution."""
+                    operator: str | None = None, options: dict | None = None) -> tuple[Certificate, dict]:
+    """Check a solution document against a problem file: the certificate and a report.
+
+    ``options``: verify's own limits (the solve command's option names, ``{"eps_abs": 1e-4}``);
+    ``oracle``: the membership function (``module:function``) of a truncated solution computed with
+    one; ``operator``: the user operator of an mvi solution."""
     kind = doc["command"]
     extra = {}
     for name, value, owner in (("oracle", oracle, "truncated"), ("operator", operator, "mvi")):
@@ -70,37 +131,53 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     problem = pkg.SCHEMA.validate(raw, source=file_label(problem_path),
                                   path=None if problem_path == "-" else problem_path, sha256=sha)
     certificate_module = solver_module(kind, "certificate")
+    settings = doc["settings"]
+    claimed = doc.get("status")
+    limits = resolve_limits(certificate_module, problem, options)
     try:
-        cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
-                                        objective=doc.get("objective"), settings=doc["settings"], **extra)
+        if hasattr(certificate_module, "LIMITS"):
+            cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
+                                            objective=doc.get("objective"), settings=settings,
+                                            limits={k: v for k, (v, _) in limits.items()}, status=claimed, **extra)
+        else:
+            cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
+                                            objective=doc.get("objective"), settings=settings, **extra)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise InputError(f"Solution document: its 'solution' does not fit problem {problem_path!r} "
                          f"({type(exc).__name__}: {exc}).") from None
-    claimed = (doc.get("problem") or {}).get("sha256")
-    if claimed:
-        cert.checks.insert(0, Check("problem_sha256_matches", claimed == sha, None, claimed == sha,
-                                    "" if claimed == sha else f"solution was computed for {claimed[:12]}..., "
-                                    f"this file is {sha[:12]}..."))
+    cert.checks[:0] = settings_checks(certificate_module, settings, limits)
+    claimed_sha = (doc.get("problem") or {}).get("sha256")
+    cert.checks.insert(0, Check.require("problem_sha256_matches", claimed_sha, claimed_sha == sha,
+                                        "the sha256 of the problem file",
+                                        "" if claimed_sha == sha else
+                                        f"solution was computed for {str(claimed_sha)[:12]}..., this file is "
+                                        f"{sha[:12]}..."))
+    cert.checks.append(status_check(certificate_module, claimed, cert.checks))
     report = {
         "schema": VERIFICATION_SCHEMA_ID,
         "command": kind,
         "method": doc.get("method"),
-        "claimed_status": doc.get("status"),
+        "claimed_status": claimed,
         "problem": {"path": problem.path, "sha256": sha},
         "holds": cert.holds,
+        "limits": {k: {"value": v, "source": src} for k, (v, src) in limits.items()},
+        "reported_settings": {k: v for k, v in settings.items() if k not in limits},
         "checks": [c.to_dict() for c in cert.checks],
     }
     return cert, report
 
 
 def run_verify(problem: str, solution: str, output: str, quiet: bool, oracle: str | None = None,
-               operator: str | None = None) -> int:
+               operator: str | None = None, parse_options=None) -> int:
+    """The body of ``optsolve verify``. ``parse_options(kind)``: verify's limit options for a solution of
+    that command (``{name: value}`` of those given), read once the document names its command."""
     if problem == "-" and solution == "-":
         sys.stderr.write("optsolve verify: error: PROBLEM and SOLUTION cannot both be read from stdin.\n")
         return 2
     try:
         doc = read_solution(solution)
-        cert, report = verify_document(problem, doc, oracle=oracle, operator=operator)
+        options = parse_options(doc["command"]) if parse_options else None
+        cert, report = verify_document(problem, doc, oracle=oracle, operator=operator, options=options)
     except OptsolveError as exc:
         sys.stderr.write(f"optsolve verify: {exc.status}: {' '.join(str(exc).split())}\n")
         return exc.exit_code
