@@ -14,6 +14,7 @@ memory. Sizes are written as a number of bytes with an optional unit (``512M``, 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -54,13 +55,22 @@ def parse_size(text, what: str = "the memory limit") -> int:
 
 
 def set_budget(limit) -> None:
-    """Set the budget for this process and the worker processes it starts (``None``: back to the default)."""
+    """Set the budget of this process (``None``: back to the environment or the default)."""
     global _override
-    if limit is None:
-        _override = None
-        return
-    _override = parse_size(limit, "The '--memory-limit' option")
-    os.environ[ENV_VAR] = str(_override)
+    _override = None if limit is None else parse_size(limit, "The '--memory-limit' option")
+
+
+@contextlib.contextmanager
+def budget(limit):
+    """The budget ``limit`` (a size, or ``None`` for no change) while the block runs, restored after."""
+    global _override
+    saved = _override
+    try:
+        if limit is not None:
+            set_budget(limit)
+        yield
+    finally:
+        _override = saved
 
 
 def budget_bytes() -> int:

@@ -6,13 +6,14 @@ error produces a :class:`Result`, so a JSON document is always written.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import traceback
 
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
-from optsolve.core.memory import set_budget
+from optsolve.core.memory import budget
 from optsolve.core.problem import file_label, read_raw
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
@@ -31,9 +32,9 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     want_history = bool(params.pop("history", False))
     memory_limit = params.pop("memory_limit", None)
     history = None
+    scope = contextlib.ExitStack()
     try:
-        if memory_limit is not None:
-            set_budget(memory_limit)
+        scope.enter_context(budget(memory_limit))
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
         raw, info.sha256 = read_raw(path, stdin=stdin)
@@ -55,6 +56,7 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
                         problem=info)
     finally:
         progress.close()
+        scope.close()
     if history is not None and result.solution is not None:
         result.stats["history"] = history.to_dict()
     times = result.stats.setdefault("time_s", {})
