@@ -13,7 +13,7 @@ import traceback
 
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
-from optsolve.core.memory import budget
+from optsolve.core.memory import budget, budget_bytes, human_bytes
 from optsolve.core.problem import file_label, read_raw
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
@@ -49,6 +49,14 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     except KeyboardInterrupt:
         result = Result(kind, method, Status.INTERRUPTED, "Interrupted before a first iterate was available.",
                         problem=info)
+    except MemoryError:
+        result = Result(kind, method, Status.INVALID_INPUT,
+                        f"{file_label(path)}: solving it needs more memory than this machine could give, although "
+                        f"its declared sizes fit the memory budget of {human_bytes(budget_bytes())}; lower the "
+                        "budget (--memory-limit) to have such files refused before the solve.", problem=info)
+    except RecursionError:
+        result = Result(kind, method, Status.INVALID_INPUT,
+                        f"{file_label(path)}: nested too deeply to be processed.", problem=info)
     except Exception as exc:  # a bug: report it as a result, traceback only in the debug log
         get_logger().debug("".join(traceback.format_exc()))
         result = Result(kind, method, Status.INTERNAL_ERROR,

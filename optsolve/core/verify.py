@@ -7,37 +7,54 @@ everything from the problem file and the solution document alone.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from optsolve.core.errors import InputError, OptsolveError, ParameterError
-from optsolve.core.problem import file_label, read_raw
+from optsolve.core import memory
+from optsolve.core.problem import JSON_EXPANSION, file_label, read_raw
 from optsolve.core.registry import available_kinds, solver_module, solver_package
-from optsolve.core.result import SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, dumps, write_atomic
+from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, Status, dumps,
+                                  write_atomic)
 
 
 def read_solution(path: str, stdin=None) -> dict:
+    """A solution document, read within the memory budget and checked for its shape (not its claims)."""
     label = "Solution on stdin" if path == "-" else f"Solution file {path!r}"
+    most = memory.budget_bytes() // JSON_EXPANSION
     try:
         if path == "-":
             stream = stdin if stdin is not None else sys.stdin
-            text = stream.read()
+            text = stream.read(most + 1)
         else:
+            memory.require(label, f"parsing {memory.human_bytes(os.path.getsize(path))} of JSON",
+                           os.path.getsize(path) * JSON_EXPANSION)
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
     except FileNotFoundError:
         raise InputError(f"{label}: no such file.") from None
+    except InputError:
+        raise
     except IsADirectoryError:
         raise InputError(f"{label}: is a directory, expected a file.") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{label}: cannot be read ({exc}).") from None
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
+    if len(text) > most:
+        raise memory.refusal(label, f"JSON text of more than {memory.human_bytes(most)}", len(text) * JSON_EXPANSION)
     if not text.strip():
         raise InputError(f"{label}: is empty; expected an optsolve JSON document.")
+    depth = memory.text_nesting_depth(text)
+    if depth > memory.MAX_NESTING:
+        raise InputError(f"{label}: JSON nested {depth} deep; an optsolve document is at most "
+                         f"{memory.MAX_NESTING} levels deep.")
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise InputError(f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}.") from None
+    except ValueError as exc:
+        raise InputError(f"{label}: {exc}; optsolve documents are strict JSON (null for non-finite values).") from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{label}: is not an optsolve solution document: expected 'schema' "
@@ -51,6 +68,10 @@ def read_solution(path: str, stdin=None) -> dict:
     if not isinstance(doc.get("settings"), dict):
         raise InputError(f"{label}: field 'settings' must be an object.")
     return doc
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"holds {name}, which is not JSON")
 
 
 # Statuses that claim an answer: the certificate must establish them.
@@ -100,6 +121,9 @@ def settings_checks(certificate_module, settings: dict, limits: dict) -> list[Ch
 def status_check(certificate_module, claimed, checks: list[Check]) -> Check:
     """Judge the claimed status: a claim of an answer needs the checks that establish it."""
     claimable = getattr(certificate_module, "CLAIMS", ("optimal",))
+    if claimed not in {s.value for s in Status}:
+        return Check.require("status_claim", claimed, False, "a status of optsolve's vocabulary",
+                             f"{claimed!r} is not one of {', '.join(s.value for s in Status)}")
     if claimed not in CLAIMING_STATUSES:
         return Check.info("status_claim", claimed, "this status claims no answer; the checks are reported as they are")
     if claimed not in claimable:
@@ -142,7 +166,7 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
         else:
             cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
                                             objective=doc.get("objective"), settings=settings, **extra)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise InputError(f"Solution document: its 'solution' does not fit problem {problem_path!r} "
                          f"({type(exc).__name__}: {exc}).") from None
     cert.checks[:0] = settings_checks(certificate_module, settings, limits)
@@ -181,6 +205,18 @@ def run_verify(problem: str, solution: str, output: str, quiet: bool, oracle: st
     except OptsolveError as exc:
         sys.stderr.write(f"optsolve verify: {exc.status}: {' '.join(str(exc).split())}\n")
         return exc.exit_code
+    except MemoryError:
+        sys.stderr.write("optsolve verify: invalid_input: checking this solution needs more memory than this "
+                         "machine has.\n")
+        return Status.INVALID_INPUT.exit_code
+    except Exception as exc:  # a bug: one line, the traceback only with -v in the solve commands' log
+        import traceback
+
+        from optsolve.core.progress import get_logger
+
+        get_logger().debug("".join(traceback.format_exc()))
+        sys.stderr.write(f"optsolve verify: internal_error: {type(exc).__name__}: {exc}\n")
+        return Status.INTERNAL_ERROR.exit_code
     from optsolve.core.result import to_jsonable
 
     text = dumps(to_jsonable(report)) + "\n"
