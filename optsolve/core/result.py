@@ -128,9 +128,12 @@ class Check:
 
 
 def _finite(value) -> bool:
+    """A finite real number (not a boolean, not a string that reads as one)."""
+    if value is None or isinstance(value, (str, bytes, bool, np.bool_, list, tuple, dict)):
+        return False
     try:
-        return value is not None and not isinstance(value, (bool, np.bool_)) and math.isfinite(float(value))
-    except (TypeError, ValueError):
+        return math.isfinite(float(value))
+    except (TypeError, ValueError, OverflowError):
         return False
 
 
