@@ -53,13 +53,41 @@ class LazyGroup(click.Group):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def shell_complete(self, ctx, incomplete):
+        """Subcommand names with their one-line help, importing none of them; then the group's options."""
+        from click.shell_completion import CompletionItem
+
+        items = [CompletionItem(name, help=self.lazy[name][1]) for name in self.list_commands(ctx)
+                 if name.startswith(incomplete) and name in self.lazy]
+        for name in super().list_commands(ctx):
+            command = super().get_command(ctx, name)
+            if name.startswith(incomplete) and name not in self.lazy and command is not None and not command.hidden:
+                items.append(CompletionItem(name, help=command.get_short_help_str()))
+        return items + click.Command.shell_complete(self, ctx, incomplete)
+
+    def _main_shell_completion(self, ctx_args, prog_name, complete_var=None):
+        # Completion runs on every Tab: a failure in it offers nothing rather than printing a traceback.
+        try:
+            super()._main_shell_completion(ctx_args, prog_name, complete_var)
+        except SystemExit:
+            raise
+        except Exception:
+            sys.exit(1)
+
+
+def _kind_entries() -> dict:
+    """The solver commands (problem kinds) installed: name -> (import path, one-line help)."""
+    from optsolve.core.registry import available_kinds
+
+    return {k: (f"optsolve.{k}.cli:command", KINDS[k]) for k in available_kinds()}
+
 
 def _solver_entries() -> dict:
-    from optsolve.core.registry import EXTRA_COMMANDS, available_kinds
+    """The solver commands and the solver packages' extra commands (``qp-train``)."""
+    from optsolve.core.registry import EXTRA_COMMANDS
 
-    kinds = available_kinds()
-    entries = {k: (f"optsolve.{k}.cli:command", KINDS[k]) for k in kinds}
-    entries.update({name: (target, text) for name, (kind, target, text) in EXTRA_COMMANDS.items() if kind in kinds})
+    entries = _kind_entries()
+    entries.update({name: (target, text) for name, (kind, target, text) in EXTRA_COMMANDS.items() if kind in entries})
     return entries
 
 
@@ -108,10 +136,14 @@ def solve_options(func):
     return func
 
 
-def check_writable(path: str | None, option: str) -> None:
-    """A usage error, before any work, when an output path cannot be written."""
+def check_writable(path: str | None, option: str, *, stdout: bool = True) -> None:
+    """A usage error, before any work, when an output path cannot be written; ``-`` (stdout) is one
+    unless ``stdout``."""
     import os
 
+    if path == "-" and not stdout:
+        raise click.BadParameter("'-' (stdout) is not accepted here: stdout carries the command's JSON; give a "
+                                 "file name.", param_hint=option)
     if path in (None, "-"):
         return
     if os.path.isdir(path):
@@ -128,7 +160,8 @@ def run_solve(kind: str, problem: str, params: dict):
     from optsolve.core.runner import run_command
 
     check_writable(params.get("output"), "'-o' / '--output'")
-    check_writable(params.get("arrays"), "'--arrays'")
+    given = click.get_current_context().params
+    check_writable(params.get("arrays"), "'--plan'" if given.get("plan_file") else "'--arrays'", stdout=False)
     code = run_command(kind, problem, params)
     sys.exit(code)
 
@@ -206,7 +239,7 @@ class PerKindGroup(LazyGroup):
     """A group with one subcommand per solver, built on demand by ``factory(kind)`` ("module:function")."""
 
     def __init__(self, *args, factory: str, **kwargs):
-        super().__init__(*args, lazy=_solver_entries(), **kwargs)
+        super().__init__(*args, lazy=_kind_entries(), **kwargs)
         self.factory = factory
 
     def get_command(self, ctx, name):

@@ -245,6 +245,10 @@ def make_batch_command(kind: str) -> click.Command:
         solver_params.pop("verbose", None)
         if "-" in files:
             raise click.UsageError("'-' (stdin) cannot be one of the FILES of a batch; save it to a file.")
+        for option, value in (("--out-dir", out_dir), ("--resume", resume)):
+            if value == "-":
+                raise click.UsageError(f"'{option}' takes a directory; '-' is not one (without '--out-dir' the "
+                                       "solutions go to stdout, one JSON line each).")
         if scheduler and local_cluster:
             raise click.UsageError("Give either '--scheduler ADDRESS' or '--local-cluster N', not both.")
         if chunk and not (scheduler or local_cluster):

@@ -1,4 +1,4 @@
-"""Problem generators: ``optsolve gen KIND --family NAME [options] --seed S -o FILE``.
+"""Problem generators: ``optsolve gen KIND --family NAME [options] --seed S -o FILE|-``.
 
 Each solver's ``problems.FAMILIES`` maps a family name to a :class:`Family`: its
 parameters (which become command-line options) and a function
@@ -7,6 +7,8 @@ parameters (which become command-line options) and a function
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -53,8 +55,13 @@ def make_gen_command(kind: str) -> click.Command:
     def callback(family, seed, output, **given):
         import numpy as np
 
-        from optsolve.core.problem import save_problem
+        from optsolve.cli import check_writable
+        from optsolve.core.problem import EXTENSIONS, save_problem
 
+        check_writable(output, "'-o' / '--output'")
+        if output != "-" and os.path.splitext(output)[1].lower() not in EXTENSIONS:
+            raise click.BadParameter(f"{output!r} has an unknown extension; expected one of {', '.join(EXTENSIONS)} "
+                                     "(or '-' for JSON on stdout).", param_hint="'-o' / '--output'")
         fam = families[family]
         own = {p.name for p in fam.params}
         extra = [name for name, v in given.items() if v is not None and name not in own]
@@ -67,16 +74,23 @@ def make_gen_command(kind: str) -> click.Command:
             data = fam.generate(np.random.default_rng(seed), **values)
         except ValueError as exc:  # a combination of options the family cannot make
             raise click.UsageError(str(exc)) from None
-        save_problem(output, data)
-        sys.stderr.write(f"optsolve gen {kind}: wrote {output} (family {family}, seed {seed}, "
+        if output == "-":  # the JSON form, which `optsolve KIND -` reads on stdin
+            from optsolve.core.problem import _json_value
+
+            sys.stdout.write(json.dumps({k: _json_value(v) for k, v in data.items()}) + "\n")
+            sys.stdout.flush()
+        else:
+            save_problem(output, data)
+        where = "stdout (JSON)" if output == "-" else output
+        sys.stderr.write(f"optsolve gen {kind}: wrote {where} (family {family}, seed {seed}, "
                          + ", ".join(f"{k}={v}" for k, v in values.items()) + ")\n")
 
     params = [
         click.Option(["--family"], type=click.Choice(sorted(families)), required=True,
                      help="; ".join(f"{f.name}: {f.help}" for f in families.values())),
         click.Option(["--seed"], type=int, default=0, show_default=True, help="Random seed."),
-        click.Option(["-o", "--output"], required=True, metavar="FILE",
-                     help="Problem file to write (.npz, .json or .mat)."),
+        click.Option(["-o", "--output"], required=True, metavar="FILE|-",
+                     help="Problem file to write (.npz, .json or .mat; '-' for JSON on stdout)."),
     ]
     for name, p in specs.items():
         defaults = {fam: families[fam].defaults()[name] for fam in users[name]}

@@ -1,4 +1,4 @@
-"""``optsolve plot SOLUTION.json... -o FIG.png``: convergence histories side by side.
+"""``optsolve plot SOLUTION.json... -o FIG.png|FIG.pdf|FIG.svg|-``: convergence histories side by side.
 
 Reads the ``stats.history`` that ``--history`` records (see :mod:`optsolve.core.history`) from
 one or several solution documents and draws, with matplotlib (the ``plot`` extra), the
@@ -53,8 +53,30 @@ def _series(history: dict, key: str):
     return xs, ys
 
 
-def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, title: str | None = None) -> None:
-    """Write a PNG of ``width`` x ``height`` pixels: residual vs iteration (left) and vs time (right)."""
+FORMATS = ("png", "pdf", "svg")
+
+
+def figure_format(output: str, fmt: str | None) -> str:
+    """The format to write: ``fmt`` when given, else the extension of ``output`` (png for stdout, ``-``).
+    A usage error when the extension is not one of FORMATS or disagrees with ``fmt``."""
+    ext = "" if output == "-" else os.path.splitext(output)[1].lower().lstrip(".")
+    if fmt is not None:
+        if ext and ext != fmt:
+            raise click.BadParameter(f"{output!r} names a .{ext} file, but '--format {fmt}' asks for {fmt}; "
+                                     "give one or make them agree.", param_hint="'--format'")
+        return fmt
+    if output == "-":
+        return "png"
+    if ext not in FORMATS:
+        raise click.BadParameter(f"{output!r}: expected a file name ending in {', '.join('.' + f for f in FORMATS)} "
+                                 "(or '--format').", param_hint="'-o' / '--output'")
+    return ext
+
+
+def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, title: str | None = None,
+         fmt: str = "png") -> None:
+    """Write a figure of ``width`` x ``height`` pixels (at ``dpi``) in ``fmt`` (png, pdf, svg) to ``output``
+    (``-``: stdout's binary stream): residual vs iteration (left) and vs time (right)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -78,17 +100,25 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    write_atomic_with(output, lambda f: fig.savefig(f, format="png", dpi=dpi))
+    if output == "-":
+        stream = getattr(sys.stdout, "buffer", sys.stdout)
+        fig.savefig(stream, format=fmt, dpi=dpi)
+        stream.flush()
+    else:
+        write_atomic_with(output, lambda f: fig.savefig(f, format=fmt, dpi=dpi))
     plt.close(fig)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("solutions", nargs=-1, required=True, metavar="SOLUTION.json...")
-@click.option("-o", "--output", required=True, metavar="FIG.png", help="Where to write the PNG.")
+@click.option("-o", "--output", required=True, metavar="FIG.png|FIG.pdf|FIG.svg|-",
+              help="Where to write the figure, in the format its extension names ('-': stdout, see --format).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="png, pdf or svg [default: from the extension of --output; png for '-'].")
 @click.option("--width", type=click.IntRange(min=200), default=1200, show_default=True, help="Width in pixels.")
 @click.option("--height", type=click.IntRange(min=150), default=500, show_default=True, help="Height in pixels.")
 @click.option("--title", default=None, help="A title above both panels.")
-def plot(solutions, output, width, height, title):
+def plot(solutions, output, fmt, width, height, title):
     """Draw the convergence histories of solutions written with '--history'.
 
     Left: residual (or gap) against iterations; right: against elapsed time; a log scale for the residual, one
@@ -96,6 +126,10 @@ def plot(solutions, output, width, height, title):
     """
     from optsolve.cli import check_writable
 
+    fmt = figure_format(output, fmt)
+    if output == "-" and fmt != "svg" and sys.stdout.isatty():
+        raise click.BadParameter(f"'-' writes {fmt} bytes to stdout, which is a terminal; redirect it or name a "
+                                 "file.", param_hint="'-o' / '--output'")
     check_writable(output, "'-o' / '--output'")
     try:
         import matplotlib  # noqa: F401
@@ -108,6 +142,7 @@ def plot(solutions, output, width, height, title):
     except InputError as exc:
         sys.stderr.write(f"optsolve plot: error: {exc}\n")
         sys.exit(Status.INVALID_INPUT.exit_code)
-    draw(histories, output, width, height, title=title)
-    sys.stderr.write(f"optsolve plot: wrote {output} ({len(histories)} "
+    draw(histories, output, width, height, title=title, fmt=fmt)
+    where = f"stdout ({fmt})" if output == "-" else output
+    sys.stderr.write(f"optsolve plot: wrote {where} ({len(histories)} "
                      f"solution{'s' if len(histories) != 1 else ''})\n")

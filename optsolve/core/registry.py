@@ -15,8 +15,11 @@ A solver package ``optsolve.<kind>`` exposes:
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+import os
+import sys
 
 from optsolve.core.errors import ParameterError
 
@@ -58,19 +61,56 @@ def solver_module(kind: str, module: str):
 
 
 def load_user_function(spec: str, option: str):
-    """The user's function named ``module:function`` on the command line (``--<option>``): the module
-    is imported; a malformed name, an import failure or a missing function is a ParameterError.
-    Returns (function, module)."""
-    if not isinstance(spec, str) or spec.count(":") != 1 or not all(spec.split(":")):
-        raise ParameterError(f"The '--{option}' option must be 'module:function'; got {spec!r}.")
-    module, name = spec.split(":")
-    try:
-        mod = importlib.import_module(module)
-    except Exception as exc:  # the user's module: any import failure is theirs
-        raise ParameterError(f"The '--{option}' option names module {module!r}, which does not import "
-                             f"({type(exc).__name__}: {exc}).") from None
+    """The user's function named on the command line (``--<option>``) as ``module:function`` or
+    ``path/to/file.py:function``. A module is imported with the current directory first on the import
+    path (as ``python -m`` has it); a file (a name ending in ``.py`` or holding a path separator) is
+    loaded as a module from that path. A malformed name, a missing file, an import failure or a missing
+    function is a ParameterError. Returns (function, module)."""
+    if not isinstance(spec, str) or ":" not in spec or not all(spec.rsplit(":", 1)):
+        raise ParameterError(f"The '--{option}' option must be 'module:function' or 'file.py:function'; "
+                             f"got {spec!r}.")
+    target, name = spec.rsplit(":", 1)
+    if target.endswith(".py") or "/" in target or os.sep in target:
+        mod, what = _load_file(target, option), f"file {target!r}"
+    else:
+        mod, what = _import_from_cwd(target, option), f"module {target!r}"
     fn = getattr(mod, name, None)
     if not callable(fn):
-        raise ParameterError(f"The '--{option}' option names {name!r}, which module {module!r} does not define "
-                             "as a function.")
+        raise ParameterError(f"The '--{option}' option names {name!r}, which {what} does not define as a function.")
     return fn, mod
+
+
+def _import_from_cwd(module: str, option: str):
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # the user's module: any import failure is theirs
+        raise ParameterError(f"The '--{option}' option names module {module!r}, which does not import from "
+                             f"{cwd} ({type(exc).__name__}: {exc}).") from None
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def _load_file(path: str, option: str):
+    if not os.path.isfile(path):
+        found = "a directory" if os.path.isdir(path) else "no such file"
+        raise ParameterError(f"The '--{option}' option names file {path!r}: {found}.")
+    full = os.path.abspath(path)
+    # A private module name: loading by path never replaces a module imported by name.
+    name = "_optsolve_user_" + hashlib.sha256(full.encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(name, full)
+    if spec is None or spec.loader is None:
+        raise ParameterError(f"The '--{option}' option names file {path!r}, which cannot be loaded as a module.")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # as an import does, so that the module can refer to itself while it runs
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as exc:  # the user's file: any failure while it runs is theirs
+        sys.modules.pop(name, None)
+        raise ParameterError(f"The '--{option}' option names file {path!r}, which does not load "
+                             f"({type(exc).__name__}: {exc}).") from None
+    return mod

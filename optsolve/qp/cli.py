@@ -126,7 +126,7 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
     from optsolve.qp.problems import FAMILIES, SCHEMA, prepare
     from optsolve.qp.train import train_policy
 
-    check_writable(output, "'-o' / '--output'")
+    check_writable(output, "'-o' / '--output'", stdout=False)
     if family not in FAMILIES:
         raise click.BadParameter(f"unknown family {family!r}; expected one of {', '.join(sorted(FAMILIES))}.",
                                  param_hint="FAMILY")
