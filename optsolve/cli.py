@@ -100,7 +100,8 @@ def main():
     stdin) and writes one JSON document: the solution, statistics and a certificate
     that `optsolve verify` re-checks. Exit codes: 0 optimal, 1 internal error,
     2 usage, 3 infeasible, 4 unbounded, 5 max_iter/time_limit, 6 inaccurate or
-    numerical error, 7 invalid input, 130 interrupted.
+    numerical error, 7 invalid input; interrupted by a signal: 128 plus its number
+    (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), best iterate written.
     """
 
 

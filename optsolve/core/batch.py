@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import click
 
 from optsolve.core.result import Result, Status, dumps, worst_exit_code, write_atomic
+from optsolve.core.signals import deferred, handling, kill_children, signal_name
 
 BATCH_ONLY = ("files", "jobs", "out_dir", "order", "scheduler", "local_cluster", "resume", "chunk")
 
@@ -57,6 +59,15 @@ def _init_worker():
     from optsolve.core.progress import QUIET, configure_logging
 
     configure_logging(QUIET)
+
+
+def _init_pool_worker():
+    """A worker of the local pool: SIGINT, SIGTERM and SIGHUP (sent to a whole process group by
+    Ctrl-C or Slurm) are the parent's to act on: it stops the batch and kills the workers."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    _init_worker()
 
 
 def solve_one(kind: str, index: int, path: str, params: dict) -> Solved:
@@ -170,8 +181,9 @@ def run_batch(kind, files, params, jobs, out_dir, order, emit=None, resume=False
             pending[i] = path
 
     def done(solved: Solved):
-        pending.pop(solved.index, None)
-        deliver(finish(solved, outs[solved.index]))
+        with deferred():  # a signal waits until this file and its line are written whole
+            pending.pop(solved.index, None)
+            deliver(finish(solved, outs[solved.index]))
 
     if engine is not None:
         engine.run(kind, sorted(pending.items()), params, done)
@@ -186,25 +198,42 @@ def _run_pool(kind, pending: dict, params, jobs, done):
     suspects = False  # after a worker died, run the rest one at a time to find the culprit
     while pending:
         workers = 1 if suspects else max(1, min(jobs, len(pending)))
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker) as pool:
-            futures = {}
-            for i, path in sorted(pending.items()):
-                futures[pool.submit(solve_one, kind, i, path, params)] = i
-                if suspects:
-                    break
-            broken = False
-            for fut in cf.as_completed(futures):
-                i = futures[fut]
-                try:
-                    done(fut.result())
-                except cf.process.BrokenProcessPool as exc:
-                    broken = True
+        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_pool_worker) as pool:
+            try:
+                futures = {}
+                for i, path in sorted(pending.items()):
+                    futures[pool.submit(solve_one, kind, i, path, params)] = i
                     if suspects:
-                        done(died(kind, i, pending[i], params, str(exc) or "killed"))
-                except Exception as exc:
-                    done(died(kind, i, pending[i], params, f"{type(exc).__name__}: {exc}"))
-            if broken:
-                suspects = True
+                        break
+                broken = False
+                for fut in cf.as_completed(futures):
+                    i = futures[fut]
+                    try:
+                        done(fut.result())
+                    except cf.process.BrokenProcessPool as exc:
+                        broken = True
+                        if suspects:
+                            done(died(kind, i, pending[i], params, str(exc) or "killed"))
+                    except Exception as exc:
+                        done(died(kind, i, pending[i], params, f"{type(exc).__name__}: {exc}"))
+                if broken:
+                    suspects = True
+            except KeyboardInterrupt:  # Ctrl-C or a signal: no file starts, the running ones are dropped
+                _stop_pool(pool)
+                raise
+
+
+def _stop_pool(pool: cf.ProcessPoolExecutor) -> None:
+    """Cancel the files not started and kill the workers (a worker writes nothing: the parent does)."""
+    workers = list((getattr(pool, "_processes", None) or {}).values())  # pid -> Process (CPython's executor)
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in workers:
+        try:
+            process.kill()
+        except Exception:
+            pass
+    for process in workers:
+        process.join(10)
 
 
 def make_batch_command(kind: str) -> click.Command:
@@ -263,24 +292,31 @@ def make_batch_command(kind: str) -> click.Command:
         if out_dir:
             os.makedirs(out_dir, exist_ok=True)
         t0 = time.perf_counter()
-        engine = None
-        try:
-            if scheduler or local_cluster:
-                from optsolve.core.cluster import DaskEngine
+        engine = stopped = None
+        with handling(f"optsolve batch {kind}") as signals:
+            try:
+                with signals.raising():  # the first signal stops the batch (a second one stops it at once)
+                    if scheduler or local_cluster:
+                        from optsolve.core.cluster import DaskEngine
 
-                engine = DaskEngine(scheduler=scheduler, local_workers=local_cluster, chunk=chunk, kind=kind)
-            outcomes = run_batch(kind, list(files), solver_params, jobs,
-                                 out_dir, order, resume=bool(resume), engine=engine)
-        except KeyboardInterrupt:
-            sys.stderr.write("optsolve batch: interrupted.\n")
-            sys.exit(130)
-        finally:
-            if engine is not None:
-                engine.close()
+                        engine = DaskEngine(scheduler=scheduler, local_workers=local_cluster, chunk=chunk, kind=kind)
+                    outcomes = run_batch(kind, list(files), solver_params, jobs,
+                                         out_dir, order, resume=bool(resume), engine=engine)
+            except KeyboardInterrupt as exc:
+                stopped = getattr(exc, "signum", None) or signals.received or int(signal.SIGINT)
+            finally:
+                if engine is not None:
+                    engine.close()
+            if stopped is not None:
+                kill_children()  # whatever worker is left
+                sys.stderr.write(f"optsolve batch {kind}: stopped by {signal_name(stopped)}; the files finished "
+                                 "before it are written, the others are not.\n")
+                sys.exit(128 + stopped)
+            signal_code = signals.exit_code  # a signal after the last file
         counts: dict[str, int] = {}
         for o in outcomes:
             counts[o.status] = counts.get(o.status, 0) + 1
-        code = worst_exit_code(o.exit_code for o in outcomes)
+        code = signal_code or worst_exit_code(o.exit_code for o in outcomes)
         if not quiet or code != 0:
             detail = ", ".join(f"{n} {s}" for s, n in sorted(counts.items(), key=lambda kv: -kv[1]))
             where = "" if engine is None else f" on {engine.describe()}"

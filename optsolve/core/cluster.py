@@ -78,6 +78,9 @@ class DaskEngine:
             self.close()
             what = f"connect to the Dask scheduler {scheduler!r}" if scheduler else "start a local Dask cluster"
             raise click.UsageError(f"cannot {what} ({exc}).") from None
+        except KeyboardInterrupt:  # Ctrl-C or a signal while starting: leave nothing running
+            self.close()
+            raise
 
     def describe(self) -> str:
         return self.where if self.cluster is not None else f"the Dask cluster at {self.where}"

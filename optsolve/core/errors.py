@@ -46,3 +46,30 @@ def positive_option(name: str, value) -> float | None:
     if not (x > 0 and math.isfinite(x)):
         raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {x!r}.")
     return x
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP during a command (:mod:`optsolve.core.signals`).
+
+    A KeyboardInterrupt, so the solvers' ``except KeyboardInterrupt`` return their best iterate
+    (status ``interrupted``) as they do for Ctrl-C; the exit code is 128 + the signal number.
+    """
+
+    status = "interrupted"
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"

@@ -56,7 +56,7 @@ EXIT_CODES = {
     Status.OPTIMAL_INACCURATE: 6,
     Status.NUMERICAL_ERROR: 6,
     Status.INVALID_INPUT: 7,
-    Status.INTERRUPTED: 130,
+    Status.INTERRUPTED: 130,  # the command line exits 128 + the signal's number (optsolve.core.signals)
 }
 USAGE_EXIT_CODE = 2
 

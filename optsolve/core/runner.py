@@ -18,6 +18,7 @@ from optsolve.core.problem import file_label, read_raw
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
 from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
+from optsolve.core.signals import handling, signal_name
 
 # Options every solve command has that are about output, not about the solve.
 OUTPUT_OPTIONS = ("output", "arrays", "quiet", "verbose")
@@ -117,13 +118,36 @@ def run_command(kind: str, problem: str, params: dict) -> int:
     verbosity = verbosity_of(params.pop("quiet", False), params.pop("verbose", 0))
     configure_logging(verbosity)
     progress = Progress(label=kind, verbosity=verbosity)
-    result = solve_file(kind, problem, params, progress=progress)
+    with handling(f"optsolve {kind}") as signals:
+        result = solve_interruptible(signals, kind, problem, params, progress)
+        with signals.deferred():  # a signal now waits until the document and the line are out whole
+            if signals.received is not None and result.status is Status.INTERRUPTED:
+                result.add_message(signals.describe())
+            try:
+                write_result(result, output, arrays)
+            except OSError as exc:
+                sys.stderr.write(f"optsolve {kind}: error: cannot write the result ({exc}).\n")
+                return Status.INTERNAL_ERROR.exit_code
+            code = signals.exit_code or result.exit_code
+            line = summary_line(kind, result)
+            if code != 0 or verbosity > QUIET:
+                if signals.received is not None and result.status is not Status.INTERRUPTED:
+                    line += f" ({signal_name(signals.received)} received after the solve)"
+                sys.stderr.write(line + "\n")
+    return signals.exit_code or result.exit_code
+
+
+def solve_interruptible(signals, kind: str, problem: str, params: dict, progress: Progress) -> Result:
+    """:func:`solve_file`, where the first SIGINT, SIGTERM or SIGHUP interrupts the solve as Ctrl-C
+    does (the solver returns its best iterate, status interrupted)."""
+    result = None
     try:
-        write_result(result, output, arrays)
-    except OSError as exc:
-        sys.stderr.write(f"optsolve {kind}: error: cannot write the result ({exc}).\n")
-        return Status.INTERNAL_ERROR.exit_code
-    line = summary_line(kind, result)
-    if result.exit_code != 0 or verbosity > QUIET:
-        sys.stderr.write(line + "\n")
-    return result.exit_code
+        with signals.raising():
+            result = solve_file(kind, problem, params, progress=progress)
+    except KeyboardInterrupt:  # the signal came as the solve returned, outside the solver's own handling
+        pass
+    if result is None:
+        result = Result(kind, params.get("method"), Status.INTERRUPTED,
+                        "Interrupted before a first iterate was available.",
+                        problem=ProblemInfo(path=None if problem == "-" else problem))
+    return result

@@ -175,13 +175,14 @@ class GreedyOrder:
 
 
 def lazy_greedy(fn, groups, G: int, target: float, admissible=None, max_size: int | None = None,
-                budget: _Budget | None = None, order: GreedyOrder | None = None) -> list:
+                budget: _Budget | None = None, order: GreedyOrder | None = None, into: list | None = None) -> list:
     """Greedy with lazy evaluations from the empty set: add the admissible element of largest
     marginal gain until f reaches ``target``, ``max_size`` elements, or no positive gain is left
-    (``order``: the unconstrained greedy order, replayed while it is admissible)."""
+    (``order``: the unconstrained greedy order, replayed while it is admissible; ``into``: an
+    empty list the picks are appended to, which the caller keeps when interrupted)."""
     fn.reset()
     counts = np.zeros(G, dtype=np.int64)
-    selected = []
+    selected = [] if into is None else into
     max_size = fn.n if max_size is None else max_size
 
     def done():
@@ -331,41 +332,48 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
             def fsm(fn, admissible, k, lo, hi, target, budget):
                 return lazy_greedy(fn, groups, cp.G, target, admissible, k, budget, order)
     run = CoverRun([], 0.0, 0)
-    for b in _betas(beta, eps):
-        kappa, seen = 1.0 + alpha, None
-        while True:
-            k = max(1, int(math.floor(kappa + 1e-9)))
-            lo = np.floor(cp.p * kappa + 1e-9).astype(np.int64) * b
-            hi = np.ceil(cp.q * kappa - 1e-9).astype(np.int64) * b
-            key = (k, lo.tobytes(), hi.tobytes())
-            if key != seen:
-                seen = key
-                run.rounds += 1
-                S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
-                trace(run.rounds, deficit(fn.value, target), evaluations=total_calls(), measure=DEFICIT_MEASURE,
-                      evaluations_of="f (oracle calls)", kappa=kappa, beta=b, size=len(S))
-                if reached(fn.value, target):
-                    before = len(S)
-                    fixed = repair(fn, cp, S, budget)
-                    if fixed is not None and reached(fn.value, target):
-                        run.repaired = len(fixed) - before
-                        if finish is not None:
-                            fixed = finish(fn, fixed, target)
-                        run.selected, run.value, run.kappa, run.beta = fixed, fn.value, kappa, b
-                        run.calls = total_calls()
-                        return run
-            if budget.out():
-                run.status, run.message = "time_limit", "The time limit stopped the search before a fair cover was found."
-                run.calls = total_calls()
-                return run
-            if max_rounds is not None and run.rounds >= max_rounds:
-                run.status = "max_iter"
-                run.message = f"{run.rounds} guesses of the optimum's size (--max-iter) found no fair cover."
-                run.calls = total_calls()
-                return run
-            if k >= cp.n:  # every fair set fits the constraints of this guess
-                break
-            kappa *= 1.0 + alpha
+    try:
+        for b in _betas(beta, eps):
+            kappa, seen = 1.0 + alpha, None
+            while True:
+                k = max(1, int(math.floor(kappa + 1e-9)))
+                lo = np.floor(cp.p * kappa + 1e-9).astype(np.int64) * b
+                hi = np.ceil(cp.q * kappa - 1e-9).astype(np.int64) * b
+                key = (k, lo.tobytes(), hi.tobytes())
+                if key != seen:
+                    seen = key
+                    run.rounds += 1
+                    S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
+                    trace(run.rounds, deficit(fn.value, target), evaluations=total_calls(), measure=DEFICIT_MEASURE,
+                          evaluations_of="f (oracle calls)", kappa=kappa, beta=b, size=len(S))
+                    if reached(fn.value, target):
+                        before = len(S)
+                        fixed = repair(fn, cp, S, budget)
+                        if fixed is not None and reached(fn.value, target):
+                            run.repaired = len(fixed) - before
+                            if finish is not None:
+                                fixed = finish(fn, fixed, target)
+                            run.selected, run.value, run.kappa, run.beta = fixed, fn.value, kappa, b
+                            run.calls = total_calls()
+                            return run
+                if budget.out():
+                    run.status = "time_limit"
+                    run.message = "The time limit stopped the search before a fair cover was found."
+                    run.calls = total_calls()
+                    return run
+                if max_rounds is not None and run.rounds >= max_rounds:
+                    run.status = "max_iter"
+                    run.message = f"{run.rounds} guesses of the optimum's size (--max-iter) found no fair cover."
+                    run.calls = total_calls()
+                    return run
+                if k >= cp.n:  # every fair set fits the constraints of this guess
+                    break
+                kappa *= 1.0 + alpha
+    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): no fair cover yet
+        run.status = "interrupted"
+        run.message = f"Interrupted after {run.rounds} guesses of the optimum's size; no fair cover found yet."
+        run.calls = total_calls()
+        return run
     run.status = "max_iter"
     run.message = (f"No fair set reaching {'(1 - eps) tau' if bicriteria else 'tau'} = {target:.6g} was found "
                    f"(largest fair size {largest}); the threshold may be unreachable with these proportions "
@@ -376,11 +384,18 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
 
 def unfair_greedy(cp: CoverProblem, fn, deadline: float | None = None) -> CoverRun:
     """The classic greedy submodular cover (no fairness), with lazy evaluations."""
-    S = lazy_greedy(fn, cp.groups, cp.G, cp.tau, None, cp.n, _Budget(deadline))
+    S, interrupted = [], False
+    try:
+        lazy_greedy(fn, cp.groups, cp.G, cp.tau, None, cp.n, _Budget(deadline), into=S)
+    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the set so far is the iterate
+        interrupted = True
     run = CoverRun(S, fn.value, fn.calls)
     trace(1, deficit(fn.value, cp.tau), evaluations=fn.calls, measure=DEFICIT_MEASURE, evaluations_of="f (oracle calls)",
           size=len(S))
-    if not reached(fn.value, cp.tau):
+    if interrupted:
+        run.status = "interrupted"
+        run.message = f"Interrupted: greedy stopped at {len(S)} elements, f(S) = {fn.value:.6g} (tau = {cp.tau:.6g})."
+    elif not reached(fn.value, cp.tau):
         run.status = "time_limit" if _Budget(deadline).out() else "max_iter"
         run.message = f"Greedy stopped at f(S) = {fn.value:.6g} < tau = {cp.tau:.6g}."
     return run

@@ -184,6 +184,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     settings = {"alpha": alpha, "refine": int(refine), "seed": seed}
     stats = {"m": kp.m, "d": kp.d, "k": kp.k}
     messages = []
+    status = Status.OPTIMAL
     if method == "lloyd":
         from sklearn.cluster import KMeans
 
@@ -241,10 +242,15 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             if history_active() is not None:  # the estimate's cost, before the Lloyd steps
                 trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
 
-            km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
-                np.asarray(kp.X, dtype=float))
-            centres = km.cluster_centers_
-            stats["refine_iterations"] = int(km.n_iter_)
+            try:
+                km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
+                    np.asarray(kp.X, dtype=float))
+            except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
+                status = Status.INTERRUPTED
+                messages.append("Interrupted during the Lloyd steps of '--refine': the centres are the estimate's.")
+            else:
+                centres = km.cluster_centers_
+                stats["refine_iterations"] = int(km.n_iter_)
     if empty:
         messages.append(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} centres).")
     assignment, dist = assign(kp.X, centres)
@@ -255,7 +261,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     stats.update({"alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
                                                                                      minlength=centres.shape[0])})
     stats["time_s"] = {"solve": time.perf_counter() - t0}
-    result = Result("kmeans", method, Status.OPTIMAL, " ".join(messages), problem=problem.info(m=kp.m, d=kp.d, k=kp.k),
+    result = Result("kmeans", method, status, " ".join(messages), problem=problem.info(m=kp.m, d=kp.d, k=kp.k),
                     objective=cost, solution={"centres": centres.tolist(), "assignment": assignment},
                     stats=stats, settings=settings)
     t = time.perf_counter()

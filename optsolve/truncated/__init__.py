@@ -26,7 +26,7 @@ from optsolve.truncated.problems import SCHEMA, prepare
 DEFAULT_METHOD = "newton"
 METHODS = ("newton", "psgd", "dgtz", "naive")
 STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": Status.MAX_ITER,
-         "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR}
+         "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
 
 
 def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter):

@@ -149,40 +149,44 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
     doubled, ess, dec, settled, bound_hits = 0, 0.0, np.inf, 0, 0
     stop, reason = "max_batches", f"stopped after {MAX_POOLS} batches"
     pool = None
-    for k in range(MAX_POOLS):
-        if deadline is not None and time.monotonic() > deadline:
-            stop, reason = "time_limit", "the time limit was reached"
-            break
-        N = 1 << int(math.ceil(math.log2(1.2 * need / max(rate, sampler.floor))))  # Sobol points come in powers of 2
-        try:
-            pools.draw(theta, N)
-        except STOPPED as exc:
-            stop, reason = stop_of(exc)
-            break
-        pool = pools.pool(len(pools.batches) - settled)
-        theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol)
-        ess = pool.ess(family, theta)
-        rate = max(pool.survival(family, theta)[0], 0.25 * pools.batches[-1][2].shape[0] / N)
-        history.append({"batch": k, "proposals": N, "accepted": int(pools.batches[-1][2].shape[0]), "ess": ess,
-                        "newton_steps": steps, "decrement": dec, "stop": why, "oracle_calls": oracle.calls})
-        trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
-              evaluations_of="membership oracle", ess=float(ess), accepted=int(pools.batches[-1][2].shape[0]))
-        if progress is not None:
-            progress.update(k, proposals=N, accepted=int(pools.batches[-1][2].shape[0]), ess=float(ess),
-                            newton_steps=steps, decrement=float(dec), stop=why)
-        bound_hits = bound_hits + 1 if why == "bound" else 0
-        if bound_hits == 2:  # two batches in a row stop at the bound: the constrained optimum is on it
-            R *= 2.0
-            doubled += 1
-            bound_hits = 0
-            notes.append(f"the bound L(theta) <= L(theta0) + R was active: R doubled to {R:.3g}")
-        if why != "converged":
-            settled = len(pools.batches)  # the estimate moved: the batches so far describe another theta
-            continue
-        if ess >= target:
-            stop, reason = "converged", ""
-            break
-        need = int(min(4.0 * ess, max(need, target - ess)))
+    try:
+        for k in range(MAX_POOLS):
+            if deadline is not None and time.monotonic() > deadline:
+                stop, reason = "time_limit", "the time limit was reached"
+                break
+            # Sobol points come in powers of 2
+            N = 1 << int(math.ceil(math.log2(1.2 * need / max(rate, sampler.floor))))
+            try:
+                pools.draw(theta, N)
+            except STOPPED as exc:
+                stop, reason = stop_of(exc)
+                break
+            pool = pools.pool(len(pools.batches) - settled)
+            theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol)
+            ess = pool.ess(family, theta)
+            rate = max(pool.survival(family, theta)[0], 0.25 * pools.batches[-1][2].shape[0] / N)
+            history.append({"batch": k, "proposals": N, "accepted": int(pools.batches[-1][2].shape[0]), "ess": ess,
+                            "newton_steps": steps, "decrement": dec, "stop": why, "oracle_calls": oracle.calls})
+            trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
+                  evaluations_of="membership oracle", ess=float(ess), accepted=int(pools.batches[-1][2].shape[0]))
+            if progress is not None:
+                progress.update(k, proposals=N, accepted=int(pools.batches[-1][2].shape[0]), ess=float(ess),
+                                newton_steps=steps, decrement=float(dec), stop=why)
+            bound_hits = bound_hits + 1 if why == "bound" else 0
+            if bound_hits == 2:  # two batches in a row stop at the bound: the constrained optimum is on it
+                R *= 2.0
+                doubled += 1
+                bound_hits = 0
+                notes.append(f"the bound L(theta) <= L(theta0) + R was active: R doubled to {R:.3g}")
+            if why != "converged":
+                settled = len(pools.batches)  # the estimate moved: the batches so far describe another theta
+                continue
+            if ess >= target:
+                stop, reason = "converged", ""
+                break
+            need = int(min(4.0 * ess, max(need, target - ess)))
+    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate so far
+        stop, reason = "interrupted", "interrupted"
     return {"theta": theta, "theta0": theta0, "alpha0": alpha0, "radius": R, "radius_doublings": doubled,
             "ess": ess, "decrement": dec, "batches": history, "samples_drawn": sampler.accepted, "notes": notes,
             "stop": stop, "reason": reason}

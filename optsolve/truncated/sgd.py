@@ -88,37 +88,41 @@ def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epo
 
     ones = np.full(batch, 1.0 / batch)
     stop, reason = "converged", ""
-    for t in range(steps):
-        if deadline is not None and t % 100 == 0 and time.monotonic() > deadline:
-            stop, reason = "time_limit", "the time limit was reached"
-            break
-        rows = rng.integers(0, n, size=batch)
-        try:
-            ys, _ = sampler.accepted_draws(theta, batch)
-        except STOPPED as exc:
-            stop, reason = stop_of(exc)
-            break
-        g = family.matrix_gradient(family.moments(ys, ones) - family.moments(Z[rows], ones))
-        if method == "psgd":
-            step = theta - 0.1 * g
-            theta = _project_segment(family, theta0, step, inside)
-            if radius is None and theta is not step:  # the region was active: it grows, up to R = 10
-                R = min(PSGD_MAX_RADIUS, 1.1 * R)
-        else:
-            theta = theta - g / (0.25 * (t + 100))
-            step = theta - theta0
-            norm = float(np.linalg.norm(step))
-            if norm > ball:
-                theta = theta0 + step * (ball / norm)
-            theta = _clip_spectrum(family, theta)
-        if t >= steps // 2:
-            avg += theta
-            counted += 1
-        if t % 100 == 0:
-            if progress is not None:
-                progress.update(t, oracle_calls=oracle.calls)
-            trace(t, float(np.linalg.norm(g)), evaluations=oracle.calls, measure="norm of the stochastic gradient",
-                  evaluations_of="membership oracle")
+    t = -1
+    try:
+        for t in range(steps):
+            if deadline is not None and t % 100 == 0 and time.monotonic() > deadline:
+                stop, reason = "time_limit", "the time limit was reached"
+                break
+            rows = rng.integers(0, n, size=batch)
+            try:
+                ys, _ = sampler.accepted_draws(theta, batch)
+            except STOPPED as exc:
+                stop, reason = stop_of(exc)
+                break
+            g = family.matrix_gradient(family.moments(ys, ones) - family.moments(Z[rows], ones))
+            if method == "psgd":
+                step = theta - 0.1 * g
+                theta = _project_segment(family, theta0, step, inside)
+                if radius is None and theta is not step:  # the region was active: it grows, up to R = 10
+                    R = min(PSGD_MAX_RADIUS, 1.1 * R)
+            else:
+                theta = theta - g / (0.25 * (t + 100))
+                step = theta - theta0
+                norm = float(np.linalg.norm(step))
+                if norm > ball:
+                    theta = theta0 + step * (ball / norm)
+                theta = _clip_spectrum(family, theta)
+            if t >= steps // 2:
+                avg += theta
+                counted += 1
+            if t % 100 == 0:
+                if progress is not None:
+                    progress.update(t, oracle_calls=oracle.calls)
+                trace(t, float(np.linalg.norm(g)), evaluations=oracle.calls, measure="norm of the stochastic gradient",
+                      evaluations_of="membership oracle")
+    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the average so far
+        stop, reason = "interrupted", "interrupted"
     theta = avg / counted if counted else theta
     if method == "dgtz":
         theta = _clip_spectrum(family, theta)
