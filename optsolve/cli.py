@@ -205,11 +205,20 @@ def verify(ctx, problem, solution, output, quiet, oracle, operator):
     Exit code 0 when every check holds, 6 when one fails, 7 when a file is unreadable, 2 for an
     option the solution's command does not have.
     """
+    from optsolve.core.signals import handling
     from optsolve.core.verify import run_verify
 
     extra = list(ctx.args)
-    sys.exit(run_verify(problem, solution, output, quiet, oracle=oracle, operator=operator,
-                        parse_options=lambda kind: _verify_limit_options(kind, extra)))
+    with handling("optsolve verify") as signals:
+        try:
+            with signals.raising():
+                code = run_verify(problem, solution, output, quiet, oracle=oracle, operator=operator,
+                                  parse_options=lambda kind: _verify_limit_options(kind, extra))
+        except KeyboardInterrupt:
+            sys.stderr.write(f"optsolve verify: interrupted ({signals.describe() or 'Ctrl-C'}); no report "
+                             "written.\n")
+            code = signals.exit_code or 130
+    sys.exit(code)
 
 
 def _verify_limit_options(kind: str, args: list) -> dict:
