@@ -34,7 +34,7 @@ DEFAULT_PCG = "plain"  # fewer CG iterations and less time than "discounted" in 
 DTYPES = ("auto", "float32", "float64")
 
 
-def _emd(ot, s, backend, progress):
+def _emd(ot, s, backend, progress, deadline):
     from optsolve.ot.emd import solve_emd
 
     if backend.device != "cpu":
@@ -42,14 +42,14 @@ def _emd(ot, s, backend, progress):
     return solve_emd(ot.a, ot.b, ot.C, max_iter=s["max_iter"])
 
 
-def _sinkhorn(ot, s, backend, progress):
+def _sinkhorn(ot, s, backend, progress, deadline):
     from optsolve.ot.sinkhorn import solve_sinkhorn
 
     return solve_sinkhorn(ot.a, ot.b, ot.C, reg=s["reg"], tol=s["tol"], max_iter=s["max_iter"],
-                          time_limit=s["time_limit"], backend=backend, progress=progress)
+                          time_limit=s["time_limit"], backend=backend, progress=progress, deadline=deadline)
 
 
-def _tnt(ot, s, backend, progress):
+def _tnt(ot, s, backend, progress, deadline):
     from optsolve.ot.tnt import solve_tnt
 
     gap_fn = None
@@ -58,7 +58,8 @@ def _tnt(ot, s, backend, progress):
 
     res = solve_tnt(ot, gamma_f=s["gamma"], tol=s["tol"], pcg_mode=s["pcg"],
                     dtype=np.dtype(s["dtype"]), max_iter=s["max_iter"], time_limit=s["time_limit"],
-                    target_gap=s["target_gap"], gap_fn=gap_fn, backend=backend, progress=progress)
+                    target_gap=s["target_gap"], gap_fn=gap_fn, backend=backend, progress=progress,
+                    deadline=deadline)
     s["reg"] = res.reg
     rounded = getattr(gap_fn, "last", None)  # the returned stage was rounded for the gap test: reuse it
     if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
@@ -118,8 +119,12 @@ def _choice(name: str, value, choices):
 
 
 def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, time_limit, pcg, dtype, backend,
-                     low_memory=False):
-    """Check the options and fill in defaults that depend on the problem (max C) and the device."""
+                     low_memory=False, feas_tol=None, objective_rtol=None, objective_atol=None, lp_tol=None):
+    """Check the options and fill in defaults that depend on the problem (max C) and the device.
+
+    The certificate's limits (:data:`optsolve.ot.certificate.LIMITS`) are recorded with the rest, so
+    that ``optsolve verify`` can tell a document judged by looser ones."""
+    from optsolve.ot.certificate import LIMITS
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     reg, gamma = positive_option("reg", reg), positive_option("gamma", gamma)
@@ -149,17 +154,23 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     elif dtype == "float32" and (target_gap is not None or gamma > FLOAT32_MAX_GAMMA):
         get_logger().warning(f"float32 beyond gamma = {FLOAT32_MAX_GAMMA:g} may fail the line search; the solver "
                              "then falls back to the last stage that succeeded.")
+    given = {"feas_tol": feas_tol, "objective_rtol": objective_rtol, "objective_atol": objective_atol,
+             "lp_tol": lp_tol}
+    limits = {lim.name: positive_option(lim.name.replace("_", "-"), given[lim.name]) or lim.default
+              for lim in LIMITS if lim.name in given}
     return {"method": method, "reg": reg, "gamma": gamma if method in ENTROPIC else None,
             "target_gap": target_gap, "tol": positive_option("tol", tol) or DEFAULT_TOL[method],
             "max_iter": int(max_iter) if max_iter is not None else DEFAULT_MAX_ITER[method],
             "time_limit": positive_option("time-limit", time_limit), "pcg": pcg if method == "tnt" else None,
-            "dtype": dtype, "device": backend.device}
+            "dtype": dtype, "device": backend.device, **limits}
 
 
 def solve_problem(problem, *, method: str | None = None, reg: float | None = None, gamma: float | None = None,
                   target_gap: float | None = None, tol: float | None = None, pcg: str = DEFAULT_PCG,
                   dtype: str = "auto", normalize: bool = False, low_memory: bool | None = None,
                   block_size: int | None = None, plan_threshold: float | None = None,
+                  feas_tol: float | None = None, objective_rtol: float | None = None,
+                  objective_atol: float | None = None, lp_tol: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
                   seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.ot.problems.SCHEMA`); the certificate is attached.
@@ -168,11 +179,19 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     its entries above the threshold (in low-memory mode computed only when written).
     ``low_memory``: never build the n x m cost (point clouds; None: when the dense path
     would not fit in memory), reading it in blocks of ``block_size`` columns.
+    ``feas_tol``, ``objective_rtol``, ``objective_atol``, ``lp_tol``, ``target_gap``, ``normalize``:
+    the limits the certificate is judged by (:data:`optsolve.ot.certificate.LIMITS`).
+    ``time_limit`` bounds the whole call, rounding and certificate included
+    (:mod:`optsolve.ot.deadline`); ``emd`` cannot be stopped and ignores it.
     """
     from optsolve.ot import certificate
+    from optsolve.ot.deadline import Deadline
     from optsolve.ot.rounding import round_problem
 
+    deadline = Deadline.after(positive_option("time-limit", time_limit))
     method = method or DEFAULT_METHOD
+    if method not in METHODS:
+        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     backend = get_backend(device)
     if method == "emd" and device in (None, "auto") and backend.device != "cpu":
         backend = get_backend("cpu")
@@ -180,21 +199,26 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         raise ParameterError(f"The '--block-size' option must be a positive integer; got {block_size!r}.")
     if plan_threshold is not None and not (float(plan_threshold) >= 0):
         raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
+    if low_memory and method != "tnt":
+        raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
+                             "'--method tnt'.")
     t0 = time.perf_counter()
-    ot = prepare(problem, normalize=normalize, low_memory=low_memory, block_size=block_size)
+    ot = prepare(problem, normalize=normalize, low_memory=low_memory if method == "tnt" else False,
+                 block_size=block_size, use=method)
     if ot.low_memory and block_size is None and backend.device == "gpu":
         from optsolve.ot.problems import auto_block
 
         ot.block = auto_block(ot.n, ot.m, xp=backend.xp)
-    if method not in (None, "tnt") and ot.grid is not None:
-        ot.C = ot.dense_cost()  # POT's solvers take the matrix
+    if method != "tnt" and ot.grid is not None:
+        ot.C = ot.dense_cost(method)  # POT's solvers take the matrix
     s = resolve_settings(method, ot.max_cost(), reg=reg, gamma=gamma, target_gap=target_gap, tol=tol,
                          max_iter=max_iter, time_limit=time_limit, pcg=pcg, dtype=dtype, backend=backend,
-                         low_memory=ot.low_memory)
+                         low_memory=ot.low_memory, feas_tol=feas_tol, objective_rtol=objective_rtol,
+                         objective_atol=objective_atol, lp_tol=lp_tol)
     s.update(seed=seed, normalize=bool(normalize), low_memory=ot.low_memory,
              block_size=ot.block if ot.low_memory else None, plan_threshold=plan_threshold)
     t_prep = time.perf_counter()
-    out = METHODS[method](ot, s, backend, progress)
+    out = METHODS[method](ot, s, backend, progress, deadline)
     t_solve = time.perf_counter()
 
     if method in ENTROPIC:
@@ -237,17 +261,22 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         elif result.status is Status.INTERRUPTED:
             result.add_message(f"Interrupted{rounded}.")
     t_cert = time.perf_counter()
+    limits = {lim.name: s.get(lim.name) for lim in certificate.LIMITS}
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=objective,
-                                                settings=s))
+                                                settings=s, limits=limits, status=result.status.value))
     stats["time_s"]["certificate"] = time.perf_counter() - t_cert
+    if deadline.end is not None:
+        stats["deadline"] = dict(deadline.report(), solver_stopped_s=t_solve - deadline.start,
+                                 finished_s=deadline.elapsed())
     return result
 
 
 def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METHOD, reg: float | None = None,
           gamma: float | None = None, target_gap: float | None = None, tol: float | None = None,
           pcg: str = DEFAULT_PCG, dtype: str = "auto", normalize: bool = False, low_memory: bool | None = None,
-          block_size: int | None = None, plan_threshold: float | None = None, max_iter: int | None = None,
-          time_limit: float | None = None,
+          block_size: int | None = None, plan_threshold: float | None = None, feas_tol: float | None = None,
+          objective_rtol: float | None = None, objective_atol: float | None = None, lp_tol: float | None = None,
+          max_iter: int | None = None, time_limit: float | None = None,
           device: str = "auto", seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Optimal transport between masses ``a`` and ``b`` with cost ``C`` (or points ``x``, ``y`` and ``cost``).
 
@@ -258,8 +287,9 @@ def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METH
     problem = SCHEMA.validate(raw, source="Problem data")
     return solve_problem(problem, method=method, reg=reg, gamma=gamma, target_gap=target_gap, tol=tol, pcg=pcg,
                          dtype=dtype, normalize=normalize, low_memory=low_memory, block_size=block_size,
-                         plan_threshold=plan_threshold, max_iter=max_iter, time_limit=time_limit, device=device, seed=seed,
-                         progress=progress)
+                         plan_threshold=plan_threshold, feas_tol=feas_tol, objective_rtol=objective_rtol,
+                         objective_atol=objective_atol, lp_tol=lp_tol, max_iter=max_iter, time_limit=time_limit,
+                         device=device, seed=seed, progress=progress)
 
 
 __all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

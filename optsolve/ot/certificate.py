@@ -6,13 +6,20 @@ The plan is rebuilt from the solution document: a sparse list of entries
 rank-one term ``err_a err_b^T / |err_a|_1`` with ``err_a = a - K 1``,
 ``err_b = b - K^T 1`` (Altschuler, Weed and Rigollet 2017).
 
-Checks: L1 marginal error and nonnegativity of the plan; its cost ``U = <C, P>``
+Checks: L1 marginal error and negative mass of the plan; its cost ``U = <C, P>``
 against the reported objective; an LP dual lower bound ``D`` from the potentials by
 c-transforms (``g~_j = min_i C_ij - f_i`` makes ``(f, g~)`` dual feasible for any f,
 and ``f~_i = min_j C_ij - g~_j >= f_i`` keeps it so: ``D = <f~, a> + <g~, b>`` is a
-valid lower bound) against the reported ``dual_bound``; the certified gap ``U - D``. For the exact method, also the LP
-optimality conditions of the reported pair (f, g): dual feasibility and
-complementary slackness.
+valid lower bound) against the reported ``dual_bound``; weak duality ``D <= U`` up to the
+plan's own infeasibility; the certified gap ``U - D``. An explicit (``coo``) plan claimed
+optimal is an LP optimum: the reported pair (f, g) must also be dual feasible and
+complementary to the plan, and the gap must vanish.
+
+Every tolerance is a :data:`LIMITS` entry (the ``optsolve ot`` option of the same name), and
+every comparison of costs has a relative part and an absolute floor of ``objective_atol``
+times the cost scale ``max C`` (1 when C = 0), so costs of any magnitude and a zero optimum
+are judged alike. What was solved (method, gamma, reg, tol) is reported, never trusted:
+which checks apply depends on the plan's format and the claimed status only.
 """
 
 from __future__ import annotations
@@ -22,26 +29,61 @@ import math
 import numpy as np
 
 from optsolve.core.backend import exp_flush
-from optsolve.core.result import Certificate, Check, solution_vector
-from optsolve.ot.problems import prepare
+from optsolve.core.result import Certificate, Check, Limit, solution_vector
+from optsolve.ot.problems import MASS_RTOL, prepare
 
-MARGINAL_LIMIT = 1e-8
-NONNEG_LIMIT = 1e-12
-MATCH_RTOL = 1e-9
-EXACT_GAP_RTOL = 1e-9  # methods that claim the LP optimum
+FEAS_TOL = 1e-8
+OBJECTIVE_RTOL = 1e-9
+OBJECTIVE_ATOL = 1e-12
+LP_TOL = 1e-9
+
+LIMITS = (
+    Limit("feas_tol", FEAS_TOL, "larger",
+          "L1 marginal error plus negative mass of the plan, per unit mass"),
+    Limit("objective_rtol", OBJECTIVE_RTOL, "larger",
+          "relative tolerance between reported and recomputed costs (objective, dual bound)"),
+    Limit("objective_atol", OBJECTIVE_ATOL, "larger",
+          "absolute floor of every cost comparison, as a fraction of max C (costs per unit mass)"),
+    Limit("lp_tol", LP_TOL, "larger",
+          "an explicit (coo) plan claimed optimal: dual infeasibility and complementary slackness "
+          "relative to max C, and the gap relative to the cost"),
+    Limit("target_gap", None, "larger",
+          "the certified relative gap (U - D)/U an optimal claim must meet; unset: reported, not judged"),
+    Limit("normalize", False, "larger",
+          "judge the problem with a and b scaled each to unit mass (required when their sums differ)"),
+)
+# A balanced transport problem with finite costs is feasible (the product plan a b^T) and bounded.
+CLAIMS = ("optimal",)
+
+def _indices(values, size: int, what: str) -> np.ndarray:
+    idx = np.asarray(values)
+    if idx.dtype.kind == "f":
+        if not np.all(np.isfinite(idx)) or np.any(idx != np.round(idx)):
+            raise ValueError(f"plan {what!r} holds entries that are not integers")
+    elif idx.size and idx.dtype.kind not in "iu":
+        raise ValueError(f"plan {what!r} must hold integers; found {idx.dtype} values")
+    idx = idx.astype(np.int64).ravel()
+    if idx.size and (idx.min() < 0 or idx.max() >= size):
+        raise ValueError(f"plan {what!r} holds indices outside [0, {size})")
+    return idx
 
 
 def _coo_plan(spec: dict, n: int, m: int):
     import scipy.sparse as sp
 
-    row = np.asarray(spec["row"], dtype=np.int64)
-    col = np.asarray(spec["col"], dtype=np.int64)
-    val = np.asarray(spec["value"], dtype=np.float64)
+    row = _indices(spec["row"], n, "row")
+    col = _indices(spec["col"], m, "col")
+    val = np.asarray(spec["value"], dtype=np.float64).ravel()
     if not (row.shape == col.shape == val.shape):
         raise ValueError("plan 'row', 'col' and 'value' differ in length")
-    if row.size and (row.min() < 0 or row.max() >= n or col.min() < 0 or col.max() >= m):
-        raise ValueError("plan indices out of range")
     return sp.csc_matrix((val, (row, col)), shape=(n, m))
+
+
+def _plan_reg(spec: dict) -> float:
+    reg = float(spec["reg"])
+    if not (reg > 0 and math.isfinite(reg)):
+        raise ValueError(f"plan 'reg' must be a positive number; found {spec['reg']!r}")
+    return reg
 
 
 def _gibbs(f, g, Cb, reg, xp):
@@ -62,9 +104,7 @@ def plan_blocks(ot, solution: dict, f, g, xp=np):
         return
     if fmt != "gibbs_rounded":
         raise ValueError(f"unknown plan format {fmt!r}")
-    reg = float(spec["reg"])
-    if not reg > 0:
-        raise ValueError("plan 'reg' must be positive")
+    reg = _plan_reg(spec)
     fz = xp.asarray(np.where(np.isnan(f), -np.inf, f))
     gz = xp.asarray(np.where(np.isnan(g), -np.inf, g))
     r, c = xp.zeros(ot.n), xp.zeros(ot.m)
@@ -82,7 +122,7 @@ def plan_blocks(ot, solution: dict, f, g, xp=np):
 
 
 def _block_measures(ot, solution: dict, f, g, exact: bool, xp=np):
-    """Row and column sums, cost, largest negative entry, max C and, for ``exact``, LP optimality residuals."""
+    """Row and column sums, cost, negative mass, max C and, for ``exact``, LP optimality residuals."""
     from optsolve.core.backend import to_numpy
 
     ia, ib = xp.asarray(ot.a > 0), xp.asarray(ot.b > 0)
@@ -95,7 +135,7 @@ def _block_measures(ot, solution: dict, f, g, exact: bool, xp=np):
         cols[j0:j1] = Pb.sum(0)
         U += float((Cb * Pb).sum())
         if Pb.size:
-            neg = max(neg, float(-Pb.min()))
+            neg -= float(xp.minimum(Pb, 0.0).sum())
             cmax = max(cmax, float(Cb.max()))
         if exact:
             keep = ib[j0:j1]
@@ -112,8 +152,8 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     """:func:`_block_measures` for images on a grid, by separable passes (O(n^1.5)), without the n x n plan.
 
     The rounded Gibbs plan's sums and cost use log-domain nested sums (:mod:`optsolve.ot.grid`);
-    its largest negative entry is bounded by that of the rank-one term (the Gibbs part is
-    positive). Dual feasibility is ``max_j g_j - min_i (C_ij - f_i)``, a min-plus pass.
+    its negative mass is bounded by that of the rank-one term (the Gibbs part is positive), in
+    closed form. Dual feasibility is ``max_j g_j - min_i (C_ij - f_i)``, a min-plus pass.
     """
     from optsolve.ot.grid import bilinear, gibbs_sums, min_apply
 
@@ -134,7 +174,7 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
         rows = np.bincount(i, weights=p, minlength=ot.n)
         cols = np.bincount(j, weights=p, minlength=ot.m)
         U = float(Cij @ p)
-        neg = float(-p.min()) if p.size else 0.0
+        neg = float(-p[p < 0].sum())
         if exact:
             with np.errstate(invalid="ignore"):
                 gt = min_apply(np.where(ia, -f, np.inf), C1, C2)
@@ -145,9 +185,7 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
         return rows, cols, U, neg, cmax, infeasible, cs
     if fmt != "gibbs_rounded":
         raise ValueError(f"unknown plan format {fmt!r}")
-    reg = float(spec["reg"])
-    if not reg > 0:
-        raise ValueError("plan 'reg' must be positive")
+    reg = _plan_reg(spec)
     u = np.where(np.isnan(f), -np.inf, f) / reg
     v = np.where(np.isnan(g), -np.inf, g) / reg
     r, c, U = gibbs_sums(u, v, C1, C2, reg)
@@ -158,8 +196,9 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
         rows = r + err_a * (err_b.sum() / total)
         cols = c + err_b * (err_a.sum() / total)
         U += bilinear(err_a, err_b, C1, C2) / total
-        corners = np.outer([err_a.min(), err_a.max()], [err_b.min(), err_b.max()]) / total
-        neg = max(0.0, float(-corners.min()))
+        pa, na = err_a[err_a > 0].sum(), -err_a[err_a < 0].sum()
+        pb, nb = err_b[err_b > 0].sum(), -err_b[err_b < 0].sum()
+        neg = float(pa * nb + na * pb) / total
     return rows, cols, U, neg, cmax, infeasible, cs
 
 
@@ -196,10 +235,6 @@ def dual_bound_of(ot, f, xp=np) -> float:
     return float(ft @ xp.asarray(ot.a[ia])) + total_g
 
 
-def _rel(x: float, scale: float) -> float:
-    return abs(x) / scale
-
-
 def entropy(p: np.ndarray) -> float:
     q = p[p > 0]
     return float(-(q * np.log(q)).sum())
@@ -214,55 +249,110 @@ def _namespace(device):
     return get_namespace("gpu") if cupy_status()[0] else np
 
 
-def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
+def resolve(limits: dict | None) -> dict:
+    """Every limit of :data:`LIMITS`: the given values, the documented defaults for the rest."""
+    out = {lim.name: lim.default for lim in LIMITS}
+    out.update({k: v for k, v in (limits or {}).items() if k in out and v is not None})
+    for name in ("feas_tol", "objective_rtol", "objective_atol", "lp_tol", "target_gap"):
+        if out[name] is not None:
+            out[name] = float(out[name])
+    out["normalize"] = bool(out["normalize"])
+    return out
+
+
+def _masses_differ(problem) -> float | None:
+    """The relative difference of the total masses when it exceeds MASS_RTOL, else None."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        sa, sb = float(problem["a"].sum()), float(problem["b"].sum())
+    diff = abs(sa - sb) / max(sa, sb)
+    return diff if diff > MASS_RTOL else None
+
+
+def _claim_checks(status) -> list[Check]:
+    if status in ("infeasible", "unbounded"):
+        return [Check.require(f"{status}_certificate", None, False, f"a certificate that the problem is {status}",
+                              "a transport problem with equal masses and finite costs is feasible (the product "
+                              "plan a b^T) and bounded below by min C: it is never infeasible or unbounded")]
+    return []
+
+
+def check(problem, solution: dict, *, method: str | None = None, objective=None, settings: dict | None = None,
+          limits: dict | None = None, status: str | None = "optimal", **extra) -> Certificate:
+    """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`).
+
+    ``settings`` (the document's, untrusted) only picks the device the checks run on; ``method`` is
+    not used: the plan's format and the claimed ``status`` decide which checks apply.
+    """
+    lim = resolve(limits)
     settings = settings or {}
+    claims = _claim_checks(status)
+    if not lim["normalize"]:
+        diff = _masses_differ(problem)
+        if diff is not None:
+            return Certificate([Check.require(
+                "equal_masses", diff, False, f"relative difference <= {MASS_RTOL:g}",
+                "the total masses of 'a' and 'b' differ: the solution can only be of the problem with each scaled "
+                "to unit mass; judge it so with --normalize")] + claims)
     xp = _namespace(settings.get("device"))
-    same_device = (xp is np) == (settings.get("device") != "gpu")  # else the solver's block size does not fit here
-    ot = prepare(problem, normalize=bool(settings.get("normalize", False)), low_memory=settings.get("low_memory"),
-                 block_size=settings.get("block_size") if same_device else None)
+    ot = prepare(problem, normalize=lim["normalize"])
+    if ot.low_memory and xp is not np:
+        from optsolve.ot.problems import auto_block
+
+        ot.block = auto_block(ot.n, ot.m, xp=xp)
     a, b = ot.a, ot.b
     f = solution_vector(solution, "f", ot.n)
     g = solution_vector(solution, "g", ot.m)
-    exact = method == "emd"
+    spec = solution.get("plan")
+    exact = isinstance(spec, dict) and spec.get("format") == "coo"  # an explicit plan claims the LP optimum
     measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
     rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, exact, xp)
     D = dual_bound_of(ot, f, xp)
-    scale = max(cmax, 1e-300)
+    scale = cmax if cmax > 0 else 1.0
+    floor = lim["objective_atol"] * scale
+    rtol = lim["objective_rtol"]
     marg = float(np.abs(rows - a).sum() + np.abs(cols - b).sum())
+    neg = max(neg, 0.0)
+    optimal = status == "optimal"
     checks = [
-        Check.at_most("marginal_l1", marg, MARGINAL_LIMIT, "||P 1 - a||_1 + ||P^T 1 - b||_1 (unit mass)"),
-        Check.at_most("nonnegativity", max(neg, 0.0), NONNEG_LIMIT, "largest negative entry of the plan"),
+        Check.at_most("marginal_l1", marg, lim["feas_tol"], "||P 1 - a||_1 + ||P^T 1 - b||_1 (unit mass)"),
+        Check.at_most("nonnegativity", neg, lim["feas_tol"], "total negative mass of the plan (unit mass)"),
     ]
-    claimed = None if objective is None else float(objective)
-    mismatch = math.inf if claimed is None else _rel(U - claimed, max(abs(U), scale * 1e-12))
-    checks.append(Check.at_most("objective_matches", mismatch, MATCH_RTOL,
-                                f"relative difference between <C, P> = {U:.12g} and the reported objective"))
-    claimed_d = solution.get("dual_bound")
-    d_mismatch = math.inf if claimed_d is None or not math.isfinite(D) else _rel(D - float(claimed_d),
-                                                                                 max(abs(D), scale * 1e-12))
-    checks.append(Check.at_most("dual_bound_matches", d_mismatch, MATCH_RTOL,
-                                f"relative difference between the c-transform bound D = {D:.12g} and the "
-                                "reported dual_bound"))
+
+    def matches(name, recomputed, reported, symbol, what):
+        limit = rtol * abs(recomputed) + floor if math.isfinite(recomputed) else 0.0
+        diff = math.inf if reported is None or not math.isfinite(recomputed) else abs(recomputed - float(reported))
+        checks.append(Check.at_most(name, diff, limit,
+                                    f"|{symbol} - reported| in cost units, {what}; limit objective_rtol |{symbol}| + "
+                                    "objective_atol max C"))
+
+    matches("objective_matches", U, objective, "U", f"U = <C, P> = {U:.12g}")
+    matches("dual_bound_matches", D, solution.get("dual_bound"), "D", f"D = {D:.12g} from c-transforms of f")
     gap = U - D if math.isfinite(D) else math.inf
-    rel_gap = gap / max(abs(U), scale * 1e-12)
+    # D <= OPT, and a plan off the marginals by e costs at least OPT - e max C
+    checks.append(Check.at_most("weak_duality", -gap if math.isfinite(gap) else None,
+                                (marg + neg) * scale + rtol * abs(U) + floor,
+                                "D - U: the dual bound may exceed the plan's cost only by the plan's infeasibility"))
+    rel_gap = gap / abs(U) if U != 0 and math.isfinite(gap) else None
+    gap_limits = []
     if exact:
-        # LP optimality conditions for the reported pair (f, g) on the supports
-        checks.append(Check.at_most("dual_feasibility", infeasible / scale, EXACT_GAP_RTOL,
-                                    "max(f_i + g_j - C_ij, 0) / max C"))
-        checks.append(Check.at_most("complementary_slackness", cs / scale, EXACT_GAP_RTOL,
-                                    "sum P_ij |C_ij - f_i - g_j| / max C"))
-        checks.append(Check.at_most("relative_gap", rel_gap, EXACT_GAP_RTOL,
-                                    "(U - D) / U: certified distance to the LP optimum"))
-    else:
-        # any value is a valid certificate; a bound above the cost would mean an error
-        checks.append(Check("relative_gap", rel_gap if math.isfinite(rel_gap) else None, None,
-                            math.isfinite(rel_gap) and rel_gap >= -MATCH_RTOL,
-                            "(U - D) / U: certified distance to the LP optimum"))
+        gap_limits.append(("lp_tol", lim["lp_tol"]))
+    if lim["target_gap"] is not None:
+        gap_limits.append(("target_gap", lim["target_gap"]))
+    lp = [("dual_feasibility", infeasible / scale, "max(f_i + g_j - C_ij, 0) / max C"),
+          ("complementary_slackness", cs / scale, "sum P_ij |C_ij - f_i - g_j| / max C")] if exact else []
+    for name, value, note in lp:
+        checks.append(Check.at_most(name, value, lim["lp_tol"], note) if optimal else
+                      Check.info(name, value, f"{note}; not judged: status {status!r} claims no optimum"))
+    for name, tol in gap_limits:
+        note = f"U - D in cost units, limit {name} |U| + objective_atol max C"
+        checks.append(Check.at_most(f"gap_within_{name}", gap, tol * abs(U) + floor, note) if optimal else
+                      Check.info(f"gap_within_{name}", gap, f"{note}; not judged: status {status!r} claims no optimum"))
+    checks.append(Check.info("relative_gap", rel_gap, "(U - D) / U: certified distance to the LP optimum"))
     checks.append(Check.info("gap_upper_bound", gap if math.isfinite(gap) else None,
                              "U - D >= true gap, in cost units"))
     checks.append(Check.info("dual_lower_bound", D if math.isfinite(D) else None, "D <= optimal cost"))
-    reg = (solution.get("plan") or {}).get("reg")
+    reg = spec.get("reg") if isinstance(spec, dict) else None
     if reg is not None:
         checks.append(Check.info("entropic_bias_bound", float(reg) * min(entropy(a), entropy(b)),
                                  "min(H(a), H(b)) / gamma in cost units: bound on the entropic optimum's bias"))
-    return Certificate(checks)
+    return Certificate(checks + claims)

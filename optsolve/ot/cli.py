@@ -37,14 +37,27 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
               help="Write the plan to this .npz file (key 'plan'); the same as --arrays.")
 @click.option("--plan-threshold", type=float, default=None,
               help="Store the plan sparse: only entries above this value (CSR keys 'plan.*').")
+@click.option("--feas-tol", type=POSITIVE, default=None,
+              help="Certificate: L1 marginal error plus negative mass the plan may have, per unit mass "
+                   "[default: 1e-8].")
+@click.option("--objective-rtol", type=POSITIVE, default=None,
+              help="Certificate: relative tolerance between reported and recomputed costs [default: 1e-9].")
+@click.option("--objective-atol", type=POSITIVE, default=None,
+              help="Certificate: absolute floor of cost comparisons, as a fraction of max C [default: 1e-12].")
+@click.option("--lp-tol", type=POSITIVE, default=None,
+              help="Certificate of an exact (emd) plan: LP optimality conditions relative to max C, and the "
+                   "gap relative to the cost [default: 1e-9].")
 def command(problem, plan_file, **params):
     """Optimal transport between masses a and b with cost C (or points x, y and a cost name, or
     two images a, b on one grid with an l1 or sqeuclidean cost).
 
     Writes the plan's cost, dual potentials f and g, the plan (sparse entries for emd,
     rounded potentials for tnt and sinkhorn; as a matrix with --plan or --arrays) and a
-    certificate: marginal error, nonnegativity, and the certified gap to the LP optimum.
-    --time-limit applies to tnt and sinkhorn; emd runs to completion or --max-iter.
+    certificate: marginal error, nonnegativity, and the certified gap to the LP optimum,
+    judged by --feas-tol, --objective-rtol, --objective-atol, --lp-tol and --target-gap
+    (`optsolve verify` takes the same options, and --normalize).
+    --time-limit applies to tnt and sinkhorn, rounding and certificate included; emd runs to
+    completion or --max-iter.
     --max-iter counts Newton steps for tnt, iterations for sinkhorn and emd.
     """
     if plan_file is not None:

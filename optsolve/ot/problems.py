@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsolve.core.generate import Family, Param
+from optsolve.core import memory
 from optsolve.core.problem import Field, Problem, Schema, memory_limit_bytes, one_of
 
 COSTS = ("sqeuclidean", "euclidean", "l1")
@@ -83,14 +84,23 @@ def _cost_range_rule(problem: Problem) -> None:
                             f"costs would exceed {MAX_COST:g}. Rescale the coordinates.")
 
 
+# Peak numbers of n x m float64 arrays (the cost included) while solving with a dense cost, measured
+# with tracemalloc and rounded up; emd adds POT's graph of n m arcs, which tracemalloc does not see.
+DENSE_COPIES = {"tnt": 8, "emd": 13, "sinkhorn": 16, "certificate": 6}
+
+
+def require_dense(label: str, n: int, m: int, use: str, why: str = "") -> None:
+    """Refuse (exit 7, :func:`optsolve.core.memory.require`) a dense n x m cost that ``use`` could not work with."""
+    copies = DENSE_COPIES[use]
+    what = "the certificate" if use == "certificate" else f"method {use!r}"
+    memory.require(label, f"the {n} x {m} cost matrix{why}, with the {copies} arrays of its size that {what} "
+                          f"works with ({copies} x {memory.human_bytes(8 * n * m)})", copies * 8 * n * m)
+
+
 def _size_rule(problem: Problem) -> None:
     if "C" not in problem:
-        return  # point clouds: the low-memory mode never builds the matrix
-    n, m = problem.dims["n"], problem.dims["m"]
-    nbytes = 8 * n * m
-    if nbytes > memory_limit_bytes() // 2:
-        raise problem.error(f"n x m = {n} x {m}: the dense cost matrix needs {nbytes / 2**30:.1f} GB, more than "
-                            "a quarter of this machine's memory.")
+        return  # point clouds: checked when the matrix would be built (the low-memory mode never builds it)
+    require_dense(problem.source, problem.dims["n"], problem.dims["m"], "certificate")
 
 
 SCHEMA = Schema(
@@ -127,6 +137,8 @@ class OTProblem:
     cost: str | None = None
     block: int = 0
     grid: tuple | None = None  # (k1, k2) for images on the unit grid: x = y = grid_points(k1, k2)
+    label: str = "Problem data"
+    _max_cost: float | None = None
 
     @property
     def n(self) -> int:
@@ -174,14 +186,23 @@ class OTProblem:
             yield j0, j1, cost_matrix(x, xp.asarray(self.y[cols[j0:j1]], dtype=dtype), self.cost, xp)
 
     def max_cost(self) -> float:
-        if self.C is None and self.grid is not None:
-            return float(sum(c.max() for c in self.axis_costs()))
-        if self.C is not None:
-            return float(self.C.max()) if self.C.size else 0.0
-        return max((float(blk.max()) for _, _, blk in self.blocks()), default=0.0)
+        """max C (computed once: streamed point clouds take a pass over the costs)."""
+        if self._max_cost is None:
+            if self.C is None and self.grid is not None:
+                self._max_cost = float(sum(c.max() for c in self.axis_costs()))
+            elif self.C is not None:
+                self._max_cost = float(self.C.max()) if self.C.size else 0.0
+            else:
+                self._max_cost = max((float(blk.max()) for _, _, blk in self.blocks()), default=0.0)
+        return self._max_cost
 
-    def dense_cost(self) -> np.ndarray:
-        return self.C if self.C is not None else cost_matrix(self.x, self.y, self.cost)
+    def dense_cost(self, use: str = "certificate") -> np.ndarray:
+        """The n x m cost, built (after :func:`require_dense` for ``use``) when only points or a grid are held."""
+        if self.C is not None:
+            return self.C
+        require_dense(self.label, self.n, self.m, use, " of the grid" if self.grid is not None else
+                      " of the point clouds")
+        return cost_matrix(self.x, self.y, self.cost)
 
 
 def cost_matrix(x, y, cost: str, xp=np):
@@ -219,9 +240,6 @@ def available_memory_bytes() -> int:
     return memory_limit_bytes()
 
 
-DENSE_COPIES = 8  # n x m float64 arrays the dense path may hold at once (cost, plan, scratch, rounding, checks)
-
-
 BLOCK_BYTES = 8 << 20  # an n x block buffer of about this size stays in cache between the in-place passes
 
 
@@ -229,7 +247,8 @@ GPU_BLOCK_SHARE = 16  # on a GPU, the block buffers (about three) take at most 1
 
 
 def auto_block(n: int, m: int, itemsize: int = 8, xp=np) -> int:
-    """Columns per block: a buffer of about 8 MB (cache-friendly), and at most 1/8 of the free memory.
+    """Columns per block: a buffer of about 8 MB (cache-friendly), and at most 1/8 of the free memory
+    (or of the memory budget, the smaller).
 
     With cupy (``xp``), blocks as large as 1/16 of the GPU's free memory allows: each block is a
     few kernel launches, so small blocks would leave the GPU idle.
@@ -238,18 +257,23 @@ def auto_block(n: int, m: int, itemsize: int = 8, xp=np) -> int:
         free = int(xp.cuda.runtime.memGetInfo()[0])
         return int(max(1, min(m, free // GPU_BLOCK_SHARE // max(1, 3 * n * itemsize))))
     by_cache = BLOCK_BYTES // max(1, n * itemsize)
-    by_memory = available_memory_bytes() // 8 // max(1, 2 * n * itemsize)
+    by_memory = min(available_memory_bytes(), memory.budget_bytes()) // 8 // max(1, 2 * n * itemsize)
     return int(max(1, min(m, max(8, by_cache), by_memory)))
 
 
+BLOCK_COPIES = 4  # n x block arrays a streamed pass holds at once (cost block, plan block, temporaries)
+
+
 def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None = None,
-            block_size: int | None = None) -> OTProblem:
+            block_size: int | None = None, use: str = "certificate") -> OTProblem:
     """Unit-mass marginals and the cost; sums must agree to 1e-6 unless ``normalize``.
 
     ``low_memory``: never build the n x m cost (point clouds only); None picks it when the
-    dense path would not fit in the free memory. ``block_size``: columns per block (default
-    from the free memory). Images on a grid never build C (:meth:`OTProblem.dense_cost` does
-    where a method needs it); their blocks are read like those of point clouds.
+    dense path of ``use`` (a method, or ``"certificate"``) would not fit in the free memory or
+    the memory budget. A dense cost built from points must fit the budget (else exit 7, before
+    it is allocated). ``block_size``: columns per block (default from the free memory). Images
+    on a grid never build C (:meth:`OTProblem.dense_cost` does where a method needs it); their
+    blocks are read like those of point clouds.
     """
     if not normalize:
         check_equal_mass(problem)
@@ -263,22 +287,31 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
         a, b = a.ravel(), b.ravel()
     n, m = a.shape[0], b.shape[0]
     points = x is not None
+    if block_size:
+        memory.require(problem.source, f"blocks of {int(block_size)} columns of the {n} x {m} cost "
+                                       f"({BLOCK_COPIES} arrays of {n} x {int(block_size)})",
+                       BLOCK_COPIES * 8 * n * min(int(block_size), m))
     if grid is not None:
         block = int(block_size) if block_size else auto_block(n, m)
         return OTProblem(a=a / a.sum(), b=b / b.sum(), C=None, mass=mass, x=x, y=y, cost=problem["cost"],
-                         block=block, grid=grid)
+                         block=block, grid=grid, label=problem.source)
     if low_memory is None:
-        low_memory = points and DENSE_COPIES * 8 * n * m > available_memory_bytes()
+        need = DENSE_COPIES[use] * 8 * n * m
+        low_memory = points and need > min(available_memory_bytes(), memory.budget_bytes())
     if low_memory and not points:
         raise problem.error("low-memory mode needs point clouds 'x', 'y' and a 'cost' instead of 'C'.")
     block = int(block_size) if block_size else (auto_block(n, m) if low_memory else 0)
     if low_memory:
         C = None
+    elif "C" in problem:
+        if use != "certificate":
+            require_dense(problem.source, n, m, use)
+        C = np.ascontiguousarray(problem["C"], dtype=np.float64)
     else:
-        C = problem["C"] if "C" in problem else cost_matrix(x, y, problem["cost"])
-        C = np.ascontiguousarray(C, dtype=np.float64)
+        require_dense(problem.source, n, m, use, " of the point clouds")
+        C = cost_matrix(x, y, problem["cost"])
     return OTProblem(a=a / a.sum(), b=b / b.sum(), C=C, mass=mass, x=x, y=y, cost=problem.get("cost"),
-                     block=block, grid=grid)
+                     block=block, grid=grid, label=problem.source)
 
 
 # --------------------------------------------------------------------------- generators

@@ -45,6 +45,7 @@ from optsolve.core.backend import exp_flush
 from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress, get_logger
+from optsolve.ot.deadline import Deadline
 from optsolve.ot.grid import axis_costs, lse_apply, lse_apply_l1
 from optsolve.ot.problems import available_memory_bytes
 
@@ -534,10 +535,11 @@ def _l1(xp, z) -> float:
     return float(xp.abs(z).sum())
 
 
-def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
+def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expired=None):
     """Approximately solve (D_{rP} - P D_{ch}^{-1} P^T) x = -g to L1 residual <= target.
 
     Returns (x, iterations). x is a descent direction (-g . x > 0) unless none was found.
+    ``expired()``: when true, stop with the best iterate so far (a time limit).
     """
     xp = K.xp
     inv_c = 1.0 / ch
@@ -573,6 +575,8 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
         rz = float(r @ z)
         bx, bres = x0, _l1(xp, rP * x0 - Qx0 - b)
         while iterations < cap:
+            if expired is not None and expired():
+                break
             q = Q(p)
             Sp = rP * p - rho * q
             pSp = float(p @ Sp)
@@ -603,7 +607,7 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
         # x0 = -g / M with M > 0 is always a descent direction: the fallback
         return (best_x if float(b @ best_x) > 0 else x0), iterations
 
-    while best_res > target and iterations < cap:
+    while best_res > target and iterations < cap and not (expired is not None and expired()):
         state.rho = 1.0 - (1.0 - state.rho) / 4.0
         x, res, converged, negative = run(state.rho, 0.25 * target)
         if res < best_res:
@@ -620,13 +624,15 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int):
 # --------------------------------------------------------------------------- projection
 
 
-def _chi_sinkhorn(plan: Plan, log_rh, log_ch, rh, tol, u, v, stats):
+def _chi_sinkhorn(plan: Plan, log_rh, log_ch, rh, tol, u, v, stats, expired=None):
     """Row/column log updates until sum (r_hat - r_P)^2 / r_P <= tol^0.4, ending on a column update.
 
-    Returns (u, v, log r_P)."""
+    Returns (u, v, log r_P). ``expired()``: when true, stop after the last column update."""
     xp = plan.K.xp
     limit = tol ** 0.4
     for _ in range(CHI_SWEEPS):
+        if expired is not None and expired():
+            break
         (lr,) = plan.log_marginals(u, v, cols=False)
         r = xp.exp(lr)
         if float(((rh - r) ** 2 / r).sum()) <= limit:
@@ -644,30 +650,40 @@ def tolerance_floor(K) -> float:
     return 4.0 * math.sqrt(max(K.n, K.m)) * float(np.finfo(K.dtype).eps)
 
 
+def _timed_lse(K, deadline: Deadline, log_marginal, *args):
+    """One log-sum-exp pass, its duration recorded as the deadline's measure of a pass."""
+    t = deadline.clock()
+    out = log_marginal(*args)
+    float(out[0]) if out.shape[0] else None  # waits for a GPU to finish the pass
+    deadline.measure(deadline.clock() - t)
+    return out
+
+
 def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts: dict,
-            deadline: float | None, newton_budget: int | None):
+            deadline: Deadline, newton_budget: int | None):
     """Project (u, v) onto the marginals (rh, ch) at temperature gamma to L1 row error <= tol.
 
     Returns (u, v, deltas, reason) where reason is None or 'time_limit' / 'max_iter' when a limit
     stopped it early. Raises StageFailed when no progress is possible.
     """
     xp = K.xp
+    expired = deadline.expired if deadline.end is not None else None
     tol = max(tol, tolerance_floor(K))
     if opts.get("truncate", True):
         # entries below this carry less than 1e-3 tol of mass in all: drop them from the built plan
         K.threshold = max(1e-3 * tol / (K.n * K.m), float(np.finfo(K.dtype).tiny))
     log_rh, log_ch = xp.log(rh), xp.log(ch)
-    v = v + (log_ch - K.log_cols(u, v, gamma))
+    v = v + (log_ch - _timed_lse(K, deadline, K.log_cols, u, v, gamma))
     plan = Plan(K, gamma, opts["shift_limit"])
     plan.rebuild(u, v)
-    u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats)
+    u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
     err = _l1(xp, xp.exp(lr) - rh)
     deltas = []
     steps = stalled = 0
     while err > tol:
         if not math.isfinite(err):
             raise StageFailed("non-finite marginal error")
-        if deadline is not None and time.perf_counter() > deadline:
+        if expired is not None and expired():
             return u, v, deltas, "time_limit"
         if newton_budget is not None and steps >= newton_budget:
             return u, v, deltas, "max_iter"
@@ -675,7 +691,7 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
         plan.rebuild(u, v)
         rP = K.matvec(xp.ones(K.m, dtype=K.dtype))
         g = rP - rh
-        x, its = pcg(K, rP, ch, g, eta * err, state, opts["pcg"], CG_CAP)
+        x, its = pcg(K, rP, ch, g, eta * err, state, opts["pcg"], CG_CAP, expired)
         stats.cg_iterations += its
         du = x
         dv = -K.rmatvec(x) / ch
@@ -701,7 +717,7 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
         err_pre = _l1(xp, c_new - ch) + _l1(xp, r_new - rh)
         (lc,) = plan.log_marginals(u, v, rows=False)
         v = v + (log_ch - lc)
-        u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats)
+        u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
         err_new = _l1(xp, xp.exp(lr) - rh)
         deltas.append((err - err_pre) / ((1.0 - eta) * err))
         stalled = stalled + 1 if err_new >= err else 0
@@ -740,21 +756,23 @@ class TNTResult:
 def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "plain",
               dtype=np.float64, max_iter: int | None = None, time_limit: float | None = None,
               target_gap=None, gap_fn=None, backend=None, truncate: bool = True, structure: bool = True,
-              progress: Progress = SILENT) -> TNTResult:
+              progress: Progress = SILENT, deadline: Deadline | None = None) -> TNTResult:
     """MDOT-TNT on an :class:`optsolve.ot.problems.OTProblem` (dense cost, or streamed point clouds).
 
     ``truncate``: products use the built plan's entries above a threshold (sparse) once fewer than
     20% of them are kept. ``structure``: grid problems use the separable :class:`GridKernel`. ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative
     gap of the rounded plan after each stage, and gamma keeps growing (up to 2^20) until it is
     at most ``target_gap``; ``gamma_f`` is then only where the schedule would otherwise stop.
+    ``deadline``: the :class:`optsolve.ot.deadline.Deadline` of the whole solve (default: ``time_limit``
+    seconds from now), checked inside every loop; it keeps time for the rounding and the certificate.
     """
     from optsolve.core.backend import get_backend
 
     backend = backend or get_backend("cpu")
     xp = backend.xp
     log = get_logger()
-    t0 = time.perf_counter()
-    deadline = None if time_limit is None else t0 + time_limit
+    if deadline is None:
+        deadline = Deadline.after(time_limit)
     a, b = ot.a, ot.b
     ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
     scale = ot.max_cost()
@@ -766,7 +784,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     elif ot.low_memory:
         K = StreamedKernel(xp, ot, ia, ib, scale, dtype)
     else:
-        K = DenseKernel(xp, ot.dense_cost()[np.ix_(ia, ib)] / scale, dtype)
+        K = DenseKernel(xp, ot.dense_cost("tnt")[np.ix_(ia, ib)] / scale, dtype)
     n, m = K.n, K.m
     r = xp.asarray(a[ia], dtype=K.dtype)
     c = xp.asarray(b[ib], dtype=K.dtype)
@@ -828,6 +846,10 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
             entry = {"gamma": gamma, "newton_steps": len(deltas), "time_s": time.perf_counter() - t_stage,
                      "tol": stage_tol}
             gap = None
+            if target_gap is not None and gap_fn is not None and not last and deadline.expired(deadline.finish_passes):
+                stats.stage_log.append(entry)
+                return finish(u_new, v_new, gamma, "time_limit", f"Stopped by the time limit after the stage at "
+                                                                 f"gamma={gamma:g}, before its gap was evaluated.")
             if target_gap is not None and gap_fn is not None:
                 out = finish(u_new, v_new, gamma, "optimal", "")
                 gap = gap_fn(out.f, out.g, out.reg)  # None: not evaluated at this stage
@@ -853,7 +875,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                                   f"gamma reached {gamma:g} before the relative gap{reached} met the "
                                   f"target {target_gap:g}.")
                 return finish(u_new, v_new, gamma, "optimal", "")
-            if deadline is not None and time.perf_counter() > deadline:
+            if deadline.expired():
                 return finish(u_new, v_new, gamma, "time_limit",
                               f"Stopped by the time limit after the stage at gamma={gamma:g}.")
             d = min(deltas + [1.0])

@@ -40,9 +40,9 @@ def _doc(method, rng, **kw):
     return problem, json.loads(res.to_json())
 
 
-def _recheck(problem, doc):
+def _recheck(problem, doc, **limits):
     return certificate.check(problem, doc["solution"], method=doc["method"], objective=doc["objective"],
-                             settings=doc["settings"])
+                             settings=doc["settings"], limits=limits, status=doc["status"])
 
 
 @pytest.mark.parametrize("method,kw", [("emd", {}), ("sinkhorn", {"reg": 0.02})])
@@ -51,6 +51,8 @@ def test_round_trip_through_json_holds(rng, method, kw):
     cert = _recheck(problem, doc)
     assert cert.holds
     assert [c["value"] for c in doc["certificate"]["checks"]] == [c.value for c in cert.checks]
+    assert all(c.limit is not None for c in cert.checks if c.holds is not None)
+    assert {c.name for c in cert.checks if c.holds is None} >= {"relative_gap", "gap_upper_bound"}
 
 
 TAMPERS = {
@@ -87,6 +89,13 @@ def test_tampered_emd_plan_fails(rng):
     assert not _recheck(problem, doc)["nonnegativity"].holds
 
 
+def test_emd_plan_with_fractional_indices_does_not_fit(rng):
+    problem, doc = _doc("emd", rng)
+    doc["solution"]["plan"]["row"][0] += 0.5
+    with pytest.raises(ValueError, match="not integers"):
+        _recheck(problem, doc)
+
+
 def test_suboptimal_emd_plan_fails_the_gap(rng):
     a, b, C = _problem(rng)
     problem = SCHEMA.validate({"a": a, "b": b, "C": C}, source="test")
@@ -94,16 +103,44 @@ def test_suboptimal_emd_plan_fails_the_gap(rng):
     row, col = np.nonzero(P)
     res = optsolve.ot.solve(a, b, C, method="emd")
     sol = dict(res.solution, plan={"format": "coo", "row": row, "col": col, "value": P[row, col]})
-    cert = certificate.check(problem, sol, method="emd", objective=float((C * P).sum()), settings={})
+    cert = certificate.check(problem, sol, method="emd", objective=float((C * P).sum()), settings={},
+                             limits={}, status="optimal")
     assert cert["marginal_l1"].holds and cert["objective_matches"].holds
-    assert not cert["relative_gap"].holds
+    assert not cert["gap_within_lp_tol"].holds and not cert["complementary_slackness"].holds
+    # the same plan labelled as another method's is judged the same: the plan's format decides
+    relabelled = certificate.check(problem, sol, method="tnt", objective=float((C * P).sum()), settings={},
+                                   limits={}, status="optimal")
+    assert not relabelled["gap_within_lp_tol"].holds
+    # a plan that claims no optimum reports the optimality residuals without judging them
+    stopped = certificate.check(problem, sol, method="emd", objective=float((C * P).sum()), settings={},
+                                limits={}, status="max_iter")
+    assert stopped["gap_within_lp_tol"].holds is None and stopped.holds
 
 
-def test_downgrade_when_certificate_fails(rng, monkeypatch):
+def test_downgrade_when_certificate_fails(rng):
     a, b, C = _problem(rng)
-    monkeypatch.setattr(certificate, "MARGINAL_LIMIT", -1.0)  # no plan can meet it
-    res = optsolve.ot.solve(a, b, C, method="sinkhorn", reg=0.05)
+    res = optsolve.ot.solve(a, b, C, method="sinkhorn", reg=0.05, feas_tol=1e-300)  # no rounded plan meets it
     assert not res.certificate["marginal_l1"].holds
     assert res.status.value == "optimal_inaccurate"
     assert res.exit_code == 6
     assert "marginal_l1" in res.message
+    assert res.settings["feas_tol"] == 1e-300
+
+
+@pytest.mark.parametrize("status", ["infeasible", "unbounded"])
+def test_infeasible_or_unbounded_claims_have_no_certificate(rng, status):
+    problem, doc = _doc("emd", rng)
+    cert = certificate.check(problem, doc["solution"], objective=doc["objective"], settings={}, limits={},
+                             status=status)
+    assert not cert.holds and not cert[f"{status}_certificate"].holds
+    assert certificate.CLAIMS == ("optimal",)
+
+
+def test_target_gap_is_judged_only_when_given(rng):
+    problem, doc = _doc("sinkhorn", rng, reg=0.05)
+    rel = _recheck(problem, doc)["relative_gap"].value
+    assert rel > 1e-6
+    assert _recheck(problem, doc, target_gap=10 * rel)["gap_within_target_gap"].holds
+    assert not _recheck(problem, doc, target_gap=rel / 10)["gap_within_target_gap"].holds
+    with pytest.raises(KeyError):
+        _recheck(problem, doc)["gap_within_target_gap"]
