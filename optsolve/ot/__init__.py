@@ -188,10 +188,12 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     from optsolve.ot.deadline import Deadline
     from optsolve.ot.rounding import round_problem
 
-    deadline = Deadline.after(positive_option("time-limit", time_limit))
     method = method or DEFAULT_METHOD
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
+    if method != "tnt":
+        import ot  # noqa: F401  (POT's import takes about a second: setup, like reading the file, not solving)
+    deadline = Deadline.after(positive_option("time-limit", time_limit))
     backend = get_backend(device)
     if method == "emd" and device in (None, "auto") and backend.device != "cpu":
         backend = get_backend("cpu")

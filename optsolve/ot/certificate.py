@@ -30,7 +30,7 @@ import numpy as np
 
 from optsolve.core.backend import exp_flush
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
-from optsolve.ot.problems import MASS_RTOL, prepare
+from optsolve.ot.problems import MASS_RTOL, auto_block, is_grid, prepare
 
 FEAS_TOL = 1e-8
 OBJECTIVE_RTOL = 1e-9
@@ -294,10 +294,9 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                 "the total masses of 'a' and 'b' differ: the solution can only be of the problem with each scaled "
                 "to unit mass; judge it so with --normalize")] + claims)
     xp = _namespace(settings.get("device"))
-    ot = prepare(problem, normalize=lim["normalize"])
-    if ot.low_memory and xp is not np:
-        from optsolve.ot.problems import auto_block
-
+    # point clouds are costed block by block, never as a matrix; a dense C is read in column slices
+    ot = prepare(problem, normalize=lim["normalize"], low_memory="C" not in problem and not is_grid(problem))
+    if ot.grid is None:
         ot.block = auto_block(ot.n, ot.m, xp=xp)
     a, b = ot.a, ot.b
     f = solution_vector(solution, "f", ot.n)

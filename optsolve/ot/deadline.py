@@ -27,7 +27,7 @@ class Deadline:
     end: float | None = None
     finish_passes: float = FINISH_PASSES
     clock: Callable[[], float] = field(default=time.perf_counter, repr=False)
-    pass_s: float = 0.0  # the slowest measured pass so far, seconds
+    pass_s: float = 0.0  # the latest measured pass, seconds
     start: float = 0.0
 
     @classmethod
@@ -36,9 +36,10 @@ class Deadline:
         return cls(None if seconds is None else now + float(seconds), clock=clock, start=now)
 
     def measure(self, seconds: float, passes: float = 1.0) -> None:
-        """Record that ``passes`` log-sum-exp passes took ``seconds``."""
+        """Record that ``passes`` log-sum-exp passes took ``seconds`` (the latest measure replaces the
+        earlier ones: a first pass also pays for allocations and warm-up)."""
         if passes > 0 and seconds >= 0:
-            self.pass_s = max(self.pass_s, seconds / passes)
+            self.pass_s = seconds / passes
 
     @property
     def reserve_s(self) -> float:

@@ -44,6 +44,9 @@ def _layout_rule(problem: Problem) -> None:
     """Either a, b vectors with C or with x, y, cost; or a, b images on one grid with a grid cost only."""
     a_grid, b_grid = problem["a"].ndim == 2, problem["b"].ndim == 2
     if not (a_grid or b_grid):
+        if "cost" in problem and not any(k in problem for k in ("C", "x", "y")):
+            raise problem.error("key 'cost' goes with point clouds 'x' and 'y', or with 'a' and 'b' as images of at "
+                                "least 2 x 2 pixels on one grid; found vectors 'a' and 'b' and no 'x' or 'y'.")
         return _POINTS_OR_MATRIX(problem)
     if a_grid != b_grid:
         key = "b" if a_grid else "a"

@@ -61,6 +61,13 @@ ARMIJO = 0.99  # 1 - sigma, sigma = 0.01
 ALPHA_MIN = 1e-9
 STALL_STEPS = 3  # Newton steps without a decrease of the error before a stage is declared failed
 NEWTON_CAP = 500  # per stage
+# Passes over the kernel (products, log-sum-exps) between two looks at the deadline: a loop stops when
+# the next stretch would not fit (see optsolve.ot.deadline).
+STAGE_START_PASSES = 3  # column update, building the plan, a first sweep
+SWEEP_PASSES = 3  # one chi-Sinkhorn sweep: row and column marginals, from products or LSEs
+STEP_HEAD_PASSES = 5  # a Newton step before CG: build, r_P, the preconditioner and the first product
+CG_ITERATION_PASSES = 2
+STEP_TAIL_PASSES = 6  # after CG: the line search's first try, the new marginals, the column update
 
 
 class StageFailed(Exception):
@@ -539,7 +546,8 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
     """Approximately solve (D_{rP} - P D_{ch}^{-1} P^T) x = -g to L1 residual <= target.
 
     Returns (x, iterations). x is a descent direction (-g . x > 0) unless none was found.
-    ``expired()``: when true, stop with the best iterate so far (a time limit).
+    ``expired(passes)``: true when ``passes`` more passes would run past the time limit; then stop
+    with the best iterate so far, leaving time for the rest of the Newton step.
     """
     xp = K.xp
     inv_c = 1.0 / ch
@@ -575,7 +583,7 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
         rz = float(r @ z)
         bx, bres = x0, _l1(xp, rP * x0 - Qx0 - b)
         while iterations < cap:
-            if expired is not None and expired():
+            if expired is not None and expired(CG_ITERATION_PASSES + STEP_TAIL_PASSES):
                 break
             q = Q(p)
             Sp = rP * p - rho * q
@@ -607,7 +615,8 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
         # x0 = -g / M with M > 0 is always a descent direction: the fallback
         return (best_x if float(b @ best_x) > 0 else x0), iterations
 
-    while best_res > target and iterations < cap and not (expired is not None and expired()):
+    while best_res > target and iterations < cap and not (
+            expired is not None and expired(CG_ITERATION_PASSES + STEP_TAIL_PASSES)):
         state.rho = 1.0 - (1.0 - state.rho) / 4.0
         x, res, converged, negative = run(state.rho, 0.25 * target)
         if res < best_res:
@@ -627,11 +636,12 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
 def _chi_sinkhorn(plan: Plan, log_rh, log_ch, rh, tol, u, v, stats, expired=None):
     """Row/column log updates until sum (r_hat - r_P)^2 / r_P <= tol^0.4, ending on a column update.
 
-    Returns (u, v, log r_P). ``expired()``: when true, stop after the last column update."""
+    Returns (u, v, log r_P). ``expired(passes)``: when a sweep would pass the time limit, stop after the
+    last column update."""
     xp = plan.K.xp
     limit = tol ** 0.4
     for _ in range(CHI_SWEEPS):
-        if expired is not None and expired():
+        if expired is not None and expired(SWEEP_PASSES):
             break
         (lr,) = plan.log_marginals(u, v, cols=False)
         r = xp.exp(lr)
@@ -683,7 +693,7 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
     while err > tol:
         if not math.isfinite(err):
             raise StageFailed("non-finite marginal error")
-        if expired is not None and expired():
+        if expired is not None and expired(STEP_HEAD_PASSES + CG_ITERATION_PASSES + STEP_TAIL_PASSES):
             return u, v, deltas, "time_limit"
         if newton_budget is not None and steps >= newton_budget:
             return u, v, deltas, "max_iter"
@@ -710,6 +720,8 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
             alpha /= 2.0
             if alpha < ALPHA_MIN:
                 raise StageFailed("line search failed")
+            if expired is not None and expired(1):  # (u, v) is still the iterate before this step
+                return u, v, deltas, "time_limit"
         u = u + alpha * du
         v = v + alpha * dv
         r_new = eu * Pev
@@ -823,7 +835,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                 u_new, v_new, deltas, reason = project(K, gamma, rh, ch, stage_tol, u, v, state, stats, opts,
                                                        deadline, budget)
                 if reason is None:
-                    u_new = u_new + (xp.log(rh) - K.log_rows(u_new, v_new, gamma))
+                    u_new = u_new + (xp.log(rh) - _timed_lse(K, deadline, K.log_rows, u_new, v_new, gamma))
                     if not (bool(xp.isfinite(u_new).all()) and bool(xp.isfinite(v_new).all())):
                         raise StageFailed("non-finite potentials")
             except StageFailed as exc:
@@ -875,7 +887,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                                   f"gamma reached {gamma:g} before the relative gap{reached} met the "
                                   f"target {target_gap:g}.")
                 return finish(u_new, v_new, gamma, "optimal", "")
-            if deadline.expired():
+            if deadline.expired(STAGE_START_PASSES):
                 return finish(u_new, v_new, gamma, "time_limit",
                               f"Stopped by the time limit after the stage at gamma={gamma:g}.")
             d = min(deltas + [1.0])
