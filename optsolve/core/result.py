@@ -201,6 +201,7 @@ class Limit:
 
     def is_looser(self, value, than) -> bool:
         """Whether ``value`` is more lenient than ``than`` (a value that is not a finite number is)."""
+        value, than = (int(v) if isinstance(v, (bool, np.bool_)) else v for v in (value, than))  # flags: 0, 1
         if not _finite(value):
             return True
         if than is None:
