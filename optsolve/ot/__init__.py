@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from optsolve.core import memory
 from optsolve.core.backend import get_backend
 from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
@@ -172,7 +173,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
                   feas_tol: float | None = None, objective_rtol: float | None = None,
                   objective_atol: float | None = None, lp_tol: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
-                  seed: int | None = None, progress: Progress = SILENT) -> Result:
+                  seed: int | None = None, plan_needed: bool = False, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.ot.problems.SCHEMA`); the certificate is attached.
 
     ``result.arrays["plan"]`` is the dense plan, or with ``plan_threshold`` a scipy CSR matrix of
@@ -183,6 +184,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     the limits the certificate is judged by (:data:`optsolve.ot.certificate.LIMITS`).
     ``time_limit`` bounds the whole call, rounding and certificate included
     (:mod:`optsolve.ot.deadline`); ``emd`` cannot be stopped and ignores it.
+    ``plan_needed``: the plan will be written (``--plan``/``--arrays``): a dense plan that the cost does not
+    already bound is checked against the memory budget before the solve, a sparse one is built within it.
     """
     from optsolve.ot import certificate
     from optsolve.ot.deadline import Deadline
@@ -213,6 +216,9 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         ot.block = auto_block(ot.n, ot.m, xp=backend.xp)
     if method != "tnt" and ot.grid is not None:
         ot.C = ot.dense_cost(method)  # POT's solvers take the matrix
+    if plan_needed and plan_threshold is None and ot.C is None:
+        memory.require(problem.source, f"the dense {ot.n} x {ot.m} plan for --plan/--arrays (--plan-threshold T "
+                                       "writes only its entries above T)", 8 * ot.n * ot.m)
     s = resolve_settings(method, ot.max_cost(), reg=reg, gamma=gamma, target_gap=target_gap, tol=tol,
                          max_iter=max_iter, time_limit=time_limit, pcg=pcg, dtype=dtype, backend=backend,
                          low_memory=ot.low_memory, feas_tol=feas_tol, objective_rtol=objective_rtol,
@@ -230,6 +236,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
         if plan_threshold is not None:
             plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.sparse_plan(ot, plan_threshold), "csr")
+            if plan_needed:  # built now, so that one over the memory budget is refused before anything is written
+                plan = plan()
         elif ot.C is not None:
             plan = plan()
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}

@@ -64,4 +64,5 @@ def command(problem, plan_file, **params):
         if params.get("arrays") not in (None, plan_file):
             raise click.UsageError("Give at most one of --plan and --arrays (they write the same file).")
         params["arrays"] = plan_file
+    params["plan_needed"] = params.get("arrays") is not None  # its size is checked before the solve
     run_solve("ot", problem, params)

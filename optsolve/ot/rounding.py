@@ -52,12 +52,19 @@ class Rounded:
         return P
 
     def sparse_plan(self, ot: OTProblem, threshold: float):
-        """The rounded plan's entries above ``threshold`` as a CSR matrix, built block by block."""
+        """The rounded plan's entries above ``threshold`` as a CSR matrix, built block by block.
+
+        Raises InputError (:mod:`optsolve.core.memory`) once the entries kept pass the memory budget."""
         import scipy.sparse as sp
 
-        rows, cols, vals = [], [], []
+        from optsolve.core import memory
+
+        rows, cols, vals, kept = [], [], [], 0
         for j0, _, Pb in self.plan_blocks(ot):
             i, j = np.nonzero(Pb > threshold)
+            kept += i.size
+            memory.require(ot.label, f"the plan's entries above --plan-threshold {threshold:g} ({kept} of "
+                                     f"{ot.n} x {ot.m} so far, 24 bytes each)", 24 * kept)
             rows.append(i)
             cols.append(j + j0)
             vals.append(Pb[i, j])

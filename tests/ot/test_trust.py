@@ -385,3 +385,17 @@ def test_time_limit_document_records_the_deadline(cli, tmp_path, rng, options):
     assert deadline["pass_s"] > 0 and deadline["reserve_s"] == pytest.approx(FINISH_PASSES * deadline["pass_s"])
     assert deadline["solver_stopped_s"] <= deadline["finished_s"]
     assert cli("verify", path, tmp_path / "s.json").exit_code == 0  # no claim; the plan is feasible
+
+
+def test_plan_file_of_a_streamed_problem_is_checked_against_the_budget(cli, tmp_path, rng):
+    path = tmp_path / "clouds.npz"
+    save_problem(str(path), _clouds(rng, 200, 150))
+    out = tmp_path / "plan.npz"
+    r = cli("ot", path, "--low-memory", "--plan", out, "--memory-limit", "200K")  # the plan alone is 234 KB
+    assert r.exit_code == 7 and "the dense 200 x 150 plan for --plan/--arrays" in r.stderr, r.stderr
+    assert not out.exists()
+    r = cli("ot", path, "--low-memory", "--plan", out, "--plan-threshold", "0", "--memory-limit", "200K")
+    assert r.exit_code == 7 and "entries above --plan-threshold 0" in r.stderr, r.stderr
+    assert not out.exists()
+    r = cli("ot", path, "--low-memory", "--plan", out, "--plan-threshold", "1e-4", "--memory-limit", "200K")
+    assert r.exit_code == 0 and out.exists(), r.stderr
