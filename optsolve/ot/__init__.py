@@ -30,6 +30,7 @@ DEFAULT_METHOD = "tnt"
 PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
 FLOAT32_MAX_GAMMA = 2.0 ** 10
+GAMMA_RANGE = (2.0 ** -20, 2.0 ** 40)  # exponents of gamma * C / max C that float64 resolves
 PCG_MODES = ("plain", "discounted")
 DEFAULT_PCG = "plain"  # fewer CG iterations and less time than "discounted" in bin/bench-ot
 DTYPES = ("auto", "float32", "float64")
@@ -141,8 +142,13 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     scale = cmax if cmax > 0 else 1.0
     if method in ENTROPIC:
+        given = gamma
         if gamma is None:
             gamma = scale / reg if reg is not None else DEFAULT_GAMMA
+        if not GAMMA_RANGE[0] <= gamma <= GAMMA_RANGE[1]:
+            what = f"'--gamma' {given:g}" if given is not None else f"'--reg' {reg:g}, gamma = max(C)/reg = {gamma:.3g},"
+            raise ParameterError(f"The option {what} is outside [2^-20, 2^40]: the entropic plan would be the "
+                                 "product of the masses, or beyond the precision of float64.")
         reg = scale / gamma
     _choice("pcg", pcg, PCG_MODES)
     _choice("dtype", dtype, DTYPES)

@@ -399,3 +399,15 @@ def test_plan_file_of_a_streamed_problem_is_checked_against_the_budget(cli, tmp_
     assert not out.exists()
     r = cli("ot", path, "--low-memory", "--plan", out, "--plan-threshold", "1e-4", "--memory-limit", "200K")
     assert r.exit_code == 0 and out.exists(), r.stderr
+
+
+@pytest.mark.parametrize("options, needle", [
+    (("--gamma", "1e-300"), "'--gamma' 1e-300 is outside"),
+    (("--gamma", "1e300"), "'--gamma' 1e+300 is outside"),
+    (("--method", "sinkhorn", "--reg", "1e-300"), "'--reg' 1e-300, gamma = max(C)/reg"),
+])
+def test_temperatures_float64_cannot_resolve_are_refused(cli, tmp_path, rng, options, needle):
+    path = tmp_path / "p.npz"
+    save_problem(str(path), _clouds(rng, 6, 5))
+    r = cli("ot", path, *options)
+    assert r.exit_code == 7 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
