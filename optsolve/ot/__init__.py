@@ -146,7 +146,8 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         if gamma is None:
             gamma = scale / reg if reg is not None else DEFAULT_GAMMA
         if not GAMMA_RANGE[0] <= gamma <= GAMMA_RANGE[1]:
-            what = f"'--gamma' {given:g}" if given is not None else f"'--reg' {reg:g}, gamma = max(C)/reg = {gamma:.3g},"
+            what = (f"'--gamma' {given:g}" if given is not None
+                    else f"'--reg' {reg:g}, gamma = max(C)/reg = {gamma:.3g},")
             raise ParameterError(f"The option {what} is outside [2^-20, 2^40]: the entropic plan would be the "
                                  "product of the masses, or beyond the precision of float64.")
         reg = scale / gamma

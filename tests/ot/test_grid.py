@@ -83,9 +83,9 @@ def test_grid_certificate_equals_the_matrix_certificate(method, cost):
     res = optsolve.ot.solve_problem(grid_problem, method=method, gamma=2048.0 if method == "tnt" else None)
     doc = json.loads(res.to_json())
     on_grid = certificate.check(grid_problem, doc["solution"], method=method, objective=doc["objective"],
-                                settings=doc["settings"])
+                                settings=doc["settings"], limits={}, status=doc["status"])
     on_matrix = certificate.check(matrix_problem, doc["solution"], method=method, objective=doc["objective"],
-                                  settings=doc["settings"])
+                                  settings=doc["settings"], limits={}, status=doc["status"])
     assert on_grid.holds and on_matrix.holds
     for name in ("relative_gap", "gap_upper_bound", "dual_lower_bound"):
         assert on_grid[name].value == pytest.approx(on_matrix[name].value, rel=1e-9, abs=1e-13)
@@ -105,7 +105,7 @@ def test_grid_certificate_catches_a_tampered_solution():
         i = next(i for i, v in enumerate(sol[key]) if v is not None and ot.a[i] > 0 and ot.b[i] > 0)
         sol[key][i] += 0.05
         cert = certificate.check(grid_problem, sol, method=method, objective=doc["objective"],
-                                 settings=doc["settings"])
+                                 settings=doc["settings"], limits={}, status=doc["status"])
         assert not cert.holds
 
 
