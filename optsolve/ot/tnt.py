@@ -664,7 +664,8 @@ def _timed_lse(K, deadline: Deadline, log_marginal, *args):
     """One log-sum-exp pass, its duration recorded as the deadline's measure of a pass."""
     t = deadline.clock()
     out = log_marginal(*args)
-    float(out[0]) if out.shape[0] else None  # waits for a GPU to finish the pass
+    if out.shape[0]:
+        float(out[0])  # on a GPU, waits for the pass to finish
     deadline.measure(deadline.clock() - t)
     return out
 
