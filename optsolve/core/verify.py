@@ -112,7 +112,8 @@ def settings_checks(certificate_module, settings: dict, limits: dict) -> list[Ch
         note = (f"the solution's settings.{lim.name} = {claimed!r} against the limit verify uses, "
                 f"{used!r} ({where})")
         if looser:
-            note += f"; it is looser: verify with {lim.option} {claimed!r} to judge it by its own setting"
+            given = lim.option if isinstance(claimed, bool) else f"{lim.option} {claimed!r}"
+            note += f"; it is looser: verify with {given} to judge it by its own setting"
         checks.append(Check(f"setting_{lim.name}", claimed if not isinstance(claimed, (dict, list)) else str(claimed),
                             used if used is not None else "not looser", not looser, note))
     return checks

@@ -325,7 +325,8 @@ def test_unequal_sums_hint_and_normalize(cli, tmp_path):
     assert doc["settings"]["normalize"] is True
     sol = tmp_path / "s.json"
     sol.write_text(run.stdout)
-    assert cli("verify", path, sol).exit_code == 0
+    assert cli("verify", path, sol).exit_code == 6  # the file's masses differ: verify must be told --normalize
+    assert cli("verify", path, sol, "--normalize").exit_code == 0
 
 
 # Finite inputs whose derived quantities (total mass, costs) would overflow.
