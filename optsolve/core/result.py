@@ -411,7 +411,7 @@ def solution_vector(solution: dict, key: str, size: int) -> np.ndarray:
     values = solution.get(key)
     if values is None:
         raise KeyError(f"solution has no {key!r}")
-    if not isinstance(values, (list, tuple, np.ndarray)):
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
         raise ValueError(f"solution {key!r} must be a list of {size} numbers; found {type(values).__name__}")
     arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
     if arr.ndim != 1:
