@@ -17,6 +17,7 @@ import numpy as np
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.cover.certificate import VALUE_RTOL
 from optsolve.cover.problems import SCHEMA, fairness_violation, infeasibility_reason, prepare
 
 DEFAULT_METHOD = "greedy"
@@ -45,11 +46,12 @@ def _unfair(cp, fn, s, deadline):
     return unfair_greedy(cp, fn, deadline)
 
 
-def _milp(cp, s, info, stats, deadline) -> Result:
+def _milp(cp, s, info, stats, deadline, source="Problem") -> Result:
     from optsolve.cover.milp import solve_milp
 
     remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
-    run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None)
+    run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None,
+                     label=source)
     stats.update({"dual_bound": run.dual_bound, "mip_nodes": run.nodes})
     if run.status == "infeasible":
         return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
@@ -77,9 +79,17 @@ def _beta(beta):
     return b
 
 
-def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed):
+def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed,
+                     unfair=False, value_rtol=VALUE_RTOL):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
+    if unfair and method != "unfair-greedy":
+        raise ParameterError(f"The '--unfair' flag drops the proportions, which '--method {method}' enforces; "
+                             "use it with '--method unfair-greedy' (which sets it).")
+    if not (0 <= value_rtol < 1):
+        raise ParameterError(f"The '--value-rtol' option must be a number in [0, 1); got {value_rtol!r}.")
+    if max_iter is not None and max_iter < 1:
+        raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     if not 0 < eps < 1:
         raise ParameterError(f"The '--eps' option must be a number in (0, 1); got {eps!r}.")
     if not alpha > 0:
@@ -94,20 +104,24 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
         raise ParameterError(f"The '--tau-frac' option must be a number in (0, 1]; got {tau_frac!r}.")
     if time_limit is None and method == "milp":
         time_limit = DEFAULT_MILP_TIME_LIMIT
+    # balance, tau, tau_frac: the options given (None: the file's); unfair: what unfair-greedy solves
     return {"eps": float(eps), "alpha": float(alpha), "beta": _beta(beta), "bicriteria": bool(bicriteria),
             "balance": balance, "tau": tau, "tau_frac": tau_frac, "max_iter": max_iter, "time_limit": time_limit,
-            "seed": seed}
+            "seed": seed, "unfair": method == "unfair-greedy", "value_rtol": float(value_rtol)}
 
 
 def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha: float = 0.1, beta="auto",
                   bicriteria: bool = False, balance: float | None = None, tau: float | None = None,
                   tau_frac: float | None = None, max_iter: int | None = None, time_limit: float | None = None,
-                  device: str = "auto", seed: int | None = None, progress: Progress = SILENT) -> Result:
+                  device: str = "auto", seed: int | None = None, unfair: bool = False,
+                  value_rtol: float = VALUE_RTOL, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.cover.problems.SCHEMA`); the certificate is attached.
 
     ``balance``, ``tau``, ``tau_frac`` override the file's; ``max_iter`` bounds convert-fair's
-    guesses of the optimum's size; ``time_limit`` (seconds) stops the search (milp: default 60 s,
-    then the incumbent and HiGHS's dual bound are reported).
+    guesses of the optimum's size; ``time_limit`` (seconds) bounds the whole solve, certificate
+    included (milp: default 60 s, then the incumbent and HiGHS's dual bound are reported);
+    ``value_rtol``: f(S) within this of tau, relative to max(tau, f(U)), reaches it (as the
+    certificate judges); ``unfair``: set by ``method='unfair-greedy'``, refused with the others.
     """
     from optsolve.cover import certificate
     from optsolve.cover.functions import make_function
@@ -116,19 +130,19 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
         raise ParameterError("optsolve cover runs on the CPU; use '--device cpu' (or auto).")
     method = method or DEFAULT_METHOD
     s = resolve_settings(method, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau,
-                         tau_frac=tau_frac, max_iter=max_iter, time_limit=time_limit, seed=seed)
+                         tau_frac=tau_frac, max_iter=max_iter, time_limit=time_limit, seed=seed, unfair=unfair,
+                         value_rtol=value_rtol)
     t0 = time.perf_counter()
+    deadline = None if s["time_limit"] is None else t0 + s["time_limit"]
     cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
-    s["tau"], s["tau_frac"] = cp.tau, None  # the absolute threshold solved for (verify reads it)
     info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
     stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
-    reason = infeasibility_reason(cp, fairness=method != "unfair-greedy")
-    deadline = None if s["time_limit"] is None else t0 + s["time_limit"]
+    reason = infeasibility_reason(cp, fairness=not s["unfair"], rtol=s["value_rtol"])
     if reason is not None:
         result = Result("cover", method, Status.INFEASIBLE, f"Infeasible: {reason}", problem=info,
                         solution={"certificate_kind": "infeasible", "reason": reason}, stats=stats, settings=s)
     elif method == "milp":
-        result = METHODS["milp"](cp, s, info, stats, deadline)
+        result = METHODS["milp"](cp, s, info, stats, deadline, problem.source)
     else:
         fn = make_function(cp)
         run = METHODS[method](cp, fn, s, deadline)
@@ -141,10 +155,17 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     stats["time_s"] = {"solve": time.perf_counter() - t0}
     if result.solution is not None:
         t = time.perf_counter()
+        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
         result.attach_certificate(certificate.check(problem, result.solution, method=method,
-                                                    objective=result.objective, settings=s))
+                                                    objective=result.objective, settings=s, limits=limits,
+                                                    status=result.status.value, deadline=deadline))
         stats["time_s"]["certificate"] = time.perf_counter() - t
-        if result.certificate.holds and result.solution.get("selected") is not None:
+        if result.status is Status.INFEASIBLE and not result.certificate.holds:
+            late = deadline is not None and time.perf_counter() > deadline
+            result.status = Status.TIME_LIMIT if late else Status.NUMERICAL_ERROR
+            result.add_message("The certificate could not re-derive the infeasibility"
+                               + (" before the time limit." if late else "."))
+        if result.certificate.holds and result.solution.get("selected"):
             lb = result.certificate["lower_bound_opt"].value
             stats["size_over_opt_at_most"] = len(result.solution["selected"]) / lb
     return result
@@ -153,7 +174,7 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
 def _attach_set(result: Result, cp, selected) -> None:
     S = [int(i) for i in selected]
     counts = np.bincount(cp.groups[S], minlength=cp.G)
-    result.solution = {"selected": S, "group_counts": counts.tolist()}
+    result.solution = {"selected": S, "group_counts": cp.counts_by_label(counts)}
     result.objective = len(S)
     result.stats["size"] = len(S)
     result.stats["fairness_violation"] = fairness_violation(counts, cp.p, cp.q)

@@ -30,6 +30,12 @@ OUTPUT_OPTIONS = ()
 @click.option("--tau", type=float, default=None, help="Threshold f(S) >= tau (overrides the file's).")
 @click.option("--tau-frac", type=float, default=None,
               help="Threshold as a fraction of f(U) (overrides the file's).")
+@click.option("--unfair", is_flag=True,
+              help="The problem without proportions, which '--method unfair-greedy' solves (and sets); "
+                   "'optsolve verify' needs it to accept such a solution.")
+@click.option("--value-rtol", type=float, default=1e-9, show_default=True,
+              help="f(S) within this of tau, relative to max(tau, f(U)), reaches it (and f(U) short of tau by "
+                   "more proves infeasibility); 'optsolve verify' takes the same option.")
 def command(problem, **params):
     """Fair submodular cover: a small set S with f(S) >= tau whose groups are in proportion.
 

@@ -158,7 +158,7 @@ def _round(fn, cp: CoverProblem, x, admissible, k: int, target: float) -> list:
     counts = np.zeros(cp.G, dtype=np.int64)
     S = []
     cand = np.flatnonzero(x > 0)
-    tol = GAIN_TOL * max(1.0, cp.f_all)
+    tol = GAIN_TOL * cp.f_all
     alive = np.ones(cand.size, dtype=bool)
     while not reached(fn.value, target) and len(S) < k and alive.any():
         idx = np.flatnonzero(alive)

@@ -45,6 +45,7 @@ from optsolve.cover.problems import CoverProblem, fair_counts, fair_sizes
 
 GAIN_TOL = 1e-12  # gains below this, relative to the largest singleton gain (or to f(U)), are zero
 VALUE_RTOL = 1e-12  # f(S) within this (relative) of the target reaches it: sums of gains round
+# Both are relative only: the weights' scale (1e-20 or 1e20) changes no choice.
 
 
 # What the traces of `--history` record: one point per guess of the optimum's size.
@@ -56,7 +57,7 @@ def deficit(value: float, target: float) -> float:
 
 
 def reached(value: float, target: float) -> bool:
-    return value >= target - VALUE_RTOL * max(1.0, abs(target))
+    return value >= target - VALUE_RTOL * abs(target)
 
 
 @dataclass
@@ -128,7 +129,7 @@ def _lazy_steps(fn, groups, counts, admissible=None, taken=()):
     upper bound), so the choice is the greedy one. An inadmissible element is dropped: the FSM
     constraints only tighten as the set grows."""
     gains = fn.gains()
-    tol = GAIN_TOL * max(1.0, float(gains.max(initial=0.0)))
+    tol = GAIN_TOL * float(gains.max(initial=0.0))
     gains[list(taken)] = 0.0
     heap = [(-g, int(i)) for i, g in enumerate(gains) if g > tol]
     heapq.heapify(heap)
@@ -215,7 +216,7 @@ def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: in
     fn.reset()
     ub = fn.gains().astype(float)
     d0 = float(ub.max()) if ub.size else 0.0
-    tol = GAIN_TOL * max(1.0, d0)
+    tol = GAIN_TOL * d0
     if d0 <= tol:
         return []
     counts = np.zeros(G, dtype=np.int64)

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
-from optsolve.cover.certificate import lp_system
+from optsolve.core import memory
+from optsolve.cover.certificate import lp_entries, lp_system
 from optsolve.cover.problems import CoverProblem
+
+MILP_BYTES_PER_ENTRY = 400  # HiGHS's working memory per constraint-matrix entry, roughly (presolve, LU, tree)
 
 
 @dataclass
@@ -28,7 +31,13 @@ class MILPRun:
     nodes: int | None = None
 
 
-def solve_milp(cp: CoverProblem, *, time_limit: float | None = 60.0, tau: float | None = None) -> MILPRun:
+def solve_milp(cp: CoverProblem, *, time_limit: float | None = 60.0, tau: float | None = None,
+               label: str = "Problem") -> MILPRun:
+    """The exact fair cover (threshold ``tau``, default the problem's); the system's size is checked
+    against the memory budget first (``label`` names the problem in the refusal)."""
+    entries = lp_entries(cp)
+    memory.require(label, f"the MILP of about {entries} constraint entries ('--method milp' is for small instances)",
+                   entries * MILP_BYTES_PER_ENTRY)
     c, A, b, bounds, n = lp_system(cp, tau)
     lo = np.array([bd[0] for bd in bounds])
     hi = np.array([bd[1] for bd in bounds])
@@ -46,7 +55,7 @@ def solve_milp(cp: CoverProblem, *, time_limit: float | None = 60.0, tau: float 
     if res.x is None:
         return MILPRun(None, "time_limit", dual, f"HiGHS found no fair cover within the time limit ({res.message})",
                        nodes)
-    x = np.round(res.x[:n]).astype(bool)
+    x = res.x[:n] > 0.5  # binary to HiGHS's integrality tolerance
     selected = np.flatnonzero(x).tolist()
     if res.status == 0:
         return MILPRun(selected, "optimal", float(len(selected)), "", nodes)

@@ -96,8 +96,15 @@ SCHEMA = Schema(
 
 @dataclass
 class CoverProblem:
-    """A validated problem in solver form: the function's matrix (CSR, elements x items/clients),
-    item weights (coverage), groups, per-group proportions and the absolute threshold."""
+    """A validated problem in solver form: the function's matrix (CSR, elements x the items or
+    clients some element reaches), item weights (coverage), groups, per-group proportions and the
+    absolute threshold.
+
+    Groups are numbered 0..G-1 in the order of the file's labels that have elements (``labels``
+    maps back), so no array is sized by a label's value. A label with no element constrains
+    only through its lower proportion (it would need ceil(p_c |S|) elements it does not have);
+    when some empty group has p_c > 0, the one with the largest p_c is kept as a group of size 0,
+    which makes the same sets unfair as all of them together."""
 
     kind: str  # "coverage" or "facility"
     M: sp.csr_matrix
@@ -107,6 +114,18 @@ class CoverProblem:
     q: np.ndarray
     tau: float
     f_all: float
+    labels: np.ndarray | None = None  # the file's label of each group
+    declared_groups: int | None = None  # the file's number of groups: largest label + 1, or the proportions given
+    p_sum: float | None = None  # sums of the proportions over the declared groups
+    q_sum: float | None = None
+
+    def __post_init__(self):
+        if self.labels is None:
+            self.labels = np.arange(self.p.shape[0])
+        if self.declared_groups is None:
+            self.declared_groups = int(self.p.shape[0])
+        if self.p_sum is None:
+            self.p_sum, self.q_sum = float(self.p.sum()), float(self.q.sum())
 
     @property
     def n(self) -> int:
@@ -119,59 +138,137 @@ class CoverProblem:
     def group_sizes(self) -> np.ndarray:
         return np.bincount(self.groups, minlength=self.G)
 
+    def counts_by_label(self, counts: np.ndarray, list_limit: int | None = None):
+        """Per-group counts in the file's labels: a list indexed by label when the file declares at
+        most ``list_limit`` groups (default: max(n, G)), else ``{label: count}`` of the nonzero ones."""
+        limit = max(self.n, self.G) if list_limit is None else list_limit
+        counts = np.asarray(counts, dtype=np.int64)
+        if self.declared_groups <= limit:
+            out = np.zeros(self.declared_groups, dtype=np.int64)
+            out[self.labels] = counts
+            return out.tolist()
+        return {str(int(lab)): int(c) for lab, c in zip(self.labels, counts) if c}
 
-def proportions(problem: Problem, balance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(p, q) per group: from ``balance`` (an option, overriding the file), else the file's p and q
-    or its balance; without any of them an error."""
-    groups = problem["groups"]
-    G = int(groups.max()) + 1
-    for key in ("p", "q"):
-        if key in problem and np.ndim(problem[key]) == 1:
-            G = max(G, problem[key].shape[0])
+
+def _label_groups(problem: Problem, balance: float | None):
+    """(groups 0..G-1, labels, p, q, declared groups, sum p, sum q): see :class:`CoverProblem`."""
+    labels, groups = np.unique(np.asarray(problem["groups"]), return_inverse=True)
+    groups = groups.reshape(-1).astype(np.int64)
+    lengths = [int(np.size(problem[k])) for k in ("p", "q") if k in problem and np.ndim(problem[k]) == 1]
+    declared = max([int(labels[-1]) + 1] + lengths)  # a Python int: labels up to 2^63 allocate nothing
     if balance is None and "p" not in problem:
         balance = problem.get("balance")
+    if balance is None and "p" not in problem:
+        raise problem.error("no proportions: give 'p' and 'q' (one per group, or one number for all) or "
+                            "'balance' in the file, or the '--balance DELTA' option.")
     if balance is not None:
         if not 0 <= balance <= 1:
             raise problem.error(f"balance DELTA is {balance:.6g}; expected a number in [0, 1].")
-        return np.full(G, (1 - balance) / G), np.full(G, (1 + balance) / G)
-    if "p" not in problem:
-        raise problem.error("no proportions: give 'p' and 'q' (one per group, or one number for all) or "
-                            "'balance' in the file, or the '--balance DELTA' option.")
-    return (np.broadcast_to(np.atleast_1d(problem["p"]).astype(float), (G,)).copy(),
-            np.broadcast_to(np.atleast_1d(problem["q"]).astype(float), (G,)).copy())
+        pc, qc = (1 - balance) / declared, (1 + balance) / declared
+        per_p, per_q = None, None
+        p_sum, q_sum = 1.0 - balance, 1.0 + balance
+    else:
+        pv, qv = np.atleast_1d(problem["p"]).astype(float), np.atleast_1d(problem["q"]).astype(float)
+        if pv.size == 1 and qv.size == 1:
+            pc, qc, per_p, per_q = float(pv[0]), float(qv[0]), None, None
+            p_sum, q_sum = pc * declared, qc * declared
+        else:
+            per_p, per_q = np.broadcast_to(pv, (declared,)), np.broadcast_to(qv, (declared,))
+            p_sum, q_sum = float(per_p.sum()), float(per_q.sum())
+    if per_p is None:
+        p, q = np.full(labels.size, pc), np.full(labels.size, qc)
+        if labels.size < declared and pc > 0:  # some label 0..declared-1 has no element: the first one
+            gaps = np.flatnonzero(labels != np.arange(labels.size))
+            empty = int(gaps[0]) if gaps.size else labels.size
+            labels, p, q = np.append(labels, empty), np.append(p, pc), np.append(q, qc)
+    else:
+        p, q = per_p[labels].copy(), per_q[labels].copy()
+        vacant = np.ones(declared, dtype=bool)
+        vacant[labels] = False
+        if vacant.any():
+            empty = int(np.argmax(np.where(vacant, per_p, -1.0)))
+            if per_p[empty] > 0:
+                labels, p, q = np.append(labels, empty), np.append(p, per_p[empty]), np.append(q, per_q[empty])
+    return groups, labels, p, q, declared, p_sum, q_sum
+
+
+def proportions(problem: Problem, balance: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(p, q) per group (the groups of :class:`CoverProblem`): from ``balance`` (an option,
+    overriding the file), else the file's p and q or its balance; without any of them an error."""
+    _, _, p, q, _, _, _ = _label_groups(problem, balance)
+    return p, q
+
+
+def _reached_columns(M: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """M restricted to the columns with a stored entry, and those columns: a column no element
+    reaches adds nothing to f, and dropping it keeps every vector at most nnz long."""
+    used = np.unique(M.indices)
+    cols = np.searchsorted(used, M.indices).astype(M.indices.dtype, copy=False)
+    return sp.csr_matrix((M.data, cols, M.indptr), shape=(M.shape[0], used.size)), used
+
+
+def function_of(problem: Problem) -> tuple[str, sp.csr_matrix, np.ndarray | None, float]:
+    """(kind, M, weights, f(U)) of a validated problem, M restricted to the reached columns."""
+    if "cover" in problem:
+        M = sp.csr_matrix(problem["cover"], dtype=float)
+        M.data = (M.data != 0).astype(float)
+        M.eliminate_zeros()
+        M, used = _reached_columns(M)
+        w = np.asarray(problem["weights"], dtype=float)[used] if "weights" in problem else np.ones(used.size)
+        with np.errstate(over="ignore"):
+            f_all = float(w.sum())
+        kind, weights = "coverage", w
+        what = "the weights of the covered items"
+    else:
+        M = sp.csr_matrix(problem["sim"], dtype=float)
+        M.eliminate_zeros()
+        M, _ = _reached_columns(M)
+        with np.errstate(over="ignore"):
+            f_all = float(M.max(axis=0).toarray().sum()) if M.nnz else 0.0
+        kind, weights = "facility", None
+        what = "the clients' largest similarities"
+    if not np.isfinite(f_all):
+        raise problem.error(f"f(U), the sum of {what}, overflows the largest float (1.8e308); scale the "
+                            f"{'weights' if kind == 'coverage' else 'similarities'} down.")
+    M.sort_indices()
+    return kind, M, weights, f_all
+
+
+def file_threshold(problem: Problem) -> tuple[float | None, float | None]:
+    """(tau, tau_frac) as the file sets them: tau absolute (from tau_frac times f(U) when the file
+    gives a fraction; None without either), tau_frac (None unless the file gives it)."""
+    if "tau" in problem:
+        return float(problem["tau"]), None
+    if "tau_frac" in problem:
+        _, _, _, f_all = function_of(problem)
+        return float(problem["tau_frac"]) * f_all, float(problem["tau_frac"])
+    return None, None
 
 
 def prepare(problem: Problem, *, balance: float | None = None, tau: float | None = None,
             tau_frac: float | None = None) -> CoverProblem:
     """Solver form of a validated problem; options override the file's balance and threshold."""
-    if "cover" in problem:
-        M = sp.csr_matrix(problem["cover"], dtype=float)
-        M.data = (M.data != 0).astype(float)
-        M.eliminate_zeros()
-        w = problem["weights"] if "weights" in problem else np.ones(M.shape[1])
-        covered = np.zeros(M.shape[1], dtype=bool)
-        covered[M.indices] = True
-        f_all = float(w[covered].sum())
-        kind, weights = "coverage", np.asarray(w, dtype=float)
-    else:
-        M = sp.csr_matrix(problem["sim"], dtype=float)
-        M.eliminate_zeros()
-        f_all = float(M.max(axis=0).toarray().sum()) if M.nnz else 0.0
-        kind, weights = "facility", None
-    M.sort_indices()
-    p, q = proportions(problem, balance)
+    kind, M, weights, f_all = function_of(problem)
+    groups, labels, p, q, declared, p_sum, q_sum = _label_groups(problem, balance)
+    source = "the options"
     if tau is None and tau_frac is None:
-        tau, tau_frac = problem.get("tau"), problem.get("tau_frac")
+        tau, tau_frac, source = problem.get("tau"), problem.get("tau_frac"), "the file"
     if tau is None and tau_frac is None:
         raise problem.error("no threshold: give 'tau' (absolute) or 'tau_frac' (fraction of f(U)) in the file, "
                             "or the '--tau' / '--tau-frac' option.")
     if tau is None:
         if not 0 < tau_frac <= 1:
             raise problem.error(f"tau fraction is {tau_frac:.6g}; expected a number in (0, 1].")
+        if not f_all > 0:
+            raise problem.error(f"tau_frac = {tau_frac:.6g} (from {source}) of f(U) = 0 gives the threshold 0: "
+                                f"{'no element covers an item of positive weight' if kind == 'coverage' else 'every similarity is zero'}, "
+                                "so the empty set already meets it; give a positive 'tau' to have it "
+                                "declared infeasible.")
         tau = tau_frac * f_all
-    if not tau > 0:
-        raise problem.error(f"the threshold tau is {tau:.6g}; expected a positive number.")
-    return CoverProblem(kind, M, weights, np.asarray(problem["groups"], dtype=np.int64), p, q, float(tau), f_all)
+    if not (tau > 0 and np.isfinite(tau)):
+        raise problem.error(f"the threshold tau is {tau:.6g}; expected a positive finite number.")
+    return CoverProblem(kind, M, weights, groups, p, q, float(tau), f_all, labels=labels, declared_groups=declared,
+                        p_sum=p_sum, q_sum=q_sum)
 
 
 # --------------------------------------------------------------------------- generators
@@ -314,34 +411,58 @@ def fair_counts(ms: np.ndarray, counts: np.ndarray, sizes: np.ndarray, p: np.nda
     return ok, need, cap
 
 
+FAIR_SIZES_BLOCK = 1 << 20  # entries of the (sizes x groups) arrays evaluated at once
+
+
 def fair_sizes(sizes: np.ndarray, p: np.ndarray, q: np.ndarray, n: int) -> np.ndarray:
     """The set sizes m in 1..n for which a fair set exists: integers s_c with
-    ceil(p_c m) <= s_c <= min(floor(q_c m), |U_c|) summing to m (a boolean per m, index 0 unused)."""
-    ok, _, _ = fair_counts(np.arange(n + 1), np.zeros(len(p)), sizes, p, q)
-    ok[0] = False
+    ceil(p_c m) <= s_c <= min(floor(q_c m), |U_c|) summing to m (a boolean per m, index 0 unused).
+
+    Groups with the same (p_c, q_c, |U_c|) impose the same bounds, so each distinct triple is
+    evaluated once and counted with its multiplicity; sizes go in blocks of bounded memory."""
+    triples, mult = np.unique(np.stack([np.asarray(p, float), np.asarray(q, float), np.asarray(sizes, float)], 1),
+                              axis=0, return_counts=True)
+    up, uq, us = triples[:, 0], triples[:, 1], triples[:, 2]
+    ok = np.zeros(n + 1, dtype=bool)
+    step = max(1, FAIR_SIZES_BLOCK // max(1, up.size))
+    for start in range(1, n + 1, step):
+        ms = np.arange(start, min(n, start + step - 1) + 1, dtype=float)
+        need = np.maximum(np.ceil(np.outer(ms, up) - 1e-9), 0.0)
+        cap = np.minimum(np.floor(np.outer(ms, uq) + 1e-9), us[None, :])
+        ok[start:start + ms.size] = np.all(need <= cap, axis=1) & (need @ mult <= ms) & (cap @ mult >= ms)
     return ok
 
 
-def infeasibility_reason(cp: CoverProblem, fairness: bool = True) -> str | None:
-    """Why no fair set (any set, without ``fairness``) reaches tau, where that is certain (None otherwise)."""
+def short_of(tau: float, value: float, scale: float, rtol: float) -> bool:
+    """Whether ``value`` falls short of ``tau`` by more than the rounding tolerance rtol * scale."""
+    return value < tau - rtol * scale
+
+
+def infeasibility_reason(cp: CoverProblem, fairness: bool = True, rtol: float = 1e-9) -> str | None:
+    """Why no fair set (any set, without ``fairness``) reaches tau, where that is certain (None
+    otherwise); a value counts as reaching tau within ``rtol`` times max(tau, f(U)), as the
+    certificate judges a returned set."""
+    scale = max(cp.tau, cp.f_all)
+    over = short_of(cp.tau, cp.f_all, scale, rtol)
     if not fairness:
-        return f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}." if cp.tau > cp.f_all * (1 + 1e-12) else None
-    if cp.p.sum() > 1 + 1e-12:
-        return f"the lower proportions sum to {cp.p.sum():.6g} > 1: no set is fair."
-    if cp.q.sum() < 1 - 1e-12:
-        return f"the upper proportions sum to {cp.q.sum():.6g} < 1: no set is fair."
-    if cp.tau > cp.f_all * (1 + 1e-12):
+        return f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}." if over else None
+    if cp.p_sum > 1 + 1e-12:
+        return f"the lower proportions sum to {cp.p_sum:.6g} > 1: no set is fair."
+    if cp.q_sum < 1 - 1e-12:
+        return f"the upper proportions sum to {cp.q_sum:.6g} < 1: no set is fair."
+    if over:
         return f"tau = {cp.tau:.6g} exceeds f(U) = {cp.f_all:.6g}: no set reaches it."
-    ok = fair_sizes(cp.group_sizes(), cp.p, cp.q, cp.n)
+    sizes = cp.group_sizes()
+    ok = fair_sizes(sizes, cp.p, cp.q, cp.n)
     if not ok.any():
-        empty = [c for c in range(cp.G) if cp.group_sizes()[c] == 0 and cp.p[c] > 0]
-        why = f" (group {empty[0]} has no element but p = {cp.p[empty[0]]:.3g})" if empty else ""
+        empty = [c for c in range(cp.G) if sizes[c] == 0 and np.ceil(cp.p[c] * cp.n - 1e-9) > 0]
+        why = f" (group {int(cp.labels[empty[0]])} has no element but p = {cp.p[empty[0]]:.3g})" if empty else ""
         return f"no set size 1..{cp.n} admits counts within the proportions and the group sizes{why}."
     largest = int(np.flatnonzero(ok).max())
     if largest < cp.n:
         # f(S) <= sum of its singletons' values (submodularity), and a fair set has at most `largest` elements
         top = float(np.sort(singletons(cp))[::-1][:largest].sum())
-        if top < cp.tau * (1 - 1e-12):
+        if short_of(cp.tau, top, scale, rtol):
             return (f"a fair set has at most {largest} elements, and the {largest} largest singleton values sum to "
                     f"{top:.6g} < tau = {cp.tau:.6g}.")
     return None
@@ -364,4 +485,5 @@ def fairness_violation(counts: np.ndarray, p: np.ndarray, q: np.ndarray) -> floa
     return float(max(0.0, (lo - counts).max(), (counts - hi).max())) / m
 
 
-__all__ = ["SCHEMA", "FAMILIES", "CoverProblem", "prepare", "fair_sizes", "infeasibility_reason"]
+__all__ = ["SCHEMA", "FAMILIES", "CoverProblem", "prepare", "file_threshold", "fair_sizes",
+           "infeasibility_reason"]
