@@ -53,12 +53,14 @@ from optsolve.core.errors import ParameterError
 from optsolve.core.history import active
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.mvi.operators import norm2
 from optsolve.mvi.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "ecppa"
 METHODS = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda")
 DEFAULT_TOL = 1e-6
 DEFAULT_MAX_EVALS = 1_000_000
+CONSTANTS_SHARE = 0.5  # of a time limit, at most, for ||M|| and rho of an affine operator
 STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_iter": Status.MAX_ITER,
          "time_limit": Status.TIME_LIMIT, "numerical": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
 REASONS = {"budget": "the evaluation budget ({max_evals}) is spent", "max_iter": "the iteration limit is reached",
@@ -74,12 +76,13 @@ def _run(method: str, ev, setup) -> dict:
     return table[method](ev, setup)
 
 
-def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps):
+def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
-    for name, value in (("gamma", gamma), ("tol", tol)):
+    for name, value in (("gamma", gamma), ("tol", tol), *limits.items()):
         if value is not None and not (value > 0 and math.isfinite(value)):
-            raise ParameterError(f"The '--{name}' option must be a float in (0, inf); got {value!r}.")
+            raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a float in (0, inf); "
+                                 f"got {value!r}.")
     if relax is not None and not 0 < relax < 2:
         raise ParameterError(f"The '--relax' option must be a float in (0, 2); got {relax!r}.")
     if sigma is not None and not 0 < sigma < 1:
@@ -118,19 +121,22 @@ def _range_check(mp, method, gamma, force, notes) -> float | None:
 
 def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None,
              tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
-             history: bool = False, progress: Progress = SILENT):
+             deadline: float | None = None, history: bool = False, progress: Progress = SILENT):
     """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
     constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
-    method's counts and its :class:`~optsolve.mvi.evaluator.Stop`."""
+    method's counts and its :class:`~optsolve.mvi.evaluator.Stop`. ``deadline`` (a time.monotonic
+    value) takes precedence over ``time_limit`` (seconds from now)."""
     from optsolve.mvi.ecppa import Setup
     from optsolve.mvi.evaluator import Evaluator, Stop
 
-    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    if deadline is None and time_limit is not None:
+        deadline = time.monotonic() + float(time_limit)
     setup = Setup(mp.z0, mp.L, rho, gamma=gamma, lam=1.0 if relax is None else float(relax), sigma=sigma,
                   inner_steps=inner_steps, max_iter=max_iter)
     ev = Evaluator(mp.op, mp.C, tol=tol, max_evals=max_evals, deadline=deadline, history=history, progress=progress)
     try:
-        run = _run(method, ev, setup)
+        with np.errstate(all="ignore"):  # overflow ends as a non-finite value, which the evaluator reports
+            run = _run(method, ev, setup)
         stop = run.pop("stop")
     except KeyboardInterrupt:
         run, stop = {}, Stop("interrupted")
@@ -144,7 +150,8 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
 def solve_problem(problem, *, method: str | None = None, operator: str | None = None, gamma: float | None = None,
                   relax: float | None = None, sigma: float | None = None, rho: float | None = None,
                   lipschitz: float | None = None, tol: float | None = None, max_evals: int | None = None,
-                  inner_steps: int | None = None, force: bool = False,
+                  inner_steps: int | None = None, force: bool = False, feas_tol: float | None = None,
+                  residual_rtol: float | None = None, residual_atol: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
                   seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.mvi.problems.SCHEMA`); the certificate is attached.
@@ -154,20 +161,27 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     ``sigma``: ecppa's inner stop in (0, 1) (default 0.5); ``rho`` and ``lipschitz`` override
     the file's; ``tol``: the natural residual to reach (default 1e-6); ``max_evals``: the
     budget of F evaluations (default 1e6); ``inner_steps``: ecppa's forced inner steps, or
-    rppa's fixed count (default 20); ``force``: run when rho <= -1/L.
+    rppa's fixed count (default 20); ``force``: run when rho <= -1/L; ``feas_tol``,
+    ``residual_rtol``, ``residual_atol``: the certificate's other limits (see
+    :data:`optsolve.mvi.certificate.LIMITS`). ``time_limit`` bounds the whole call, the constants
+    of the operator and the certificate included.
     """
     from optsolve.mvi import certificate
 
+    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
     if device == "gpu":
         raise ParameterError("optsolve mvi runs on the CPU; use '--device cpu' (or auto).")
     method = method or DEFAULT_METHOD
-    _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps)
+    extra_limits = {"feas_tol": feas_tol, "residual_rtol": residual_rtol, "residual_atol": residual_atol}
+    _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, extra_limits)
     if rho is not None and not math.isfinite(rho):
         raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
     if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
         raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
     t0 = time.perf_counter()
-    mp = prepare(problem, operator, lipschitz=lipschitz, rho=rho)
+    # the operator's constants may take at most half the time left: the rest is the solve's
+    constants_by = None if deadline is None else time.monotonic() + CONSTANTS_SHARE * (deadline - time.monotonic())
+    mp = prepare(problem, operator, lipschitz=lipschitz, rho=rho, deadline=constants_by)
     notes = list(mp.notes)
     rho_used = _range_check(mp, method, gamma, force, notes)
     tol = DEFAULT_TOL if tol is None else float(tol)
@@ -176,7 +190,7 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
         notes.append("L unknown: the step comes from the largest secant ||F(z) - F(z')|| / ||z - z'|| seen "
                      "(give '--lipschitz' for a guaranteed step)")
     ev, run, stop = optimize(mp, method, rho=rho_used, gamma=gamma, relax=relax, sigma=sigma, inner_steps=inner_steps,
-                             tol=tol, max_evals=budget, max_iter=max_iter, time_limit=time_limit,
+                             tol=tol, max_evals=budget, max_iter=max_iter, deadline=deadline,
                              history=active() is not None, progress=progress)
     if ev.best_z is None:
         from optsolve.core.errors import SolverError
@@ -192,7 +206,7 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     solution = {"z": z.tolist(), "residual": ev.best_residual,
                 "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
     if mp.z_star is not None:
-        solution["distance_to_z_star"] = float(np.linalg.norm(z - mp.z_star))
+        solution["distance_to_z_star"] = norm2(z - mp.z_star)
     stats = {"d": mp.d, "evaluations": ev.evals, "jacobian_evaluations": ev.jacobian_evals,
              "best_at_evaluation": ev.best_eval, "outer_iterations": run.get("outer"),
              "inner_iterations": run.get("inner"), "max_inner": run.get("max_inner"),
@@ -200,12 +214,15 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     if run.get("gamma_max"):
         stats["gamma"] = [run["gamma_min"], run["gamma_max"]]
     stats["time_s"] = {"solve": time.perf_counter() - t0}
+    limits = certificate.resolve(dict(extra_limits, tol=tol))
     settings = {"operator": operator, "gamma": gamma, "relax": relax, "sigma": sigma, "rho": mp.rho,
-                "lipschitz": mp.L, "tol": tol, "max_evals": budget, "inner_steps": inner_steps, "force": force}
+                "lipschitz": mp.L, "max_evals": budget, "inner_steps": inner_steps, "force": force,
+                "time_limit": time_limit, **limits}
     result = Result("mvi", method, status, " ".join(messages), problem=problem.info(d=mp.d), solution=solution,
                     stats=stats, settings=settings)
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=None,
-                                                settings=settings, operator=operator))
+                                                settings=settings, limits=limits, status=result.status.value,
+                                                operator=operator))
     return result
 
 

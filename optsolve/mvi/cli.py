@@ -23,7 +23,14 @@ OUTPUT_OPTIONS = ()
 @click.option("--rho", type=float, default=None, help="The weak-MVI constant (overrides the file's).")
 @click.option("--lipschitz", type=float, default=None, help="A Lipschitz constant of F (overrides the file's; "
               "estimated from secants when absent).")
-@click.option("--tol", type=float, default=None, help="Natural residual to reach (default 1e-6).")
+@click.option("--tol", type=float, default=None, help="Natural residual to reach (default 1e-6); verify judges "
+              "solutions by the same option.")
+@click.option("--feas-tol", type=float, default=None, help="Certificate: largest distance of z outside C, times "
+              "max(1, ||z||_inf) (default 1e-12).")
+@click.option("--residual-rtol", type=float, default=None, help="Certificate: relative tolerance between the "
+              "reported and the recomputed residual (default 1e-6).")
+@click.option("--residual-atol", type=float, default=None, help="Certificate: absolute floor of that comparison, "
+              "times max(1, ||z||, ||F(z)||) (default 1e-12).")
 @click.option("--max-evals", type=click.IntRange(min=1), default=None,
               help="Budget of F evaluations (default 1e6; status max_iter when spent).")
 @click.option("--inner-steps", type=click.IntRange(min=1), default=None,
@@ -34,5 +41,7 @@ def command(problem, **params):
 
     Writes solution.z (the evaluated point with the smallest natural residual), its residual
     ||z - P_C(z - F(z))||, the smallest ||u|| seen, and stats.evaluations (F evaluations).
+    `optsolve verify` judges it by --tol, --feas-tol, --residual-rtol and --residual-atol (its
+    own options, else the defaults) against the file's operator or verify's --operator.
     """
     run_solve("mvi", problem, params)

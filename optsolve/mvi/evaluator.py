@@ -52,7 +52,14 @@ class Evaluator:
     def __call__(self, z: np.ndarray) -> np.ndarray:
         if self.evals >= self.max_evals:
             raise Stop("budget")
-        Fz = self.op.F(z)
+        if self.op.user:
+            try:
+                Fz = self.op.F(z)
+            except Exception as exc:  # the best iterate so far is still written
+                raise Stop("numerical", f"the operator {self.op.name} raised {type(exc).__name__} ({exc}) at "
+                           f"evaluation {self.evals + 1}") from None
+        else:
+            Fz = self.op.F(z)
         self.evals += 1
         if Fz.shape != z.shape:
             raise Stop("numerical", f"the operator returned shape {Fz.shape} at a point of shape {z.shape}")
@@ -60,22 +67,31 @@ class Evaluator:
             raise Stop("numerical", f"the operator returned a non-finite value at evaluation {self.evals}"
                        + ("" if np.isfinite(z).all() else " (the iterate itself is not finite: the method diverged)"))
         r = natural_residual(self.C, z, Fz)
-        if r < self.best_residual:
+        if r < self.best_residual or self.best_z is None:  # the first point is the best so far, r = inf too
             self.best_residual, self.best_z, self.best_eval = r, z.copy(), self.evals
         if self.keep_history and (self.evals >= self._next_record or r <= self.tol):
             self.record(r)
         if r <= self.tol:
             raise Stop("converged")
-        if self.evals & 255 == 0:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise Stop("time_limit")
-            if self.progress is not None:
-                self.progress.update(self.evals, best_residual=self.best_residual)
+        # every evaluation: one evaluation may be slow (a large operator), and the clock costs little
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise Stop("time_limit")
+        if self.evals & 255 == 0 and self.progress is not None:
+            self.progress.update(self.evals, best_residual=self.best_residual)
         return Fz
 
     def jacobian_norm(self, z: np.ndarray) -> float | None:
-        """||JF(z)|| when the operator has a Jacobian (counted), else None."""
-        value = self.op.jacobian_norm(z)
+        """||JF(z)|| when the operator has a Jacobian (counted), else None; stops at the deadline."""
+        try:
+            value = self.op.jacobian_norm(z, self.deadline)
+        except Exception as exc:
+            if not self.op.user:
+                raise
+            raise Stop("numerical", f"the Jacobian of the operator {self.op.name} failed ({type(exc).__name__}: "
+                       f"{exc})") from None
+        if value is None and self.op.jacobian is not None and self.deadline is not None \
+                and time.monotonic() > self.deadline:
+            raise Stop("time_limit")
         if value is not None:
             self.jacobian_evals += 1
         return value

@@ -50,21 +50,30 @@ class Operator:
     rho: float | None = None
     z_star: np.ndarray | None = None
     notes: list = field(default_factory=list)
+    user: bool = False  # the user's code (--operator): an exception it raises is its own, not a bug here
 
-    def jacobian_norm(self, z: np.ndarray) -> float | None:
+    def jacobian_norm(self, z: np.ndarray, deadline: float | None = None) -> float | None:
+        """||JF(z)||_2; None without a Jacobian, or when ``deadline`` (time.monotonic) comes first."""
         if self.norm is not None:
             return self.norm
         if self.jacobian is None:
             return None
         J = self.jacobian(z)
-        if hasattr(J, "toarray"):
-            from scipy.sparse.linalg import svds
-
-            return float(svds(J, k=1, return_singular_vectors=False)[0])
-        return float(np.linalg.norm(np.asarray(J), 2))
+        return spectral_norm(J if hasattr(J, "toarray") else np.atleast_2d(np.asarray(J, dtype=float)), deadline)
 
 
 # --------------------------------------------------------------------------- constraint sets
+
+
+def norm2(v: np.ndarray) -> float:
+    """||v||_2 without overflow where v'v overflows but v is finite (then scaled by its largest entry)."""
+    with np.errstate(over="ignore"):
+        value = math.sqrt(float(v @ v))
+    if math.isinf(value) and np.isfinite(v).all():
+        top = float(np.max(np.abs(v)))
+        w = v / top
+        value = top * math.sqrt(float(w @ w))
+    return value
 
 
 @dataclass(frozen=True)
@@ -82,7 +91,7 @@ class ConstraintSet:
             return np.minimum(np.maximum(z, self.lo), self.hi)
         if self.kind == "ball":
             v = z - self.center
-            r = math.sqrt(float(v @ v))
+            r = norm2(v)
             return z if r <= self.radius else self.center + v * (self.radius / r)
         return z
 
@@ -91,7 +100,7 @@ class ConstraintSet:
         if self.kind == "box":
             return float(max(np.max(self.lo - z, initial=0.0), np.max(z - self.hi, initial=0.0)))
         if self.kind == "ball":
-            return max(0.0, float(np.linalg.norm(z - self.center)) - self.radius)
+            return max(0.0, norm2(z - self.center) - self.radius)
         return 0.0
 
     def scale(self) -> float:
@@ -116,8 +125,7 @@ class ConstraintSet:
 
 def natural_residual(C: ConstraintSet, z: np.ndarray, Fz: np.ndarray) -> float:
     """||z - P_C(z - F(z))||: zero exactly at the solutions of the VI."""
-    r = z - C.project(z - Fz)
-    return float(np.sqrt(r @ r))
+    return norm2(z - C.project(z - Fz))
 
 
 # --------------------------------------------------------------------------- library operators
@@ -176,12 +184,14 @@ def global_forsaken() -> Operator:
 def linear_game(a: float, b: float, name: str) -> Operator:
     M = np.array([[b, a], [-a, b]])
     L = math.hypot(a, b)
-    return Operator(name, 2, lambda z: M @ z, lambda z: M, norm=L, L=L, rho=b / L ** 2, z_star=np.zeros(2))
+    rho = (b / L) / L if L > 0 else None  # divided twice: L^2 may overflow where L does not
+    return Operator(name, 2, lambda z: M @ z, lambda z: M, norm=L, L=L, rho=rho, z_star=np.zeros(2))
 
 
 def quadratic_game(L: float, rho: float) -> Operator:
-    b = L * L * rho
-    a = math.sqrt(max(L * L - b * b, 0.0))
+    # b = L^2 rho and a = sqrt(L^2 - b^2), written so that no intermediate overflows for a large L
+    b = L * (L * rho)
+    a = L * math.sqrt(max(1.0 - (L * rho) ** 2, 0.0))
     return linear_game(a, b, "quadratic-game")
 
 
@@ -206,9 +216,12 @@ def affine(M, q, norm: float | None = None) -> Operator:
     if norm is None:
         cache = []
 
-        def jacobian_norm(z):
+        def jacobian_norm(z, deadline=None):
             if not cache:
-                cache.append(spectral_norm(M))
+                value = spectral_norm(M, deadline)
+                if value is None:
+                    return None
+                cache.append(value)
             return cache[0]
 
         op.jacobian_norm = jacobian_norm
@@ -224,26 +237,79 @@ def minimax_matrix(A, B, C):
     return np.block([[A, B], [-B.T, C]])
 
 
-def spectral_norm(M) -> float:
-    """||M||_2: exact for small dense M, by Lanczos (svds) otherwise."""
+# Up to this size ||M|| and lambda_min(sym(M^-1)) come from LAPACK (a sparse M is made dense first).
+EXACT_NORM_SIZE = 500
+WEAK_MVI_SIZE = 2000
+LANCZOS_STEPS = 40
+NORM_RTOL = 1e-5
+# Seconds per d^3 of a dense inverse plus symmetric eigenvalues, with room for a busy machine.
+DENSE_SECONDS_PER_D3 = 3e-9
+
+
+def spectral_norm(M, deadline: float | None = None) -> float | None:
+    """||M||_2, or None when ``deadline`` (a time.monotonic value) comes before the answer.
+
+    Exact (LAPACK) up to EXACT_NORM_SIZE; larger matrices by Lanczos on M'M with full
+    reorthogonalisation, restarted from the top Ritz vector until the estimate of ||M||^2 changes by
+    less than NORM_RTOL relative (Golub and Van Loan, *Matrix Computations*, 4th ed., section 10.1).
+    The Ritz value never exceeds ||M||^2: on a spectrum clustered at the top the result is a lower
+    bound within about NORM_RTOL (a step of 0.999 / L then still contracts).
+    """
+    import time
+
     import scipy.sparse as sp
 
-    if not sp.issparse(M) and M.shape[0] <= 500:
-        return float(np.linalg.norm(M, 2))
-    from scipy.sparse.linalg import svds
+    n = min(M.shape) if len(M.shape) == 2 else 0
+    if n == 0:
+        return 0.0
+    if n <= EXACT_NORM_SIZE:
+        dense = M.toarray() if sp.issparse(M) else np.asarray(M, dtype=float)
+        return float(np.linalg.norm(dense, 2))
+    d = M.shape[1]
+    q = np.random.default_rng(0).standard_normal(d)
+    theta_prev = -1.0
+    while True:
+        Q = np.zeros((LANCZOS_STEPS + 1, d))
+        Q[0] = q / np.linalg.norm(q)
+        alpha, beta = [], []
+        for j in range(LANCZOS_STEPS):
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            w = M.T @ (M @ Q[j])
+            alpha.append(float(Q[j] @ w))
+            w -= Q[: j + 1].T @ (Q[: j + 1] @ w)  # full reorthogonalisation (twice is enough)
+            w -= Q[: j + 1].T @ (Q[: j + 1] @ w)
+            b = float(np.linalg.norm(w))
+            if b <= 1e-14 * max(abs(alpha[0]), 1e-300):  # an invariant subspace: the Ritz values are exact
+                break
+            beta.append(b)
+            Q[j + 1] = w / b
+        m = len(alpha)
+        T = np.diag(alpha) + np.diag(beta[: m - 1], 1) + np.diag(beta[: m - 1], -1)
+        vals, vecs = np.linalg.eigh(T)
+        theta = max(float(vals[-1]), 0.0)
+        if m < LANCZOS_STEPS or abs(theta - theta_prev) <= NORM_RTOL * theta or theta == 0.0:
+            return math.sqrt(theta)
+        theta_prev = theta
+        q = vecs[:, -1] @ Q[:m]
 
-    return float(svds(M, k=1, return_singular_vectors=False, tol=1e-8, random_state=0)[0])
 
+def weak_mvi_of_affine(M, deadline: float | None = None) -> float | None:
+    """rho = lambda_min(sym(M^-1)) of an invertible dense M up to d = WEAK_MVI_SIZE (None otherwise,
+    and None when the dense factorisations would likely not end before ``deadline``)."""
+    import time
 
-def weak_mvi_of_affine(M) -> float | None:
-    """rho = lambda_min(sym(M^-1)) of an invertible dense M up to d = 2000 (None otherwise)."""
     import scipy.sparse as sp
 
-    if sp.issparse(M) or M.shape[0] > 2000:
+    if sp.issparse(M) or M.shape[0] == 0 or M.shape[0] > WEAK_MVI_SIZE:
+        return None
+    if deadline is not None and time.monotonic() + DENSE_SECONDS_PER_D3 * M.shape[0] ** 3 > deadline:
         return None
     try:
         Minv = np.linalg.inv(M)
     except np.linalg.LinAlgError:
+        return None
+    if not np.isfinite(Minv).all():
         return None
     return float(np.linalg.eigvalsh(0.5 * (Minv + Minv.T))[0])
 
@@ -262,4 +328,4 @@ def load_user(spec: str, d: int) -> Operator:
     def F(z):
         return np.asarray(fn(z), dtype=float).reshape(-1)
 
-    return Operator(spec, d, F, jac if callable(jac) else None)
+    return Operator(spec, d, F, jac if callable(jac) else None, user=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optsolve.core import memory
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
 from optsolve.mvi import operators as ops
@@ -38,10 +39,19 @@ LIBRARY = {
     "minimax-quadratic": (None, {"A": None, "B": None, "C": None}, ("none", None), 0.0),
 }
 BLOCK_KEYS = ("M", "q", "A", "B", "C")
+# Vectors of length d a solve may hold at once: iterates, ecppa's halfspaces (and its combined step),
+# the Lanczos basis of ||M||; checked against the memory budget before the first is allocated.
+WORK_VECTORS = 128
 
 
 def _rules(problem: Problem) -> None:
     name = problem.get("operator")
+    if problem.dims.get("d") == 0 or (name == "minimax-quadratic" and "A" in problem and "C" in problem
+                                      and problem["A"].shape[0] + problem["C"].shape[0] == 0):
+        key = problem.dim_origin.get("d")
+        origin = f"array {key[0]!r} has shape {key[1]}" if isinstance(key, tuple) else "'A' and 'C' are empty"
+        raise problem.error(f"the problem has dimension d = 0 ({origin}): a variational inequality needs "
+                            "at least one variable.")
     if name is None:
         return  # a user operator (checked when it is loaded)
     dim, params, _, _ = LIBRARY[name]
@@ -105,7 +115,8 @@ SCHEMA = Schema(
         Field("lo", shape=("d",), required=False, doc="box: lower bounds"),
         Field("hi", shape=("d",), required=False, doc="box: upper bounds"),
         Field("center", shape=("d",), required=False, doc="box or ball: the centre (default 0)"),
-        Field("radius", kind="scalar", required=False, positive=True, doc="box (half-width) or ball radius"),
+        Field("radius", kind="scalar", required=False, nonneg=True,
+              doc="box (half-width) or ball radius (0: the single point 'center')"),
         Field("z0", shape=("d",), required=False, doc="the start"),
         Field("L", kind="scalar", required=False, positive=True, doc="a Lipschitz constant of F on C"),
         Field("rho", kind="scalar", required=False, doc="the weak-MVI constant"),
@@ -131,9 +142,16 @@ class MVIProblem:
 
 
 @functools.lru_cache(maxsize=32)
-def polar_constants(a: float, b: float, half_width: float) -> tuple[float, float]:
+def polar_constants(a: float, b: float, half_width: float) -> tuple[float | None, float | None]:
     """(L, rho) of the polar game on the box [-w, w]^2: the largest ||JF|| and the smallest
-    <F(z), z> / ||F(z)||^2 over a 1201 x 1201 grid (z* = 0)."""
+    <F(z), z> / ||F(z)||^2 over a 1201 x 1201 grid (z* = 0); None for one that is not finite (a box
+    so large that F overflows) or not defined (F = 0 on the whole grid, as on the box w = 0)."""
+    with np.errstate(all="ignore"):
+        L, rho = _polar_grid(a, b, half_width)
+    return (L if math.isfinite(L) else None), (rho if rho is not None and math.isfinite(rho) else None)
+
+
+def _polar_grid(a: float, b: float, half_width: float) -> tuple[float, float | None]:
     x = np.linspace(-half_width, half_width, 1201)
     X, Y = np.meshgrid(x, x)
     r2 = X * X + Y * Y
@@ -146,7 +164,7 @@ def polar_constants(a: float, b: float, half_width: float) -> tuple[float, float
     F1, F2 = -b * Y + psi * X, b * X + psi * Y
     den = F1 * F1 + F2 * F2
     ok = den > 0
-    rho = float(((F1 * X + F2 * Y)[ok] / den[ok]).min())
+    rho = float(((F1 * X + F2 * Y)[ok] / den[ok]).min()) if ok.any() else None
     return L, rho
 
 
@@ -178,7 +196,8 @@ def _dimension(problem: Problem, name: str | None, user_d: int | None) -> int:
     raise problem.error("the dimension is not known: give the start 'z0' (a vector of length d).")
 
 
-def library_operator(problem: Problem, name: str, d: int, constants: bool = True) -> ops.Operator:
+def library_operator(problem: Problem, name: str, d: int, constants: bool = True,
+                     deadline: float | None = None) -> ops.Operator:
     params = {k: problem.get(k, default) for k, default in LIBRARY[name][1].items()}
     if name == "polar":
         op = ops.polar(params["a"], params["b"])
@@ -200,20 +219,33 @@ def library_operator(problem: Problem, name: str, d: int, constants: bool = True
         M = problem["M"]
         op = ops.affine(M, np.asarray(problem["q"], dtype=float), norm=problem.get("L"))
     else:
-        M = ops.minimax_matrix(problem["A"], problem["B"], problem["C"])
+        blocks = (problem["A"], problem["B"], problem["C"])
+        if any(hasattr(X, "nnz") for X in blocks):
+            nbytes = 32 * (blocks[0].size + 2 * blocks[1].size + blocks[2].size) + 8 * (d + 1)
+        else:
+            nbytes = 8.0 * d * d
+        memory.require(problem.source, f"the matrix M = [[A, B], [-B', C]] of the operator (d = {d})", nbytes)
+        M = ops.minimax_matrix(*blocks)
         op = ops.affine(M, np.asarray(problem.get("q", np.zeros(d)), dtype=float), norm=problem.get("L"))
         op.name = "minimax-quadratic"
     if constants:  # ||M|| and lambda_min(sym(M^-1)) unless the file gives them
-        op.L = problem["L"] if "L" in problem else op.jacobian_norm(None)
-        op.rho = problem["rho"] if "rho" in problem else ops.weak_mvi_of_affine(M)
+        op.L = problem["L"] if "L" in problem else op.jacobian_norm(None, deadline)
+        if op.L is None:
+            op.notes.append("||M|| was not computed within its share of the time limit: the step comes from secants")
+        if "rho" in problem:
+            op.rho = problem["rho"]
+        elif 24.0 * d * d <= memory.budget_bytes():  # M^-1 and its symmetric part, dense
+            op.rho = ops.weak_mvi_of_affine(M, deadline)
     return op
 
 
 def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float | None = None,
-            rho: float | None = None, constants: bool = True) -> MVIProblem:
+            rho: float | None = None, constants: bool = True, deadline: float | None = None) -> MVIProblem:
     """The operator, set, start and constants of a validated problem (and ``--operator``,
     ``--lipschitz``, ``--rho`` from the command line, which take precedence); ``constants``:
-    compute L and rho of an affine operator whose file lacks them (False: leave them unknown)."""
+    compute L and rho of an affine operator whose file lacks them (False: leave them unknown),
+    within ``deadline`` (a time.monotonic value; a constant not found by then stays unknown).
+    Refuses (exit 7) a dimension whose working vectors exceed the memory budget."""
     name = problem.get("operator")
     if operator is None and name is None:
         raise problem.error("no operator: give key 'operator' (one of " + ", ".join(ops.LIBRARY)
@@ -224,7 +256,12 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
             notes.append(f"the operator {operator!r} from the command line replaces the file's {name!r}")
         name = None
     d = _dimension(problem, name, None)
-    op = ops.load_user(operator, d) if operator else library_operator(problem, name, d, constants)
+    if d < 1:
+        raise problem.error(f"the problem has dimension d = {d}: a variational inequality needs at least one "
+                            "variable.")
+    memory.require(problem.source, f"the solve's working memory ({WORK_VECTORS} vectors of length d = {d})",
+                   WORK_VECTORS * 8.0 * d)
+    op = ops.load_user(operator, d) if operator else library_operator(problem, name, d, constants, deadline)
     C = constraint_of(problem, name, d)
     z0_default = LIBRARY[name][3] if name else 0.0
     z0 = np.array(problem.get("z0", np.broadcast_to(np.asarray(z0_default, dtype=float), (d,))), dtype=float)
@@ -246,7 +283,11 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
 
             raise InputError(f"The '--operator {operator}' function returned shape {Fz.shape} at z0; expected ({d},).")
     L = lipschitz if lipschitz is not None else problem.get("L", op.L)
+    if L is not None and not (L > 0 and math.isfinite(L)):  # ||M|| = 0 (F constant) or an overflow
+        L = None
     r = rho if rho is not None else problem.get("rho", op.rho)
+    if r is not None and not math.isfinite(r):
+        r = None
     z_star = problem.get("z_star", op.z_star)
     notes.extend(op.notes)
     return MVIProblem(op, C, z0, None if L is None else float(L), None if r is None else float(r),
