@@ -152,10 +152,10 @@ def _mutations(data: dict):
         elif kind == "complex" and arr is not None:
             out[key] = arr.astype(np.complex128) + 1j
             surely_invalid = True
-        elif arr is not None and kind == "truncate" and arr.shape[0] > 1:
+        elif arr is not None and kind == "truncate" and arr.ndim and arr.shape[0] > 1:
             out[key] = arr[: draw(st.integers(0, arr.shape[0] - 1))]
         elif arr is not None and kind == "extend":
-            out[key] = np.concatenate([arr, arr[:1]]) if arr.ndim else arr
+            out[key] = np.concatenate([arr, arr[:1]]) if arr.ndim else arr * 2
         elif arr is not None and kind == "add_dim":
             out[key] = arr[None, ...]
         elif arr is not None and kind == "empty":

@@ -506,14 +506,22 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
         raise InputError(f"{label}: cannot be read ({exc.strerror or exc}).") from None
     if size == 0:
         raise InputError(f"{label}: file is empty; expected a {ext} problem file.")
+    try:
+        return _read_by_extension(path, ext, label, size), sha
+    except InputError as exc:
+        exc.sha256 = sha  # a refused file is still named by its hash in the document
+        raise
+
+
+def _read_by_extension(path: str, ext: str, label: str, size: int) -> dict:
     if ext == ".npz":
-        return _read_npz(path, label), sha
+        return _read_npz(path, label)
     if ext == ".json":
         memory.require(label, f"parsing {memory.human_bytes(size)} of JSON (about {JSON_EXPANSION} bytes a byte)",
                        size * JSON_EXPANSION)
         with open(path, "rb") as fh:
-            return _parse_json(fh.read(), label), sha
-    return _read_mat(path, label), sha
+            return _parse_json(fh.read(), label)
+    return _read_mat(path, label)
 
 
 def file_sha256(path: str) -> str:

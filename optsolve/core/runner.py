@@ -51,6 +51,7 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         for warning in problem.warnings:
             result.add_message(f"{problem.source}: {warning}")
     except OptsolveError as exc:
+        info.sha256 = info.sha256 or getattr(exc, "sha256", None)
         result = Result(kind, method, exc.status, str(exc), problem=info)
     except KeyboardInterrupt:
         result = Result(kind, method, Status.INTERRUPTED, "Interrupted before a first iterate was available.",
