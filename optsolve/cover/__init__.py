@@ -10,6 +10,7 @@ baseline ``unfair-greedy`` (classic greedy cover, no fairness).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -49,7 +50,7 @@ def _unfair(cp, fn, s, deadline):
 def _milp(cp, s, info, stats, deadline, source="Problem") -> Result:
     from optsolve.cover.milp import solve_milp
 
-    remaining = None if deadline is None else max(1.0, deadline - time.perf_counter())
+    remaining = None if deadline is None else max(0.05, deadline - time.perf_counter())
     run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None,
                      label=source)
     stats.update({"dual_bound": run.dual_bound, "mip_nodes": run.nodes})
@@ -57,7 +58,7 @@ def _milp(cp, s, info, stats, deadline, source="Problem") -> Result:
         return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
                       solution={"certificate_kind": "infeasible", "reason": run.message}, stats=stats, settings=s)
     result = Result("cover", "milp", Status(run.status), run.message, problem=info, stats=stats, settings=s)
-    if run.selected:
+    if run.selected is not None:  # even empty: an optimum HiGHS got wrong is then judged (and downgraded)
         _attach_set(result, cp, run.selected)
     return result
 
@@ -92,8 +93,10 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     if not 0 < eps < 1:
         raise ParameterError(f"The '--eps' option must be a number in (0, 1); got {eps!r}.")
-    if not alpha > 0:
+    if not (alpha > 0 and math.isfinite(alpha)):
         raise ParameterError(f"The '--alpha' option must be a positive number; got {alpha!r}.")
+    if seed is not None and not 0 <= seed < 2**128:
+        raise ParameterError(f"The '--seed' option must be an integer in [0, 2^128); got {seed!r}.")
     if balance is not None and not 0 <= balance <= 1:
         raise ParameterError(f"The '--balance' option must be a number in [0, 1]; got {balance!r}.")
     if tau is not None and tau_frac is not None:

@@ -37,6 +37,7 @@ EXACT_TIME_LIMIT = 10.0  # seconds the exact re-derivation may take
 PREFIXES = 40  # prefixes of S the submodularity bound tries
 BOUND_RTOL = 1e-9  # a prefix within this of tau gives no submodularity bound (its shortfall is rounding)
 VALUE_RTOL = 1e-9
+SMALLEST_COEF = 1e-8  # nonzero coefficients of the LP's threshold row are raised to this (a relaxation)
 
 LIMITS = (
     Limit("tau", None, "smaller", "the threshold f(S) >= tau; unset: the file's tau, or its tau_frac times f(U)"),
@@ -69,8 +70,13 @@ def set_value(cp: CoverProblem, selected) -> float:
 def lp_system(cp: CoverProblem, tau: float | None = None):
     """(c, A_ub, b_ub, bounds, n_x) of the LP relaxation ``min sum x`` over x (elements), the item /
     client variables and t = sum x, in scipy.optimize's form (A_ub v <= b_ub); threshold ``tau``
-    (default the problem's). Values and the threshold are divided by the largest value, so the
-    coefficients are at most 1 whatever the scale of the weights."""
+    (default the problem's).
+
+    The threshold row is written relative to tau, ``sum_j min(v_j / tau, 1) y_j >= 1``, with nonzero
+    coefficients at least SMALLEST_COEF: a value reaching tau alone does so capped at 1 (for 0/1
+    choices the same sets reach tau), and raising a tiny coefficient only relaxes the row, so the
+    optimum stays a lower bound and infeasibility a proof, whatever the scale of the values
+    (HiGHS treats coefficients below 1e-9 as zero)."""
     n, G = cp.n, cp.G
     M = cp.M.tocsc()
     tau = cp.tau if tau is None else tau
@@ -78,17 +84,16 @@ def lp_system(cp: CoverProblem, tau: float | None = None):
         used = np.flatnonzero(np.diff(M.indptr) > 0)
         Mu = M[:, used]
         k = used.size
-        w = cp.weights[used]
-        scale = float(w.max()) if k and w.max() > 0 else 1.0
+        coef = _row_coefficients(cp.weights[used], tau)
         # y_j <= sum_{i covers j} x_i ; -w'y <= -tau
         link = sp.hstack([-Mu.T, sp.eye(k), sp.csr_matrix((k, 1))])
-        reach = sp.hstack([sp.csr_matrix((1, n)), sp.csr_matrix(-w[None, :] / scale), sp.csr_matrix((1, 1))])
+        reach = sp.hstack([sp.csr_matrix((1, n)), sp.csr_matrix(-coef[None, :]), sp.csr_matrix((1, 1))])
         extra, b_link = k, np.zeros(k)
     else:
         coo = cp.M.tocoo()
         e = coo.nnz
         clients = cp.M.shape[1]
-        scale = float(coo.data.max()) if e and coo.data.max() > 0 else 1.0
+        coef = _row_coefficients(coo.data, tau)
         # z_e <= x_i for entry e = (i, j); sum_{e in column j} z_e <= 1; -sum sim_e z_e <= -tau
         link = sp.hstack([-sp.csr_matrix((np.ones(e), (np.arange(e), coo.row)), shape=(e, n)), sp.eye(e),
                           sp.csr_matrix((e, 1))])
@@ -96,7 +101,7 @@ def lp_system(cp: CoverProblem, tau: float | None = None):
                          sp.csr_matrix((np.ones(e), (coo.col, np.arange(e))), shape=(clients, e)),
                          sp.csr_matrix((clients, 1))])
         link = sp.vstack([link, col])
-        reach = sp.hstack([sp.csr_matrix((1, n)), sp.csr_matrix(-coo.data[None, :] / scale), sp.csr_matrix((1, 1))])
+        reach = sp.hstack([sp.csr_matrix((1, n)), sp.csr_matrix(-coef[None, :]), sp.csr_matrix((1, 1))])
         extra, b_link = e, np.concatenate([np.zeros(e), np.ones(clients)])
     member = sp.csr_matrix((np.ones(n), (cp.groups, np.arange(n))), shape=(G, n))
     t_col = sp.csr_matrix(np.ones((G, 1)))
@@ -107,10 +112,17 @@ def lp_system(cp: CoverProblem, tau: float | None = None):
     total = sp.vstack([sp.hstack([ones, sp.csr_matrix((1, extra)), sp.csr_matrix([[-1.0]])]),
                        sp.hstack([-ones, sp.csr_matrix((1, extra)), sp.csr_matrix([[1.0]])])])  # t = sum x
     A = sp.vstack([link, reach, lower, upper, total], format="csr")
-    b = np.concatenate([b_link, [-tau / scale], np.zeros(2 * G + 2)])
+    b = np.concatenate([b_link, [-1.0], np.zeros(2 * G + 2)])
     c = np.concatenate([np.ones(n), np.zeros(extra + 1)])
     bounds = [(0.0, 1.0)] * (n + extra) + [(0.0, float(n))]
     return c, A, b, bounds, n
+
+
+def _row_coefficients(values: np.ndarray, tau: float) -> np.ndarray:
+    """min(v / tau, 1), nonzero ones raised to at least SMALLEST_COEF (see :func:`lp_system`)."""
+    with np.errstate(over="ignore"):
+        coef = np.minimum(np.asarray(values, dtype=float) / tau, 1.0)
+    return np.where(coef > 0, np.maximum(coef, SMALLEST_COEF), 0.0)
 
 
 def lp_entries(cp: CoverProblem) -> int:

@@ -240,8 +240,23 @@ def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: in
                 counts[c] += 1
                 if reached(fn.value, target) or len(selected) >= max_size:
                     break
-        d *= 1.0 - eps
+        d = _next_threshold(d, eps, ub[~taken])
     return selected
+
+
+def _next_threshold(d: float, eps: float, ub: np.ndarray) -> float:
+    """The next threshold d (1 - eps)^j, j >= 1: the first at or below the largest stale gain
+    ``ub`` left (the levels above it have no candidate), so a tiny eps takes no more levels than
+    there are distinct gains; -1 when no candidate is left."""
+    top = float(ub.max(initial=-1.0))
+    if top <= 0:
+        return -1.0
+    step = d * (1.0 - eps)
+    if top >= step:
+        return step
+    j = max(1.0, math.ceil(math.log(top / d) / math.log1p(-eps) - 1e-9))
+    nxt = d * math.exp(j * math.log1p(-eps))
+    return nxt if nxt <= top else top  # where 1 - eps rounds to 1
 
 
 def fair_target(counts: np.ndarray, sizes: np.ndarray, p: np.ndarray, q: np.ndarray, m0: int):
@@ -300,6 +315,27 @@ def _betas(beta, eps: float) -> list:
     return [int(beta)]
 
 
+def _next_guess(kappa: float, alpha: float, p: np.ndarray, q: np.ndarray) -> float:
+    """The next guess (1 + alpha)^j kappa, j >= 1, skipping the powers that give the same
+    (k, l, u) as kappa: the first one at or after the smallest kappa' > kappa where floor(kappa'),
+    some floor(p_c kappa') or some ceil(q_c kappa') changes (a small alpha would otherwise take
+    about ln(n) / alpha steps)."""
+    step = kappa * (1.0 + alpha)
+    first = math.floor(kappa + 1e-9) + 1.0
+    change = [first if first > kappa else first + 1.0]
+    for v, level in ((p, np.floor(p * kappa + 1e-9) + 1.0 - 1e-9), (q, np.ceil(q * kappa - 1e-9) + 1e-9)):
+        pos = v > 0
+        if pos.any():
+            at = level[pos] / v[pos]
+            at = np.where(at > kappa, at, at + 1.0 / v[pos])  # kappa sits on a rounding edge: the next one
+            change.append(float(at.min()))
+    target = min(change)
+    if target > step:
+        j = max(1.0, math.ceil(math.log(target / kappa) / math.log1p(alpha) - 1e-9))
+        step = max(target, kappa * math.exp(j * math.log1p(alpha)))
+    return max(step, float(np.nextafter(kappa, math.inf)))  # always forward, also where 1 + alpha rounds to 1
+
+
 def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0.1, alpha: float = 0.1,
                  beta="auto", bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
                  fsm=None, finish=None, oracles=()) -> CoverRun:
@@ -337,9 +373,11 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
         for b in _betas(beta, eps):
             kappa, seen = 1.0 + alpha, None
             while True:
-                k = max(1, int(math.floor(kappa + 1e-9)))
-                lo = np.floor(cp.p * kappa + 1e-9).astype(np.int64) * b
-                hi = np.ceil(cp.q * kappa - 1e-9).astype(np.int64) * b
+                kap = min(kappa, float(cp.n))  # a guess above n is the last: no set is larger
+                k = max(1, int(math.floor(kap + 1e-9)))
+                # extended bounds as floats: beta * k may pass the int64 range (eps = 1e-300), exact below 2^53
+                lo = np.floor(cp.p * kap + 1e-9) * float(b)
+                hi = np.ceil(cp.q * kap - 1e-9) * float(b)
                 key = (k, lo.tobytes(), hi.tobytes())
                 if key != seen:
                     seen = key
@@ -369,7 +407,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                     return run
                 if k >= cp.n:  # every fair set fits the constraints of this guess
                     break
-                kappa *= 1.0 + alpha
+                kappa = _next_guess(kappa, alpha, cp.p, cp.q)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): no fair cover yet
         run.status = "interrupted"
         run.message = f"Interrupted after {run.rounds} guesses of the optimum's size; no fair cover found yet."

@@ -19,6 +19,7 @@ from optsolve.core import memory
 from optsolve.cover.certificate import lp_entries, lp_system
 from optsolve.cover.problems import CoverProblem
 
+PRESOLVE_S_PER_ENTRY = 2e-4  # time presolve is given per constraint entry before it is used under a time limit
 MILP_BYTES_PER_ENTRY = 400  # HiGHS's working memory per constraint-matrix entry, roughly (presolve, LU, tree)
 
 
@@ -45,6 +46,9 @@ def solve_milp(cp: CoverProblem, *, time_limit: float | None = 60.0, tau: float 
     options = {"disp": False}
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
+        # HiGHS's presolve checks the time limit only between its passes and overruns it on large
+        # systems: it runs only when the time allows it to finish
+        options["presolve"] = time_limit >= 1.0 + PRESOLVE_S_PER_ENTRY * entries
     res = milp(c, constraints=LinearConstraint(A, -np.inf, b), integrality=integrality, bounds=Bounds(lo, hi),
                options=options)
     dual = getattr(res, "mip_dual_bound", None)
