@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from optsolve.core.errors import ParameterError
+from optsolve.core import memory
+from optsolve.core.errors import OptsolveError, ParameterError, SolverError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.truncated.problems import SCHEMA, prepare
@@ -26,15 +27,26 @@ from optsolve.truncated.problems import SCHEMA, prepare
 DEFAULT_METHOD = "newton"
 METHODS = ("newton", "psgd", "dgtz", "naive")
 STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": Status.MAX_ITER,
-         "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
+         "limit": Status.MAX_ITER, "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR,
+         "runoff": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
+class BudgetError(OptsolveError):
+    """The oracle budget ends before a first estimate exists."""
+
+    exit_code = 5
+    status = "max_iter"
 
 
-def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter):
+# Share of --time-limit kept for the certificate's draws (the estimate and the bootstrap get the rest).
+CERTIFICATE_TIME_SHARE = 0.2
+
+
+def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter, objective_rtol,
+                   objective_atol):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if tol is not None and not 0 < tol <= 1:
         raise ParameterError(f"The '--tol' option must be a number in (0, 1]; got {tol!r}.")
-    if radius is not None and not radius > 0:
+    if radius is not None and not (radius > 0 and math.isfinite(radius)):
         raise ParameterError(f"The '--radius' option must be a positive number; got {radius!r}.")
     if max_oracle_calls is not None and max_oracle_calls < 1:
         raise ParameterError(f"The '--max-oracle-calls' option must be a positive integer; got {max_oracle_calls!r}.")
@@ -42,13 +54,33 @@ def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, ma
         raise ParameterError(f"The '--bootstrap' option must be a nonnegative integer; got {bootstrap!r}.")
     if holdout is not None and not 0 < holdout < 1:
         raise ParameterError(f"The '--holdout' option must be a fraction in (0, 1); got {holdout!r}.")
+    for name, v in (("objective-rtol", objective_rtol), ("objective-atol", objective_atol)):
+        if v is not None and not (v >= 0 and math.isfinite(v)):
+            raise ParameterError(f"The '--{name}' option must be a finite number >= 0; got {v!r}.")
     if max_iter is not None:
         raise ParameterError("The '--max-iter' option does not apply to optsolve truncated: its work is oracle calls; "
                              "use '--max-oracle-calls N'.")
 
 
-def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, oracle):
-    """One run of ``method`` on whitened samples Z: a dict with theta, stop, reason and counts."""
+def _check_sizes(tp, method, tol, bootstrap) -> None:
+    """Refuse, before any draw, options whose draws or resamples would pass the memory budget."""
+    from optsolve.truncated.newton import FINAL_ESS, pool_bytes
+
+    if method == "newton":
+        target = tp.n * (FINAL_ESS if tol is None else 1.0 / tol)
+        if pool_bytes(target, tp.d) > memory.budget_bytes():
+            raise memory.refusal(f"The '--tol' option ({tol if tol is not None else 1.0 / FINAL_ESS:g})",
+                                 f"n / tol = {target:.3g} kept draws of the estimate in d = {tp.d}",
+                                 pool_bytes(target, tp.d))
+    if bootstrap:
+        nbytes = 8.0 * bootstrap * (tp.d + tp.d * tp.d)
+        memory.require(f"The '--bootstrap' option ({bootstrap})", f"{bootstrap} resampled estimates in d = {tp.d}",
+                       nbytes)
+
+
+def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
+    """One run of ``method`` on whitened samples Z: a dict with theta, stop, reason and counts.
+    ``alpha0``: (accepted, proposals) of the samples' own fit on the set, measured already."""
     from optsolve.truncated import newton, sgd
 
     if method == "naive":
@@ -57,13 +89,15 @@ def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, 
         return {"theta": theta0, "theta0": theta0, "stop": "converged", "reason": "", "samples_drawn": 0}
     if method == "newton":
         return newton.fit(tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius,
-                          final_ess=None if tol is None else 1.0 / tol, deadline=deadline, progress=progress)
+                          final_ess=None if tol is None else 1.0 / tol, deadline=deadline, progress=progress,
+                          alpha0=alpha0)
     return sgd.run(method, tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius, deadline=deadline,
-                   progress=progress)
+                   progress=progress, alpha0=alpha0)
 
 
 def solve_problem(problem, *, method: str | None = None, tol: float | None = None, radius: float | None = None,
                   max_oracle_calls: int | None = None, bootstrap: int | None = None, holdout: float | None = None,
+                  objective_rtol: float | None = None, objective_atol: float | None = None,
                   oracle: str | None = None, seed: int | None = None, max_iter: int | None = None,
                   time_limit: float | None = None, device: str = "auto", progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.truncated.problems.SCHEMA`); the certificate is attached.
@@ -73,83 +107,141 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
     default 0.125); ``radius``: R (default log(1/alpha_0) + 2); ``max_oracle_calls``: the oracle
     budget (status max_iter when spent, the estimate so far returned); ``bootstrap``: B
     resamples of the data, each estimated again, for 95% intervals; ``holdout``: a fraction of
-    the samples kept out of the fit, for the certificate's held-out NLL; ``oracle``:
+    the samples kept out of the fit, for the certificate's held-out NLL; ``objective_rtol``,
+    ``objective_atol``: the certificate's tolerances on the reported objective; ``oracle``:
     ``module:function``, a vectorised membership function used instead of the file's set.
+    ``time_limit`` holds for the whole solve: the estimate and the bootstrap stop at 80% of it,
+    the certificate's draws at the limit (status time_limit when they are cut).
     """
     from optsolve.truncated import certificate
-    from optsolve.truncated.sampling import clopper_pearson, survival_mass
+    from optsolve.truncated.sampling import clopper_pearson
 
     if device == "gpu":
         raise ParameterError("optsolve truncated runs on the CPU; use '--device cpu' (or auto).")
     method = method or DEFAULT_METHOD
-    _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter)
+    _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter, objective_rtol,
+                   objective_atol)
     t0 = time.perf_counter()
-    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    now = time.monotonic()
+    hard = None if time_limit is None else now + float(time_limit)
+    deadline = None if time_limit is None else now + (1.0 - CERTIFICATE_TIME_SHARE) * float(time_limit)
     tp = prepare(problem, oracle)
+    _check_sizes(tp, method, tol, bootstrap)
     seed = 0 if seed is None else int(seed)
     rng = np.random.default_rng(seed)
     fit_rows = np.arange(tp.n)
     held = None
     if holdout:
-        perm = rng.permutation(tp.n)
+        perm = rng.permutation(tp.n)  # the certificate redraws these rows from the seed
         k = max(1, int(round(holdout * tp.n)))
         held, fit_rows = np.sort(perm[:k]), np.sort(perm[k:])
         if fit_rows.size < tp.d + 2:
             raise ParameterError(f"The '--holdout' option leaves {fit_rows.size} samples to fit; too few for d = {tp.d}.")
     Z = tp.Z[fit_rows]
     counter = tp.oracle()
-    run = estimate(tp, Z, method, rng, tol=tol, radius=radius, max_calls=max_oracle_calls, deadline=deadline,
-                   progress=progress, oracle=counter)
+    alpha0 = None
+    if method != "naive":  # alpha_0 by the certificate's seeded draws, so that verify finds the same R_0
+        alpha0 = certificate.initial_mass(problem, tp.membership, most=max_oracle_calls)
+        counter.calls += alpha0[1]
+        if not alpha0[0] and alpha0[1] < sum(certificate.ALPHA0_DRAWS):
+            raise BudgetError(f"The oracle budget of {max_oracle_calls} calls (--max-oracle-calls) ends before "
+                              f"alpha_0 is measured: {alpha0[1]} proposals of the samples' own fit gave no point "
+                              f"in the set, and the next batch has {certificate.ALPHA0_DRAWS[1]}.")
+    try:
+        run = estimate(tp, Z, method, rng, tol=tol, radius=radius, max_calls=max_oracle_calls, deadline=deadline,
+                       progress=progress, oracle=counter, alpha0=alpha0)
+    except np.linalg.LinAlgError as exc:
+        raise SolverError(f"The {method} estimate failed numerically ({exc}); the samples may be too badly scaled "
+                          "or too few for their dimension.") from None
     theta = run["theta"]
-    guess = run.get("alpha0", 0.1)
-    hits, proposals = survival_mass(tp.family, theta, counter, rng, guess=guess, max_calls=max_oracle_calls)
-    alpha_hat = hits / proposals if proposals else None
-    interval = list(clopper_pearson(hits, proposals)) if proposals else None
-    params = tp.to_original(theta)
-    solution = {k: np.asarray(v).tolist() for k, v in params.items()}
-    solution["alpha_hat"] = alpha_hat
-    solution["alpha_interval"] = interval
-    if held is not None:
-        solution["holdout_rows"] = held.tolist()
-    objective = None
-    if alpha_hat:
-        n = Z.shape[0]
-        Tbar = tp.family.moments(Z, np.full(n, 1.0 / n))
-        logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
-        objective = float(-theta @ Tbar + tp.family.A(theta) - tp.family.log_h(Z).mean() + logdet + math.log(alpha_hat))
     status = STOPS[run["stop"]]
     messages = [text[0].upper() + text[1:] + "." for text in run.get("notes", []) + [run["reason"]] if text]
+    if not tp.family.valid(theta):
+        raise SolverError(" ".join(messages + ["The estimate is not a valid distribution of the family."]))
+    params = tp.to_original(theta)
+    solution = {k: np.asarray(v).tolist() for k, v in params.items()}
+    if held is not None:
+        solution["holdout_rows"] = held.tolist()
     stats = {"n": tp.n, "d": tp.d, "family": tp.family.name, "oracle_calls": counter.calls,
-             "samples_drawn": int(run.get("samples_drawn", 0)), "survival_proposals": proposals}
+             "samples_drawn": int(run.get("samples_drawn", 0))}
     for key in ("alpha0", "radius", "radius_doublings", "ess", "steps"):
         if key in run:
             stats[key] = run[key]
     if "batches" in run:
         stats["batches"] = run["batches"]
     if bootstrap:
-        solution.update(_bootstrap(tp, fit_rows, method, rng, int(bootstrap), tol=tol, radius=radius,
-                                   deadline=deadline, oracle=counter))
+        intervals, done, late = _bootstrap(tp, fit_rows, method, rng, int(bootstrap), tol=tol, radius=radius,
+                                           deadline=deadline, oracle=counter)
+        solution.update(intervals)
+        stats["bootstrap_resamples"] = done
         stats["oracle_calls"] = counter.calls
+        if late:
+            messages.append(f"The time limit stopped the bootstrap with {done} of {bootstrap} resamples estimated.")
+            if status is Status.OPTIMAL:
+                status = Status.TIME_LIMIT
+        elif done < bootstrap:
+            messages.append(f"The bootstrap intervals come from {done} of {bootstrap} resamples (the others gave "
+                            "no estimate).")
     stats["time_s"] = {"solve": time.perf_counter() - t0}
-    settings = {"tol": tol, "radius": run.get("radius", radius), "max_oracle_calls": max_oracle_calls, "seed": seed,
-                "bootstrap": bootstrap, "holdout": holdout, "oracle": oracle}
+    keeps_region = method in ("newton", "psgd")
+    limits = {"tol": tol if tol is not None else certificate.DEFAULT_TOL,
+              "radius": run.get("radius", radius) if keeps_region else None,
+              "holdout": holdout, "objective_rtol": objective_rtol, "objective_atol": objective_atol}
+    limits = certificate.resolved_limits(limits)
+    settings = dict(limits, radius=limits["radius"] if keeps_region else radius, max_oracle_calls=max_oracle_calls,
+                    seed=seed, bootstrap=bootstrap, oracle=oracle)
+    t = time.perf_counter()
+    draws = certificate.measure(problem, solution, limits=limits, settings=settings, oracle=oracle, deadline=hard)
+    objective = None
+    if draws is not None and draws.hits:
+        solution["alpha_hat"] = draws.alpha
+        solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals))
+        n = Z.shape[0]
+        Tbar = tp.family.moments(Z, np.full(n, 1.0 / n))
+        logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
+        objective = float(-theta @ Tbar + tp.family.A(theta) - tp.family.log_h(Z).mean() + logdet
+                          + math.log(draws.alpha))
+    else:
+        solution["alpha_hat"] = None
+        solution["alpha_interval"] = None
+    if draws is not None:
+        stats["certificate_proposals"] = draws.proposals
+        if draws.cut:
+            messages.append(f"The time limit cut the certificate's draws at {draws.hits} of the {draws.wanted} "
+                            "accepted draws wanted.")
+            if status is Status.OPTIMAL:
+                status = Status.TIME_LIMIT
     result = Result("truncated", method, status, " ".join(messages), problem=problem.info(n=tp.n, d=tp.d),
                     objective=objective, solution=solution, stats=stats, settings=settings)
-    t = time.perf_counter()
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=objective,
-                                                settings=settings, oracle=oracle))
+                                                settings=settings, limits=limits, status=status.value,
+                                                oracle=oracle, draws=draws))
     stats["time_s"]["certificate"] = time.perf_counter() - t
     return result
 
 
-def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> dict:
-    """95% percentile intervals of the parameters over B resamples of the fitted rows."""
+def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tuple[dict, int, bool]:
+    """95% percentile intervals of the parameters over B resamples of the fitted rows (those finished
+    before the deadline), how many resamples gave an estimate, and whether the deadline stopped them."""
     draws = []
+    late = False
     for _ in range(B):
+        if deadline is not None and time.monotonic() > deadline:
+            late = True
+            break
         pick = rows[rng.integers(0, rows.size, size=rows.size)]
-        run = estimate(tp, tp.Z[pick], method, rng, tol=tol, radius=radius, max_calls=None, deadline=deadline,
-                       progress=None, oracle=oracle)
-        draws.append(tp.to_original(run["theta"]))
+        try:
+            run = estimate(tp, tp.Z[pick], method, rng, tol=tol, radius=radius, max_calls=None, deadline=deadline,
+                           progress=None, oracle=oracle)
+        except np.linalg.LinAlgError:  # a resample with repeated rows can be singular: it is skipped
+            continue
+        if run["stop"] == "time_limit":
+            late = True
+            break
+        if tp.family.valid(run["theta"]):
+            draws.append(tp.to_original(run["theta"]))
+    if not draws:
+        return {}, 0, late
     out = {}
     for key in draws[0]:
         if key == "covariance" and tp.known_cov is not None:
@@ -158,7 +250,7 @@ def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> di
         lo, hi = np.percentile(vals, [2.5, 97.5], axis=0)
         name = "variance_interval" if key == "covariance" else f"{key}_interval"
         out[name] = np.column_stack([lo, hi]).tolist()
-    return out
+    return out, len(draws), late
 
 
 def solve(samples, set=None, *, family: str = "gaussian", cov=None, method: str = DEFAULT_METHOD,

@@ -1,189 +1,453 @@
 """Independent checks of a truncated-statistics estimate, from the problem and the solution only.
 
-Fresh independent draws of the estimated distribution p_hat (plain numpy, rejection by the
-set's membership test or the user's ``--oracle``) give:
+Fresh draws of the estimated distribution p_hat (plain numpy, rejection by the set's membership
+test or the user's ``--oracle``), seeded from the problem's samples and never from the
+document, give:
 
-* alpha_hat = p_hat(S), with an exact (Clopper-Pearson) 95% interval;
-* the gradient of the truncated NLL at the estimate, E_{p_hat | S}[T] - mean of T over the
-  samples, in coordinates whitened by the estimate itself, and its size in the metric of
-  the samples' own covariance of T: G = g' Cov(T)^-1 g. At the MLE, N_c G is chi-square with
-  p degrees of freedom (p statistics, N_c accepted draws), inflated by (n - 1) / (n - p - 2)
-  for the inverse of a covariance estimated from n samples: the check allows that times
-  (p + 3 sqrt(2 p)) / N_c for the noise (N_c aims at n / tol, so that it resolves the rest), plus tol p / n for the estimate's own distance to the
-  MLE, tol (default 0.125) times the data's statistical error in this metric (newton's
-  Monte-Carlo error target). At the empirical moments N_c G is thousands of times p.
+* alpha_hat = p_hat(S), with an exact (Clopper-Pearson) 95% interval; the reported alpha_hat
+  must agree with it within the Monte-Carlo error of the draws;
+* the gradient g of the truncated NLL at the estimate, E_{p_hat | S}[T] - mean of T over the
+  fitted samples, in coordinates whitened by the estimate, and its size in the metric of the
+  draws' own covariance F of T (the estimate's Fisher information): G = g' F^-1 g. At the MLE,
+  N_c G is about chi-square with p degrees of freedom (p statistics, N_c accepted draws): the
+  check allows (p + 3 sqrt(2 p)) / N_c for that noise (N_c aims at n / tol) plus tol p / m for
+  the estimate's own Monte-Carlo distance to the MLE, tol times the data's statistical error
+  in this metric (m fitted samples; newton's target). At the empirical moments N_c G is
+  thousands of times p;
 * positive definiteness of the covariance (or positive rates);
-* the slack L(theta0) + R - L(estimate) of the paper's region, L the untruncated NLL of the
-  samples and theta0 their empirical moments, for the methods that keep to it;
-* with ``--holdout``, the truncated NLL of the held-out rows (the normaliser from the
-  draws above).
+* the reported objective, the truncated NLL of the fitted samples, against the one recomputed
+  with the draws' alpha_hat: within objective_rtol |NLL| + objective_atol plus four standard
+  errors of log alpha_hat, sqrt((1 - a) / hits);
+* with ``--radius R`` (verify's, never the document's), the slack L(theta0) + R - L(estimate)
+  of the paper's region, L the untruncated NLL of the fitted samples and theta0 their
+  empirical moments;
+* held-out rows (``--holdout``): at most the share verify allows, and the rows the solver's
+  rule draws from the document's seed (a seed picks a random subset; it cannot pick rows that
+  suit an estimate); their truncated NLL is reported.
+
+What was solved (method, seed, bootstrap, the document's tol and radius) is reported, never
+trusted: every limit comes from :data:`LIMITS`, given by the caller.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from optsolve.core.errors import InputError
-from optsolve.core.result import Certificate, Check
+from optsolve.core.result import Certificate, Check, Limit, solution_vector
 
 CERT_SEED = 20250424
 DEFAULT_TOL = 0.125
 MIN_ACCEPTED = 4000
 MAX_PROPOSALS = 4_000_000
+NOISE_Z = 4.0  # standard errors of log alpha_hat allowed between two estimates from one stream of draws
 LOG_2PI = math.log(2 * math.pi)
+STAT_BLOCK = 8192  # rows of sufficient statistics formed at once
+
+LIMITS = (
+    Limit("tol", DEFAULT_TOL, "larger",
+          "the estimate's Monte-Carlo error allowed, as a fraction of the data's statistical error: the "
+          "gradient statistic's allowance tol p / m, and the certificate's draws (n / tol accepted)"),
+    Limit("radius", None, "larger",
+          "R of the region L(theta) <= L(theta0) + R the estimate must lie in; by default the largest R "
+          "the solver's rules reach, max(4 R_0, 10) with R_0 = log(1/alpha_0) + 2 (alpha_0 measured by "
+          "seeded draws of the samples' own fit, from the file's set); unset (a set given by --oracle "
+          "only): the excess L(estimate) - L(theta0) is reported, not judged"),
+    Limit("holdout", 0.0, "larger",
+          "the largest share of the samples a solution may hold out of the fit"),
+    Limit("objective_rtol", 1e-6, "larger",
+          "relative tolerance between the reported and the recomputed truncated NLL (beside the "
+          "Monte-Carlo error of the normaliser)"),
+    Limit("objective_atol", 1e-6, "larger",
+          "absolute floor of that comparison (nats per sample)"),
+)
+# An estimation problem with samples inside the set always has a likelihood: nothing to be
+# infeasible, and a bounded truncated NLL is never certified unbounded here.
+CLAIMS = ("optimal",)
+
+
+def resolved_limits(limits: dict | None) -> dict:
+    """Every limit of :data:`LIMITS`: the given values, the documented defaults for the rest."""
+    out = {lim.name: lim.default for lim in LIMITS}
+    out.update({k: v for k, v in (limits or {}).items() if k in out and v is not None})
+    for name in ("tol", "objective_rtol", "objective_atol"):
+        v = out[name]
+        if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            raise InputError(f"The '--{name.replace('_', '-')}' limit must be a finite number >= 0; got {v!r}.")
+    if not out["tol"] > 0:
+        raise InputError(f"The '--tol' limit must be positive; got {out['tol']!r}.")
+    for name in ("radius", "holdout"):
+        v = out[name]
+        if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0):
+            raise InputError(f"The '--{name}' limit must be a number >= 0; got {v!r}.")
+    return out
+
+
+@dataclass
+class Estimate:
+    family: str
+    mean: np.ndarray | None
+    cov: np.ndarray | None
+    rates: np.ndarray | None
+    chol: np.ndarray | None = None  # the covariance's Cholesky factor L, and L^-1
+    chol_inv: np.ndarray | None = None
+
+
+@dataclass
+class Draws:
+    """What the certificate's draws of p_hat gave: counts and the sums of T over the accepted draws."""
+
+    hits: int
+    proposals: int
+    wanted: int
+    s1: np.ndarray
+    s2: np.ndarray  # p x p
+    cut: bool = False  # stopped by the deadline
+
+    @property
+    def alpha(self) -> float:
+        return self.hits / self.proposals if self.proposals else 0.0
+
+    @property
+    def log_alpha_se(self) -> float:
+        """Standard error of log alpha_hat (delta method on the binomial)."""
+        return math.sqrt(max(1.0 - self.alpha, 0.0) / self.hits) if self.hits else math.inf
+
+
+def problem_seed(problem, stream: int = 0) -> np.random.Generator:
+    """The certificate's generator, from the problem's samples and family alone (``stream`` 0: the
+    estimate's draws; 1: the draws measuring alpha_0)."""
+    X = np.ascontiguousarray(np.asarray(problem["samples"], dtype=np.float64))
+    digest = hashlib.sha256(X.tobytes() + str(X.shape).encode() + str(problem.get("family", "gaussian")).encode())
+    return np.random.default_rng([CERT_SEED, int.from_bytes(digest.digest()[:8], "little"), stream])
+
+
+ALPHA0_DRAWS = (4000, 1 << 16)  # proposals measuring alpha_0; the second batch only when the first has no hit
+
+
+def initial_mass(problem, contains, most: int | None = None) -> tuple[int, int]:
+    """(accepted, proposals) of seeded draws of the samples' own fit (all rows) on the set: alpha_0,
+    from which R_0 = log(1/alpha_0) + 2. The solver and verify measure it alike. ``most``: no batch
+    is drawn that would make the proposals pass it (an oracle budget)."""
+    X = np.asarray(problem["samples"], dtype=float)
+    family = problem.get("family", "gaussian")
+    known = np.asarray(problem["cov"], dtype=float) if "cov" in problem else None
+    est0 = _naive(Estimate(family, None, None, None), X, known)
+    rng = problem_seed(problem, 1)
+    acc = drawn = 0
+    for count in ALPHA0_DRAWS:
+        if most is not None and drawn + count > most:
+            break
+        if family == "exponential":
+            Y = rng.exponential(1.0 / est0.rates, size=(count, X.shape[1]))
+        else:
+            Y = est0.mean + rng.standard_normal((count, X.shape[1])) @ est0.chol.T
+        acc += int(np.count_nonzero(contains(Y)))
+        drawn += count
+        if acc:
+            break
+    return acc, drawn
+
+
+def largest_radius(R0: float) -> float:
+    """The largest R the solver's own rules reach from R_0: newton doubles it at most MAX_DOUBLINGS
+    times, psgd grows it up to PSGD_MAX_RADIUS."""
+    from optsolve.truncated.newton import MAX_DOUBLINGS
+    from optsolve.truncated.sgd import PSGD_MAX_RADIUS
+
+    return max(R0 * 2.0 ** MAX_DOUBLINGS, PSGD_MAX_RADIUS)
+
+
+def limits_from_problem(problem) -> dict:
+    """verify's default radius, from the problem's set (none when the set is given by --oracle only)."""
+    from optsolve.truncated.sets import SetError, parse_set
+
+    if "set" not in problem:
+        return {}
+    try:
+        contains = parse_set(problem["set"], problem["samples"].shape[1]).contains
+        acc, drawn = initial_mass(problem, contains)
+    except (SetError, np.linalg.LinAlgError):
+        return {}
+    return {"radius": largest_radius(math.log(drawn / acc) + 2.0)} if acc else {}
 
 
 def _membership(problem, settings, oracle):
     from optsolve.truncated.sets import load_oracle, parse_set
 
-    used = settings.get("oracle")
+    used = settings.get("oracle") if isinstance(settings, dict) else None
+    if oracle:
+        fn, label = load_oracle(oracle), f"The '--oracle {oracle}' function"
+    elif "set" in problem:
+        fn, label = parse_set(problem["set"], problem["samples"].shape[1]).contains, "The truncation set"
+    elif used:
+        raise InputError(f"This solution was computed with '--oracle {used}'; checking it needs the same "
+                         "membership function: pass '--oracle' to optsolve verify.")
+    else:
+        raise InputError(f"{problem.source}: no truncation set: give key 'set' in the file, or name a membership "
+                         "function with '--oracle module:function'.")
     if used and not oracle:
         raise InputError(f"This solution was computed with '--oracle {used}'; checking it needs the same "
                          "membership function: pass '--oracle' to optsolve verify.")
-    if oracle:
-        return load_oracle(oracle)
-    return parse_set(problem["set"], problem["samples"].shape[1]).contains
+
+    def contains(Y):
+        try:
+            got = np.asarray(fn(Y))
+        except Exception as exc:  # the user's function
+            raise InputError(f"{label} failed on the certificate's draws ({type(exc).__name__}: {exc}).") from None
+        if got.shape != (Y.shape[0],):
+            raise InputError(f"{label} returned shape {got.shape} for {Y.shape[0]} points; expected "
+                             f"({Y.shape[0]},) booleans.")
+        return got.astype(bool)
+
+    return contains
 
 
-def _estimate(problem, solution):
-    """(kind, mean, covariance or None, rates or None) from the solution, checked for shape."""
+def estimate_of(problem, solution) -> Estimate:
+    """The estimate in the solution, checked for shape (KeyError, ValueError or TypeError when it does not fit)."""
     X = problem["samples"]
     d = X.shape[1]
     family = problem.get("family", "gaussian")
+    if not isinstance(solution, dict):
+        raise TypeError(f"the solution is a {type(solution).__name__}, expected an object")
     if family == "exponential":
-        rates = np.asarray(solution["rates"], dtype=float).reshape(-1)
-        if rates.shape != (d,):
-            raise ValueError(f"rates of shape {rates.shape}, expected ({d},)")
-        return family, None, None, rates
-    mean = np.asarray(solution["mean"], dtype=float).reshape(-1)
-    if mean.shape != (d,):
-        raise ValueError(f"mean of shape {mean.shape}, expected ({d},)")
-    cov = np.asarray(problem["cov"] if family == "gaussian-mean" else solution["covariance"], dtype=float)
-    if cov.shape != (d, d):
-        raise ValueError(f"covariance of shape {cov.shape}, expected ({d}, {d})")
-    return family, mean, 0.5 * (cov + cov.T), None
-
-
-def _draw(family, mean, cov, rates, rng, N):
-    if family == "exponential":
-        return rng.exponential(1.0 / rates, size=(N, rates.size))
-    return rng.multivariate_normal(mean, cov, size=N, method="cholesky")
-
-
-def _stats(family, X, mean, cov, rates):
-    """T in coordinates whitened by the estimate: (u, u_i u_j for i <= j) or u."""
-    if family == "exponential":
-        return X * rates
-    U = np.linalg.solve(np.linalg.cholesky(cov), (X - mean).T).T
+        rates = solution_vector(solution, "rates", d)
+        if solution.get("mean") is not None:
+            mean = solution_vector(solution, "mean", d)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if not np.allclose(mean, 1.0 / rates, rtol=1e-9, atol=0.0):
+                    raise ValueError("solution 'mean' is not 1 / rates")
+        return Estimate(family, None, None, rates)
+    mean = solution_vector(solution, "mean", d)
     if family == "gaussian-mean":
+        cov = np.asarray(problem["cov"], dtype=float)
+    else:
+        raw = solution.get("covariance")
+        if raw is None:
+            raise KeyError("solution has no 'covariance'")
+        if not isinstance(raw, list) or len(raw) != d or not all(isinstance(r, list) and len(r) == d for r in raw):
+            raise ValueError(f"solution 'covariance' must be a {d} x {d} nested list")
+        cov = np.array([[np.nan if v is None else v for v in row] for row in raw], dtype=float)
+    return Estimate(family, mean, 0.5 * (cov + cov.T), None)
+
+
+def _stats(est: Estimate, X):
+    """T in coordinates whitened by the estimate: (u, u_i u_j for i <= j) or u."""
+    if est.family == "exponential":
+        return X * est.rates
+    U = (X - est.mean) @ est.chol_inv.T
+    if est.family == "gaussian-mean":
         return U
     iu = np.triu_indices(U.shape[1])
-    return np.hstack([U, (U[:, :, None] * U[:, None, :])[:, iu[0], iu[1]]])
+    return np.hstack([U, U[:, iu[0]] * U[:, iu[1]]])
 
 
-def _log_density(family, X, mean, cov, rates):
-    if family == "exponential":
-        return np.log(rates).sum() - X @ rates
+def _log_density(est: Estimate, X):
+    if est.family == "exponential":
+        return np.log(est.rates).sum() - X @ est.rates
+    U = (X - est.mean) @ est.chol_inv.T
+    return -0.5 * (U * U).sum(axis=1) - np.log(np.diag(est.chol)).sum() - 0.5 * X.shape[1] * LOG_2PI
+
+
+def _naive(est: Estimate, X, known) -> Estimate:
+    if est.family == "exponential":
+        return Estimate(est.family, None, None, 1.0 / X.mean(axis=0))
+    d = X.shape[1]
+    cov = known if est.family == "gaussian-mean" else np.cov(X, rowvar=False, bias=True).reshape(d, d)
     L = np.linalg.cholesky(cov)
-    U = np.linalg.solve(L, (X - mean).T).T
-    return -0.5 * (U * U).sum(axis=1) - np.log(np.diag(L)).sum() - 0.5 * X.shape[1] * LOG_2PI
+    return Estimate(est.family, X.mean(axis=0), cov, None, L, np.linalg.inv(L))
 
 
-def _naive(family, X, known):
-    if family == "exponential":
-        return None, None, 1.0 / X.mean(axis=0)
-    cov = known if family == "gaussian-mean" else np.cov(X, rowvar=False, bias=True).reshape(X.shape[1], X.shape[1])
-    return X.mean(axis=0), cov, None
+def validity_checks(est: Estimate) -> list[Check]:
+    """Positive rates or a positive definite covariance (the estimate's Cholesky factor is set)."""
+    if est.family == "exponential":
+        low = float(est.rates.min()) if np.isfinite(est.rates).all() else math.nan
+        return [Check.require("rates_positive", low, bool(low > 0), "every rate finite and > 0", "smallest rate")]
+    ok = bool(np.isfinite(est.mean).all() and np.isfinite(est.cov).all())
+    low = float(np.linalg.eigvalsh(est.cov).min()) if ok else math.nan
+    if ok and low > 0:
+        try:
+            est.chol = np.linalg.cholesky(est.cov)
+            est.chol_inv = np.linalg.inv(est.chol)
+            ok = bool(np.isfinite(est.chol_inv).all())
+        except np.linalg.LinAlgError:
+            ok = False
+    return [Check.require("covariance_spd", low, bool(ok and low > 0), "finite, smallest eigenvalue > 0",
+                          "smallest eigenvalue of the covariance (the mean must be finite too)")]
 
 
-def check(problem, solution: dict, *, method: str | None, objective, settings: dict, oracle: str | None = None
-          ) -> Certificate:
-    settings = settings or {}
+def draw(problem, est: Estimate, contains, *, tol: float, deadline: float | None = None) -> Draws:
+    """Rejection draws of p_hat | S until n / tol (at least MIN_ACCEPTED) are accepted or MAX_PROPOSALS
+    are made, their statistics summed by blocks (nothing of size N_c is kept)."""
+    X = problem["samples"]
+    n, d = X.shape
+    p = d + d * (d + 1) // 2 if est.family == "gaussian" else d
+    rng = problem_seed(problem)
+    rows = int(min(65536, max(1024, (1 << 22) // d)))
+    wanted = int(min(MAX_PROPOSALS, max(MIN_ACCEPTED, math.ceil(n / tol))))
+    s1, s2 = np.zeros(p), np.zeros((p, p))
+    hits = proposals = 0
+    cut = False
+    while hits < wanted and proposals < MAX_PROPOSALS:
+        if deadline is not None and time.monotonic() > deadline:
+            cut = True
+            break
+        if est.family == "exponential":
+            Y = rng.exponential(1.0 / est.rates, size=(rows, d))
+        else:
+            Y = est.mean + rng.standard_normal((rows, d)) @ est.chol.T
+        Ya = Y[contains(Y)]
+        proposals += rows
+        hits += Ya.shape[0]
+        for a in range(0, Ya.shape[0], STAT_BLOCK):
+            Tb = _stats(est, Ya[a:a + STAT_BLOCK])
+            s1 += Tb.sum(axis=0)
+            s2 += Tb.T @ Tb
+    return Draws(hits, proposals, wanted, s1, s2, cut)
+
+
+def measure(problem, solution: dict, *, limits: dict | None = None, settings: dict | None = None,
+            oracle: str | None = None, deadline: float | None = None) -> Draws | None:
+    """The certificate's draws for ``solution`` (None when the estimate is not a valid distribution):
+    the solver takes its alpha_hat from them and hands them back to :func:`check`."""
+    lim = resolved_limits(limits)
+    est = estimate_of(problem, solution)
+    if not all(c.holds for c in validity_checks(est)):
+        return None
+    return draw(problem, est, _membership(problem, settings or {}, oracle), tol=float(lim["tol"]), deadline=deadline)
+
+
+def _holdout_rows(solution, settings, n: int, share) -> tuple[np.ndarray, list[Check]]:
+    raw = solution.get("holdout_rows")
+    if raw is None or (isinstance(raw, list) and not raw):
+        return np.zeros(0, dtype=np.int64), []
+    if not isinstance(raw, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
+        raise ValueError("solution 'holdout_rows' must be a list of row numbers")
+    rows = np.asarray(raw, dtype=np.int64)
+    if rows.min() < 0 or rows.max() >= n or np.unique(rows).size != rows.size:
+        raise ValueError(f"solution 'holdout_rows' must be distinct rows in [0, {n})")
+    allowed = 0 if not share else max(1, int(round(float(share) * n)))
+    checks = [Check.at_most("holdout_rows", int(rows.size), allowed,
+                            f"rows held out of the fit; at most round(holdout n) with holdout = {share or 0:g} "
+                            "(give --holdout to verify a solution that holds rows out)")]
+    seed = settings.get("seed") if isinstance(settings, dict) else None
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+        expected = np.sort(np.random.default_rng(seed).permutation(n)[:rows.size])
+        same = bool(np.array_equal(np.sort(rows), expected))
+    else:
+        same = False
+    checks.append(Check.require("holdout_rows_drawn", int(rows.size), same,
+                                "the rows the solver's rule draws from settings.seed",
+                                "a seed selects a random subset, so the rows cannot be picked to suit an estimate"))
+    return np.sort(rows), checks
+
+
+def check(problem, solution: dict, *, method: str | None = None, objective=None, settings: dict | None = None,
+          limits: dict | None = None, status: str | None = "optimal", oracle: str | None = None,
+          draws: Draws | None = None, deadline: float | None = None, **extra) -> Certificate:
+    """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`).
+
+    ``settings`` (the document's, untrusted) serves only to ask for a missing ``--oracle`` and to
+    redraw the held-out rows from its seed; ``method`` is reported, not used. ``draws``: the result
+    of :func:`measure` for this solution and limits, when the caller has it already."""
+    settings = settings if isinstance(settings, dict) else {}
+    lim = resolved_limits(limits)
+    tol = float(lim["tol"])
     X = np.asarray(problem["samples"], dtype=float)
     n, d = X.shape
-    try:
-        family, mean, cov, rates = _estimate(problem, solution)
-    except (KeyError, ValueError, TypeError) as exc:
-        return Certificate([Check("solution_shape", None, None, False, str(exc))])
     checks = []
-    if family == "exponential":
-        low = float(rates.min())
-        checks.append(Check("rates_positive", low, None, bool(low > 0 and np.isfinite(rates).all()),
-                            "smallest rate"))
-        if low <= 0:
-            return Certificate(checks)
-    else:
-        low = float(np.linalg.eigvalsh(cov).min()) if np.isfinite(cov).all() else -np.inf
-        checks.append(Check("covariance_spd", low, None, bool(low > 0), "smallest eigenvalue of the covariance"))
-        if not low > 0:
-            return Certificate(checks)
-    contains = _membership(problem, settings, oracle)
-    rng = np.random.default_rng(CERT_SEED)
-    got, hits, proposals = [], 0, 0
-    batch = 65536
-    tol = float(settings.get("tol") or DEFAULT_TOL)
-    wanted = max(MIN_ACCEPTED, int(n / tol))
-    while hits < wanted and proposals < MAX_PROPOSALS:
-        Y = _draw(family, mean, cov, rates, rng, batch)
-        inside = np.asarray(contains(Y)).astype(bool).reshape(batch)
-        got.append(Y[inside])
-        hits += int(inside.sum())
-        proposals += batch
-    from scipy.stats import beta
-
-    lo = 0.0 if hits == 0 else float(beta.ppf(0.025, hits, proposals - hits + 1))
-    hi = 1.0 if hits == proposals else float(beta.ppf(0.975, hits + 1, proposals - hits))
-    a_hat = hits / proposals
-    checks.append(Check.info("alpha_hat", a_hat, f"p_hat(S) from {proposals} fresh proposals ({hits} in the set)"))
-    checks.append(Check.info("alpha_interval", [lo, hi], "exact (Clopper-Pearson) 95% interval"))
-    if solution.get("alpha_hat") is not None:
-        checks.append(Check.info("reported_alpha_hat", solution["alpha_hat"], "the solver's own estimate"))
-    rows = np.asarray(solution.get("holdout_rows") or [], dtype=np.int64)
-    fit = np.setdiff1d(np.arange(n), rows) if rows.size else np.arange(n)
-    if hits < 10:
-        checks.append(Check("gradient_statistic", None, None, False,
-                            f"only {hits} of {proposals} draws of the estimate fell in the set"))
+    if status in ("infeasible", "unbounded"):
+        checks.append(Check.require("claim_certificate", status, False, "optimal: the only claim this command "
+                                    "certifies", f"a truncated-statistics estimate has no certificate of being "
+                                    f"{status}: its samples lie in the set, so the likelihood exists"))
+    try:
+        est = estimate_of(problem, solution)
+        rows, hold = _holdout_rows(solution, settings, n, lim["holdout"])
+    except (KeyError, ValueError, TypeError) as exc:
+        what = "rates" if problem.get("family") == "exponential" else "mean and covariance"
+        return Certificate(checks + [Check.require("solution_shape", None, False,
+                                                   f"{what} of the problem's dimension d = {d}", str(exc))])
+    checks += hold
+    checks += validity_checks(est)
+    if not checks[-1].holds:
         return Certificate(checks)
-    Ya = np.vstack(got)
-    Nc = Ya.shape[0]
-    T_data = _stats(family, X[fit], mean, cov, rates)
-    p = T_data.shape[1]
-    s1, s2 = np.zeros(p), np.zeros(p)
-    for a in range(0, Nc, 8192):  # the draws' statistics by blocks (p = 1,325 at d = 50)
-        Tb = _stats(family, Ya[a:a + 8192], mean, cov, rates)
-        s1 += Tb.sum(axis=0)
-        s2 += (Tb * Tb).sum(axis=0)
-    draw_mean = s1 / Nc
-    draw_var = np.maximum(s2 / Nc - draw_mean ** 2, 0.0)
-    g = draw_mean - T_data.mean(axis=0)
-    H = np.cov(T_data, rowvar=False).reshape(p, p)
-    G = float(g @ np.linalg.lstsq(H, g, rcond=1e-10)[0])
+    fit = np.setdiff1d(np.arange(n), rows) if rows.size else np.arange(n)
+    if draws is None:
+        draws = draw(problem, est, _membership(problem, settings, oracle), tol=tol, deadline=deadline)
+    hits, proposals = draws.hits, draws.proposals
+    from optsolve.truncated.sampling import clopper_pearson
+
+    a_hat = draws.alpha
+    note = f"p_hat(S) from {proposals} fresh proposals ({hits} in the set)"
+    if draws.cut:
+        note += f"; the draws were cut by the time limit before the {draws.wanted} wanted"
+    checks.append(Check.info("alpha_hat", a_hat, note))
+    checks.append(Check.info("alpha_interval", list(clopper_pearson(hits, proposals)) if proposals else None,
+                             "exact (Clopper-Pearson) 95% interval"))
+    if hits < 10:
+        checks.append(Check.at_least("accepted_draws", hits, 10,
+                                     f"draws of the estimate that fell in the set, of {proposals}: too few to "
+                                     "estimate its gradient"))
+        return Certificate(checks)
+    allowance = NOISE_Z * draws.log_alpha_se
+    reported = solution.get("alpha_hat")
+    if reported is not None:
+        diff = abs(math.log(reported) - math.log(a_hat)) if _positive(reported) else math.inf
+        checks.append(Check.at_most("alpha_hat_difference", diff, allowance + float(lim["objective_rtol"]),
+                                    f"|log reported alpha_hat ({reported!r}) - log alpha_hat of these draws|; the "
+                                    f"limit is {NOISE_Z:g} standard errors of the latter"))
+    Nc = hits
+    p = draws.s1.size
     m = fit.size
-    inflation = (m - 1) / (m - p - 2) if m > p + 2 else np.inf  # E[S^-1] of a sample covariance of m rows
-    limit = inflation * (p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / m
+    Tbar = np.zeros(p)
+    for a in range(0, m, STAT_BLOCK):
+        Tbar += _stats(est, X[fit[a:a + STAT_BLOCK]]).sum(axis=0)
+    Tbar /= m
+    draw_mean = draws.s1 / Nc
+    F = draws.s2 / Nc - np.outer(draw_mean, draw_mean)
+    g = draw_mean - Tbar
+    G = float(g @ np.linalg.lstsq(F, g, rcond=1e-12)[0])
+    limit = (p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / m
     checks.append(Check.at_most("gradient_statistic", G, limit,
-                                f"g' Cov(T)^-1 g of the truncated NLL's gradient at the estimate ({Nc} fresh draws in "
-                                f"the set, p = {p}); the limit is its Monte-Carlo noise plus tol p / n (tol = {tol:g})"))
+                                f"g' F^-1 g of the truncated NLL's gradient at the estimate, F the covariance of T "
+                                f"over {Nc} fresh draws in the set (p = {p}); the limit is their noise plus tol p / m "
+                                f"(tol = {tol:g}, m = {m} fitted samples)"))
     checks.append(Check.info("gradient_norm", float(np.linalg.norm(g)),
                              "Euclidean norm of the gradient, in coordinates whitened by the estimate"))
-    checks.append(Check.info("gradient_standard_error",
-                             float(np.sqrt((draw_var / Nc + T_data.var(axis=0) / fit.size).sum())),
-                             "of that norm, from the draws and the samples"))
-    nll = float(-_log_density(family, X[fit], mean, cov, rates).mean() + math.log(a_hat))
-    checks.append(Check.info("truncated_nll", nll, "mean over the fitted samples, the normaliser from the draws"))
-    if objective is not None:
-        checks.append(Check.info("objective_difference", float(objective) - nll,
-                                 "reported objective minus this estimate (both Monte-Carlo)"))
-    if settings.get("radius") is not None and method in ("newton", "psgd"):
-        m0, c0, r0 = _naive(family, X[fit], problem.get("cov"))
-        L0 = float(-_log_density(family, X[fit], m0, c0, r0).mean())
-        L1 = float(-_log_density(family, X[fit], mean, cov, rates).mean())
-        slack = L0 + float(settings["radius"]) - L1
-        checks.append(Check("region_slack", slack, 0.0, bool(slack >= -1e-8 * (1 + abs(L0))),
-                            f"L(theta0) + R - L(estimate), at least 0 inside the region (R = {settings['radius']:.6g})"))
+    checks.append(Check.info("gradient_standard_error", float(np.sqrt(np.maximum(np.diag(F), 0.0).sum() / Nc)),
+                             "of that norm, from the draws"))
+    L1 = float(-_log_density(est, X[fit]).mean())
+    nll = L1 + math.log(a_hat)
+    rtol, atol = float(lim["objective_rtol"]), float(lim["objective_atol"])
+    if objective is not None or status == "optimal":
+        diff = abs(float(objective) - nll) if _finite(objective) else math.inf
+        checks.append(Check.at_most("objective_difference", diff, rtol * abs(nll) + atol + allowance,
+                                    f"|reported objective - truncated NLL of the fitted samples ({nll:.10g}, the "
+                                    f"normaliser from these draws)|; the limit is objective_rtol |NLL| + "
+                                    f"objective_atol + {NOISE_Z:g} standard errors of log alpha_hat"))
+    m0 = _naive(est, X[fit], np.asarray(problem["cov"], dtype=float) if "cov" in problem else None)
+    L0 = float(-_log_density(m0, X[fit]).mean())
+    if lim["radius"] is None:
+        checks.append(Check.info("region_excess", L1 - L0, "L(estimate) - L(theta0): the least R of a region "
+                                 "L(theta) <= L(theta0) + R that holds the estimate (judged with --radius)"))
+    else:
+        R = float(lim["radius"])
+        checks.append(Check.at_least("region_slack", L0 + R - L1, -rtol * (1.0 + abs(L0)) - atol,
+                                     f"L(theta0) + R - L(estimate), at least 0 inside the region (R = {R:.6g})"))
     if rows.size:
-        held = float(-_log_density(family, X[rows], mean, cov, rates).mean() + math.log(a_hat))
+        held = float(-_log_density(est, X[rows]).mean() + math.log(a_hat))
         checks.append(Check.info("holdout_nll", held, f"truncated NLL of the {rows.size} held-out samples"))
     return Certificate(checks)
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _positive(v) -> bool:
+    return _finite(v) and v > 0

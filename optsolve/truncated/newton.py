@@ -37,7 +37,18 @@ coordinates whitened by theta0:
   variance of about 1/FINAL_ESS of the data's own; with Sobol points it is smaller still.
 * R = log(1/alpha_0) + 2, alpha_0 the acceptance of p_theta0 (measured); when the steps of
   two batches in a row stall at the bound (the constrained optimum lies on it, not a noisy
-  step), R doubles and they go on (reported).
+  step), R doubles and they go on (reported), at most MAX_DOUBLINGS times.
+* An estimate that runs off ends the run (status numerical_error). Any theta that improves on
+  theta0 has l_S(theta) <= l_S(theta0), that is p_theta(S) <= alpha_0 exp(-(L(theta) - L(theta0))):
+  past L(theta0) + 4 R_0 its survival mass is below alpha_0^5 e^-8 (under 3.4e-4), and it
+  shrinks by e^-R with every further unit. When the steps still press on the bound after
+  MAX_DOUBLINGS doublings, the likelihood keeps improving toward the edge of the family (for
+  the Gaussian: a precision tending to a singular one, a density flat or log-convex along
+  some direction of the set, which no Gaussian has), so the truncated MLE does not exist in
+  the family, or lies where each accepted draw costs thousands of oracle calls.
+* Every batch is checked before it is drawn: against the oracle budget, the length of one
+  Sobol sequence (2^30 points), the memory budget (its accepted draws are kept) and the
+  deadline (looked at between chunks of 2^16 proposals and between Newton steps).
 """
 
 from __future__ import annotations
@@ -49,8 +60,9 @@ import numpy as np
 from scipy.sparse.linalg import LinearOperator, cg
 from scipy.special import logsumexp
 
+from optsolve.core import memory
 from optsolve.core.history import trace
-from optsolve.truncated.sampling import STOPPED, PoolSet, Sampler, stop_of
+from optsolve.truncated.sampling import STOPPED, DrawLimit, PoolSet, Sampler, TimeUp, check_time, stop_of
 
 FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125)
 START_ACCEPTED = 2000
@@ -58,17 +70,43 @@ MAX_NEWTON = 50
 MAX_POOLS = 30
 TRUST_ESS = 0.5  # Newton steps on a pool keep the weights' ESS above this share of what it was at the start
 TRUST_MASS = 4.0  # ... and the survival mass p_theta(S) above 1 / TRUST_MASS of what it was
+MAX_DOUBLINGS = 2  # R up to 4 R_0 (see the module's notes)
+ALPHA0_DRAWS = (4000, 1 << 16)  # proposals of p_theta0 measuring alpha_0; the second when the first has no hit
+KEEP_COPIES = 3  # bytes of the kept draws, in multiples of the draws themselves (the pool stacks them)
 
 
-def alpha0_and_radius(family, theta0, sampler: Sampler, draws: int = 4000) -> tuple[float, float]:
-    """The acceptance of p_theta0 on S (from ``draws`` proposals) and R = log(1 / alpha_0) + 2."""
-    Y = family.sample(theta0, draws, sampler.rng)
-    acc = int(sampler._ask(Y).sum())
-    a0 = max(acc, 1) / draws
+def pool_bytes(accepted: float, d: int) -> float:
+    """Memory that ``accepted`` kept draws in d dimensions take (with the pool's copies)."""
+    return float(accepted) * max(d, 1) * 8.0 * KEEP_COPIES
+
+
+class ZeroMass(RuntimeError):
+    """No proposal of the samples' own fit falls in the set."""
+
+
+def alpha0_and_radius(family, theta0, sampler: Sampler, measured: tuple[int, int] | None = None
+                      ) -> tuple[float, float]:
+    """The acceptance of p_theta0 on S and R = log(1 / alpha_0) + 2; :class:`ZeroMass` when none of
+    ALPHA0_DRAWS proposals is accepted. ``measured``: (accepted, proposals) already counted."""
+    drawn = acc = 0
+    if measured is not None:
+        acc, drawn = measured
+    else:
+        for draws in ALPHA0_DRAWS:
+            Y = family.sample(theta0, draws, sampler.rng)
+            acc += int(sampler._ask(Y).sum())
+            drawn += draws
+            if acc:
+                break
+    if not acc:
+        raise ZeroMass(f"none of {drawn} proposals of the samples' own fit fell in the set: it has no measurable "
+                       "mass (a set of zero volume, such as a box with lo = hi in a coordinate, or a membership "
+                       "function that rejects almost every point)")
+    a0 = acc / drawn
     return a0, math.log(1.0 / a0) + 2.0
 
 
-def saa_newton(family, pool, theta, Tbar, L, bound, tol: float):
+def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
     """Newton steps on the pool's sample-average objective from theta, inside L(theta) <= bound and
     inside the pool's trust region (the weights' ESS at least TRUST_ESS of the accepted draws).
     Returns (theta, decrement, steps, why): why is 'converged', 'bound' (a step was cut by the
@@ -88,6 +126,8 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float):
     mass_floor = logmass - math.log(TRUST_MASS)
     dec, why, steps = np.inf, "stalled", 0
     for steps in range(1, MAX_NEWTON + 1):
+        if deadline is not None and time.monotonic() > deadline:
+            return theta, dec, steps - 1, "time"
         g = family.moments(Y, w) - Tbar
 
         def hv(v, w=w):
@@ -124,9 +164,11 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float):
     return theta, dec, steps, why
 
 
-def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, deadline=None, progress=None):
+def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, deadline=None, progress=None,
+        alpha0=None):
     """The Newton estimate for whitened samples Z. Returns a dict: theta, ``stop`` ('converged',
-    'budget', 'time_limit', 'collapse' or 'max_batches'), its reason, counts and the history."""
+    'budget', 'time_limit', 'collapse', 'runoff', 'limit' or 'max_batches'), its reason, counts and the
+    history. ``alpha0``: (accepted, proposals) of p_theta0 on S when measured already."""
     n = Z.shape[0]
     Tbar = family.moments(Z, np.full(n, 1.0 / n))
     theta0 = family.from_moments(Tbar)
@@ -135,10 +177,16 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
         return float(-th @ Tbar + family.A(th))
 
     L0 = L(theta0)
-    sampler = Sampler(family, oracle, rng, max_calls=max_calls)
-    alpha0, R = alpha0_and_radius(family, theta0, sampler)
+    sampler = Sampler(family, oracle, rng, max_calls=max_calls, deadline=deadline)
+    try:
+        alpha0, R = alpha0_and_radius(family, theta0, sampler, alpha0)
+    except (ZeroMass, *STOPPED) as exc:
+        stop, reason = ("collapse", str(exc)) if isinstance(exc, ZeroMass) else stop_of(exc)
+        return {"theta": theta0, "theta0": theta0, "radius": radius, "radius_doublings": 0, "ess": 0.0,
+                "batches": [], "samples_drawn": 0, "notes": [], "stop": stop, "reason": reason}
     if radius is not None:
         R = float(radius)
+    R0 = R
     tol = 1e-12  # Newton decrement (see the module's notes)
     target = (final_ess or FINAL_ESS) * n
     theta = theta0.copy()
@@ -151,18 +199,25 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
     pool = None
     try:
         for k in range(MAX_POOLS):
-            if deadline is not None and time.monotonic() > deadline:
-                stop, reason = "time_limit", "the time limit was reached"
-                break
             # Sobol points come in powers of 2
             N = 1 << int(math.ceil(math.log2(1.2 * need / max(rate, sampler.floor))))
             try:
+                check_time(deadline)
+                kept = sum(b[2].shape[0] for b in pools.batches[settled:]) + 1.5 * need
+                if pool_bytes(kept, family.d) > memory.budget_bytes():
+                    raise DrawLimit(f"the next batch would keep {int(kept)} accepted draws in d = {family.d}, "
+                                    f"{memory.human_bytes(pool_bytes(kept, family.d))}, more than the memory budget "
+                                    f"of {memory.human_bytes(memory.budget_bytes())} (raise it with --memory-limit "
+                                    "or loosen --tol)")
                 pools.draw(theta, N)
             except STOPPED as exc:
                 stop, reason = stop_of(exc)
                 break
             pool = pools.pool(len(pools.batches) - settled)
-            theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol)
+            theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol, deadline)
+            if why == "time":
+                stop, reason = "time_limit", "the time limit was reached"
+                break
             ess = pool.ess(family, theta)
             rate = max(pool.survival(family, theta)[0], 0.25 * pools.batches[-1][2].shape[0] / N)
             history.append({"batch": k, "proposals": N, "accepted": int(pools.batches[-1][2].shape[0]), "ess": ess,
@@ -173,6 +228,9 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
                 progress.update(k, proposals=N, accepted=int(pools.batches[-1][2].shape[0]), ess=float(ess),
                                 newton_steps=steps, decrement=float(dec), stop=why)
             bound_hits = bound_hits + 1 if why == "bound" else 0
+            if bound_hits == 2 and doubled == MAX_DOUBLINGS and radius is None:
+                stop, reason = "runoff", runoff_reason(family, theta, R0, R, L(theta) - L0, alpha0, rate)
+                break
             if bound_hits == 2:  # two batches in a row stop at the bound: the constrained optimum is on it
                 R *= 2.0
                 doubled += 1
@@ -190,3 +248,27 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
     return {"theta": theta, "theta0": theta0, "alpha0": alpha0, "radius": R, "radius_doublings": doubled,
             "ess": ess, "decrement": dec, "batches": history, "samples_drawn": sampler.accepted, "notes": notes,
             "stop": stop, "reason": reason}
+
+
+EDGES = {"gaussian": "a density flat or log-convex along some direction of the set, which no Gaussian has",
+         "gaussian-mean": "samples whose mean lies on the boundary of the set, where the likelihood grows as the "
+                          "mean moves out",
+         "exponential": "a density flat or increasing along some coordinate of the set"}
+
+
+def runoff_reason(family, theta, R0, R, excess, alpha0, rate) -> str:
+    """Why a run whose steps still press on the bound after MAX_DOUBLINGS doublings was stopped."""
+    if family.name == "gaussian":
+        h, P = family.split(theta)
+        edge = (f"the precision's smallest eigenvalue (in coordinates whitened by the samples) fell to "
+                f"{float(np.linalg.eigvalsh(P).min()):.3g}")
+    elif family.name == "exponential":
+        edge = f"the smallest rate (relative to the samples' mean) fell to {float((-theta).min()):.3g}"
+    else:
+        edge = f"the mean moved {float(np.linalg.norm(theta)):.3g} standard deviations from the samples' mean"
+    return (f"the estimate does not exist: the truncated likelihood kept improving toward the edge of the family "
+            f"after R doubled {MAX_DOUBLINGS} times (from {R0:.3g} to {R:.3g}; L(theta) - L(theta0) = {excess:.3g}): "
+            f"{edge} and the estimate's survival mass to about {rate:.2g} (alpha_0 = {alpha0:.2g}). The samples fit "
+            f"a limit outside the family {family.name!r} ({EDGES[family.name]}) better than any member; a member "
+            f"that improved further would keep less than "
+            f"alpha_0 exp(-{R:.3g}) of its mass on the set. Give --radius to search a larger region anyway")

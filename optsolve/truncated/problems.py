@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optsolve.core import memory
 from optsolve.core.errors import InputError
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
@@ -24,10 +25,36 @@ from optsolve.truncated.sets import Oracle, SetError, load_oracle, parse_set
 FAMILY_NAMES = tuple(fam.FAMILIES)
 
 
+# Largest magnitude of a sample: its square (a sufficient statistic) stays finite, with room for sums.
+MAX_ABS_SAMPLE = 1e150
+
+
+def statistics_count(family: str, d: int) -> int:
+    """p, the number of sufficient statistics: d + d (d + 1) / 2 for the Gaussian, d otherwise."""
+    return d + d * (d + 1) // 2 if family == "gaussian" else d
+
+
+def certificate_bytes(family: str, n: int, d: int) -> float:
+    """Memory the certificate needs: the p x p covariance of the statistics (twice: its sum and its
+    solve) and blocks of 8,192 rows of them, beside the samples' own statistics (n x p)."""
+    p = statistics_count(family, d)
+    return 8.0 * (2.0 * p * p + (8192.0 + n) * p)
+
+
 def _rules(problem: Problem) -> None:
     X = problem["samples"]
     n, d = X.shape
     family = problem.get("family", "gaussian")
+    if d == 0:
+        raise problem.error(f"array 'samples' has shape ({n}, 0): d = 0 dimensions; expected at least one column.")
+    big = np.abs(X) > MAX_ABS_SAMPLE
+    if big.any():
+        r, c = np.argwhere(big)[0]
+        raise problem.error(f"array 'samples' has {X[r, c]:g} at ({r}, {c}); samples must be at most "
+                            f"{MAX_ABS_SAMPLE:g} in magnitude (their squares are sufficient statistics).")
+    memory.require(problem.source, f"family {family!r} in d = {d}: the certificate's {statistics_count(family, d)} x "
+                   f"{statistics_count(family, d)} covariance of the sufficient statistics",
+                   certificate_bytes(family, n, d))
     if family == "gaussian-mean" and "cov" not in problem:
         raise problem.error("family 'gaussian-mean' needs the known covariance as key 'cov' (d x d).")
     if "cov" in problem:
@@ -44,10 +71,22 @@ def _rules(problem: Problem) -> None:
             raise problem.error(f"array 'samples' is rank-deficient: the centred samples span {int((s > 1e-10 * s[0]).sum())} "
                                 f"of d = {d} dimensions, so no covariance can be estimated (drop the constant "
                                 "directions, or give the covariance with family 'gaussian-mean').")
+        C = np.cov(X, rowvar=False, bias=True).reshape(d, d)
+        try:
+            np.linalg.cholesky(C)
+        except np.linalg.LinAlgError:
+            sd = np.sqrt(np.maximum(np.diag(C), 0.0))
+            raise problem.error(f"array 'samples' has a covariance that is not numerically positive definite "
+                                f"(standard deviations from {sd.min():.3g} to {sd.max():.3g}: squares under- or "
+                                "overflow in float64); rescale the samples.") from None
     if family == "exponential" and X.min() < 0:
         r, c = np.argwhere(X < 0)[0]
         raise problem.error(f"array 'samples' has {X[r, c]:g} at ({r}, {c}); family 'exponential' needs "
                             "nonnegative samples.")
+    if family == "exponential" and n and not (X.max(axis=0) > 0).all():
+        c = int(np.flatnonzero(~(X.max(axis=0) > 0))[0])
+        raise problem.error(f"array 'samples' is zero in every row of column {c}; family 'exponential' has no "
+                            f"estimate then (the rate of coordinate {c} would be infinite).")
     if "set" in problem:
         try:
             S = parse_set(problem["set"], d)

@@ -4,12 +4,15 @@ importance-sampling pool the Newton method reuses.
 Every proposal costs one oracle call (:class:`optsolve.truncated.sets.Oracle` counts them).
 Rejection sampling draws in vectorised batches sized from the acceptance seen so far and
 never loops forever: when the acceptance falls below ``floor`` it raises
-:class:`AcceptanceCollapse`.
+:class:`AcceptanceCollapse`; a batch that would pass the oracle budget raises
+:class:`BudgetExhausted` before any of it is asked, and the deadline is looked at between
+chunks of at most 2^16 proposals (:class:`TimeUp`).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,30 +29,56 @@ class BudgetExhausted(RuntimeError):
     """The oracle-call budget is spent."""
 
 
-STOPPED = (BudgetExhausted, AcceptanceCollapse)
+class TimeUp(RuntimeError):
+    """The deadline passed."""
+
+
+class DrawLimit(RuntimeError):
+    """The next batch of draws would pass a limit other than the oracle budget (the length of one
+    Sobol sequence, the memory budget)."""
+
+
+STOPPED = (BudgetExhausted, AcceptanceCollapse, TimeUp, DrawLimit)
+SOBOL_MAX = 1 << 30  # points one scrambled Sobol sequence of scipy gives
 
 
 def stop_of(exc: Exception) -> tuple[str, str]:
     """(stop, reason) for a run that ended on one of :data:`STOPPED`."""
+    if isinstance(exc, TimeUp):
+        return "time_limit", "the time limit was reached"
+    if isinstance(exc, DrawLimit):
+        return "limit", str(exc)
     return ("budget" if isinstance(exc, BudgetExhausted) else "collapse"), str(exc)
+
+
+def check_time(deadline) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise TimeUp()
 
 
 class Sampler:
     """Draws from p_theta restricted to S by rejection, counting oracle calls against a budget."""
 
-    def __init__(self, family, oracle, rng, *, max_calls: int | None = None, floor: float = ACCEPTANCE_FLOOR):
+    def __init__(self, family, oracle, rng, *, max_calls: int | None = None, floor: float = ACCEPTANCE_FLOOR,
+                 deadline: float | None = None):
         self.family = family
         self.oracle = oracle
         self.rng = rng
         self.max_calls = max_calls
         self.floor = floor
+        self.deadline = deadline
         self.accepted = 0  # accepted draws, over all calls
         self.rate = 0.5  # running acceptance estimate, for batch sizes
 
     def _ask(self, Y):
-        if self.max_calls is not None and self.oracle.calls + Y.shape[0] > self.max_calls:
-            raise BudgetExhausted(f"the oracle budget of {self.max_calls} calls is spent")
+        self.afford(Y.shape[0])
         return self.oracle(Y)
+
+    def afford(self, proposals: int) -> None:
+        """Raise :class:`BudgetExhausted` when ``proposals`` more calls would pass the budget."""
+        if self.max_calls is not None and self.oracle.calls + proposals > self.max_calls:
+            raise BudgetExhausted(f"the oracle budget of {self.max_calls} calls is spent ({self.oracle.calls} "
+                                  f"made; the next batch needs {proposals})")
 
     def accepted_draws(self, theta, k: int) -> tuple[np.ndarray, int]:
         """k draws of p_theta | S and the number of proposals they took. Proposals are asked in
@@ -57,6 +86,7 @@ class Sampler:
         sampler would not have asked them)."""
         got, total, proposals = [], 0, 0
         while total < k:
+            check_time(self.deadline)
             batch = int(min(1_000_000, max(1, math.ceil(1.3 * (k - total) / max(self.rate, self.floor)))))
             Y = self.family.sample(theta, batch, self.rng)
             inside = self._ask(Y)
@@ -133,8 +163,12 @@ class PoolSet:
         self.batches = []  # (theta_k, N_k, accepted Y_k)
 
     def draw(self, theta, N: int) -> None:
+        if N > SOBOL_MAX:
+            raise DrawLimit(f"the next batch needs {N} proposals, more than the {SOBOL_MAX} of one Sobol sequence")
+        self.sampler.afford(N)
         kept = []
         for Zc in sobol_normals(N, self.family.d, self.sampler.rng):
+            check_time(self.sampler.deadline)
             Y = self.family.transform(theta, Zc)
             kept.append(Y[self.sampler._ask(Y)])
         Y = np.vstack(kept)
@@ -153,19 +187,6 @@ class PoolSet:
         N = sum(b[1] for b in batches)
         logq = logsumexp(np.stack([math.log(b[1] / N) + self.family.logpdf(b[0], Y) for b in batches]), axis=0)
         return Pool(Y, self.family.log_h(Y) - logq, N)
-
-
-def survival_mass(family, theta, oracle, rng, *, guess: float, max_calls: int | None = None) -> tuple[int, int]:
-    """(hits, proposals) of a fresh batch of p_theta proposals: p_theta(S) = hits / proposals, with
-    enough proposals for about 1,000 hits (between 2^14 and 2^22, within the oracle budget)."""
-    N = 1 << int(min(22, max(14, math.ceil(math.log2(1000.0 / max(guess, 1e-12))))))
-    if max_calls is not None:
-        left = max_calls - oracle.calls
-        if left < 1024:
-            return 0, 0
-        N = min(N, 1 << int(math.floor(math.log2(left))))
-    hits = sum(int(oracle(family.transform(theta, Zc)).sum()) for Zc in sobol_normals(N, family.d, rng))
-    return hits, N
 
 
 def clopper_pearson(k: int, N: int, level: float = 0.95) -> tuple[float, float]:

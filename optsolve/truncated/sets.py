@@ -26,6 +26,7 @@ from optsolve.core.errors import InputError
 
 TYPES = ("box", "ball", "halfspace", "polytope", "union", "intersection", "complement")
 BATCH = 65536  # rows per call of a membership test
+POLYTOPE_BLOCK = 1 << 22  # entries of X A' a polytope's test forms at once
 
 
 class SetError(ValueError):
@@ -120,7 +121,15 @@ def parse_set(desc, d: int, path: str = "set") -> TruncationSet:
         if not np.isfinite(A).all():
             raise SetError(f"'{path}.A' holds non-finite values")
         b = _vector(desc, "b", path, A.shape[0])
-        return TruncationSet(kind, lambda X: np.all(X @ A.T <= b, axis=1), desc)
+        step = max(1, POLYTOPE_BLOCK // A.shape[0])  # rows per product: at most POLYTOPE_BLOCK entries of X A'
+
+        def inside(X):
+            out = np.empty(X.shape[0], dtype=bool)
+            for a in range(0, X.shape[0], step):
+                out[a:a + step] = np.all(X[a:a + step] @ A.T <= b, axis=1)
+            return out
+
+        return TruncationSet(kind, inside, desc)
     if kind == "complement":
         if "set" not in desc:
             raise SetError(f"'{path}' of type 'complement' lacks key 'set'")
@@ -130,9 +139,18 @@ def parse_set(desc, d: int, path: str = "set") -> TruncationSet:
     if not isinstance(parts, list) or not parts:
         raise SetError(f"'{path}.sets' must be a non-empty list of sets")
     inner = [parse_set(p, d, f"{path}.sets[{i}]") for i, p in enumerate(parts)]
-    if kind == "union":
-        return TruncationSet(kind, lambda X: np.any([s.contains(X) for s in inner], axis=0), desc)
-    return TruncationSet(kind, lambda X: np.all([s.contains(X) for s in inner], axis=0), desc)
+    union = kind == "union"
+
+    def combined(X):  # one running vector, however many parts
+        out = np.asarray(inner[0].contains(X), dtype=bool).copy()
+        for part in inner[1:]:
+            if union:
+                out |= part.contains(X)
+            else:
+                out &= part.contains(X)
+        return out
+
+    return TruncationSet(kind, combined, desc)
 
 
 def load_oracle(spec: str) -> Callable[[np.ndarray], np.ndarray]:

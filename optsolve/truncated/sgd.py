@@ -63,15 +63,21 @@ def _clip_spectrum(family, theta, lo=0.01, hi=100.0):
 
 
 def run(method: str, family, Z, oracle, rng, *, max_calls=None, radius=None, epochs: int = EPOCHS, deadline=None,
-        progress=None) -> dict:
+        progress=None, alpha0=None) -> dict:
     """``psgd`` or ``dgtz`` on whitened samples Z: the averaged iterate, ``stop`` ('converged' when
-    every epoch ran; 'budget', 'time_limit' or 'collapse' otherwise, with the average so far)."""
+    every epoch ran; 'budget', 'time_limit' or 'collapse' otherwise, with the average so far).
+    ``alpha0``: (accepted, proposals) of p_theta0 on S when measured already."""
+    from optsolve.truncated.newton import ZeroMass, alpha0_and_radius
+
     n = Z.shape[0]
     Tbar = family.moments(Z, np.full(n, 1.0 / n))
     theta0 = family.from_moments(Tbar)
-    sampler = Sampler(family, oracle, rng, max_calls=max_calls)
-    Y = family.sample(theta0, 4000, rng)
-    alpha0 = max(int(sampler._ask(Y).sum()), 1) / 4000
+    sampler = Sampler(family, oracle, rng, max_calls=max_calls, deadline=deadline)
+    try:
+        alpha0, _ = alpha0_and_radius(family, theta0, sampler, alpha0)
+    except (ZeroMass, *STOPPED) as exc:
+        stop, reason = ("collapse", str(exc)) if isinstance(exc, ZeroMass) else stop_of(exc)
+        return {"theta": theta0, "theta0": theta0, "steps": 0, "samples_drawn": 0, "stop": stop, "reason": reason}
     batch = 10 if method == "psgd" else 1
     steps = epochs * n // batch
     theta = theta0.copy()
