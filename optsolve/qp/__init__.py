@@ -70,14 +70,18 @@ def _warm_start(warm_start, qp: QPProblem):
     return x0, y0
 
 
-def _verifier(qp: QPProblem):
+def _verifier(qp: QPProblem, cert_tol: float | None = None):
     """``verify(kind, vector) -> (certificate or None, reason)``: ADMM's direction if it passes the
     certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None."""
     from optsolve.qp.certificate import infeasibility_checks, unboundedness_checks
     from optsolve.qp.infeasibility import farkas_vector, recession_direction
 
+    from optsolve.qp.certificate import CERT_TOL
+
+    tol = CERT_TOL if cert_tol is None else cert_tol
+
     def failures(kind, vec):
-        checks = infeasibility_checks(qp, vec) if kind == "infeasible" else unboundedness_checks(qp, vec)
+        checks = infeasibility_checks(qp, vec, tol) if kind == "infeasible" else unboundedness_checks(qp, vec, tol)
         return [c.name for c in checks if not c.holds]
 
     def verify(kind, vec):
@@ -103,7 +107,7 @@ def _admm(qp, s, progress, x0, y0, controller=None):
     deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
     if controller is not None:
         st.check_every = controller.interval
-    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp), progress=progress, deadline=deadline,
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, s["cert_tol"]), progress=progress, deadline=deadline,
                    controller=controller)
     message = r.message
     if r.rejected_claims:
@@ -311,7 +315,7 @@ def _osqp(qp, s, progress, x0, y0):
     out = {"status": status, "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
     if status in ("infeasible", "unbounded"):  # osqp's claim, re-checked (and made exact) as for admm
         raw = np.asarray(r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert, dtype=float)
-        cert, why = _verifier(qp)(status, raw / max(float(np.abs(raw).max()), 1e-300))
+        cert, why = _verifier(qp, s["cert_tol"])(status, raw / max(float(np.abs(raw).max()), 1e-300))
         if cert is None:
             out["message"] = (f"osqp reported {r.info.status}, but the claim failed the independent certificate "
                               f"check ({why}); reported as max_iter.")
@@ -333,7 +337,9 @@ DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "dee
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
                      check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None,
-                     policy=None, balance=False, engine="local"):
+                     policy=None, balance=False, engine="local", cert_tol=None, obj_rtol=None, obj_atol=None):
+    from optsolve.qp.certificate import LIMITS
+
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -371,7 +377,16 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
             "refine": bool(refine) and method != "osqp", "policy": policy, "balance": bool(balance),
-            "engine": engine}
+            "engine": engine,
+            **{lim.name: _limit_option(lim, value) for lim, value in
+               zip(LIMITS[2:], (cert_tol, obj_rtol, obj_atol))}}
+
+
+def _limit_option(lim, value) -> float:
+    """A certificate limit given as an option (:data:`optsolve.qp.certificate.LIMITS`): its default when absent."""
+    if value is None:
+        return float(lim.default)
+    return positive_option(lim.name.replace("_", "-"), value)
 
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
@@ -380,6 +395,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                   check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
                   polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
                   policy: str | None = None, balance: bool = False, engine: str = "local", warm_start=None,
+                  cert_tol: float | None = None, obj_rtol: float | None = None, obj_atol: float | None = None,
                   device: str = "auto",
                   seed: int | None = None,
                   progress: Progress = SILENT) -> Result:
@@ -395,7 +411,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
                          check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
                          polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy, balance=balance,
-                         engine=engine)
+                         engine=engine, cert_tol=cert_tol, obj_rtol=obj_rtol, obj_atol=obj_atol)
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()
@@ -430,8 +446,9 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
         result.add_message(f"Time limit {s['time_limit']:g} s reached; the last iterate is written.")
     if solution:
         t_cert = time.perf_counter()
+        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
         result.attach_certificate(certificate.check(problem, solution, method=method, objective=objective,
-                                                    settings=s))
+                                                    settings=s, limits=limits, status=status.value))
         stats["time_s"]["certificate"] = time.perf_counter() - t_cert
         if status in (Status.INFEASIBLE, Status.UNBOUNDED) and not result.certificate.holds:
             result.status = Status.MAX_ITER

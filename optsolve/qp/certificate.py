@@ -4,14 +4,22 @@ For a solution (``x``, ``y``, ``z``; OSQP's signs: ``Px + q + A'y = 0`` at the o
 checks are OSQP's termination conditions, recomputed: ``z`` within ``[l, u]``; primal
 residual ``||Ax - z||_inf``; dual residual ``||Px + q + A'y||_inf``; duality gap
 ``x'Px + q'x + SC(y)`` with the support function ``SC(y) = u'max(y, 0) + l'min(y, 0)``
-(infinite when y pushes on a missing bound); each against ``eps_abs + eps_rel * scale`` with
-the settings' tolerances; the objective recomputed.
+(infinite when y pushes on a missing bound); each against ``eps_abs + eps_rel * scale``; the
+objective recomputed and compared within ``obj_rtol`` relative to it, with ``eps_abs`` as the
+absolute floor (a zero optimum). Every tolerance is a :data:`LIMITS` entry, named as the
+``optsolve qp`` option that sets it; the caller passes the values (the solver its own settings,
+``optsolve verify`` its options or the documented defaults), never the document under test.
 
 For a claim of infeasibility, the certificate vector ``dy`` (Farkas): ``A'dy = 0`` and
 ``SC(dy) < 0``, with dy in the polar of the bounds' recession cone. For unboundedness,
 ``dx``: ``q'dx < 0``, ``P dx = 0`` and ``A dx`` in the recession cone of ``[l, u]``. "= 0"
 holds to :data:`CERT_TOL` relative to the data's scale, tighter than ADMM's own detection
 (``eps_prim_inf`` 1e-4), so that a direction that only looks like a certificate is rejected.
+
+A claim (:data:`CLAIMS`) is judged by the certificate of its own kind, whatever the document's
+``certificate_kind`` says: ``infeasible`` needs ``prim_inf_cert``, ``unbounded`` needs
+``dual_inf_cert``, ``optimal`` needs ``x``, ``y`` and ``z``; a missing vector is a failing check.
+The method and the other settings a document records are reported, never used to judge.
 """
 
 from __future__ import annotations
@@ -20,13 +28,35 @@ import math
 
 import numpy as np
 
-from optsolve.core.result import Certificate, Check, solution_vector
+from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.qp.problems import QPProblem, prepare
 
 DEFAULT_EPS = 1e-3
 SIGN_TOL = 1e-12  # relative to ||y||_inf: entries below are rounding, not a push on a missing bound
 OBJ_RTOL = 1e-9
+OBJ_ATOL = 1e-9
 CERT_TOL = 1e-7  # leftovers of infeasibility certificates, relative to the data's scale
+
+LIMITS = (
+    Limit("eps_abs", DEFAULT_EPS, "larger",
+          "absolute part of the residual, gap and bound tolerances (OSQP's eps_abs); also the absolute "
+          "floor of the objective comparison"),
+    Limit("eps_rel", DEFAULT_EPS, "larger", "relative part of the residual, gap and bound tolerances (OSQP's eps_rel)"),
+    Limit("cert_tol", CERT_TOL, "larger",
+          "leftovers of an infeasibility or unboundedness certificate, relative to the data's scale"),
+    Limit("obj_rtol", OBJ_RTOL, "larger",
+          "relative difference between the reported and the recomputed objective (against the larger of the "
+          "objective and its terms)"),
+    Limit("obj_atol", OBJ_ATOL, "larger", "absolute floor of that difference (a zero objective)"),
+)
+CLAIMS = ("optimal", "infeasible", "unbounded")
+
+
+def resolve(limits: dict | None) -> dict:
+    """Every limit of :data:`LIMITS` as a float: the given values, the documented defaults for the rest."""
+    out = {lim.name: lim.default for lim in LIMITS}
+    out.update({k: v for k, v in (limits or {}).items() if k in out and v is not None})
+    return {k: float(v) for k, v in out.items()}
 
 
 def support_function(y, l, u, scale: float = 0.0) -> float:
@@ -60,13 +90,14 @@ def infeasibility_checks(qp: QPProblem, dy, eps: float = CERT_TOL) -> list[Check
     sc = support_function(dy, qp.l, qp.u) if norm > 0 else math.inf
     radius = math.inf if aty == 0 else (-sc / float(np.abs(aty_vec).sum()) if math.isfinite(sc) else -math.inf)
     return [
-        Check("certificate_nonzero", norm, None, norm > 0, "||dy||_inf of the infeasibility certificate"),
+        Check.require("certificate_nonzero", norm, norm > 0, "> 0", "||dy||_inf of the infeasibility certificate"),
         Check.at_most("certificate_Aty", aty / scale, eps * max(1.0, _max_abs(qp.A)),
                       "||A' dy||_inf / ||dy||_inf (limit: eps max(1, max |A_ij|))"),
-        Check("certificate_support", sc / scale if math.isfinite(sc) else None, None,
-              math.isfinite(sc) and sc < 0, "(u' max(dy, 0) + l' min(dy, 0)) / ||dy||_inf: negative"),
+        Check.require("certificate_support", sc / scale if math.isfinite(sc) else None,
+                      math.isfinite(sc) and sc < 0, "< 0 (finite)",
+                      "(u' max(dy, 0) + l' min(dy, 0)) / ||dy||_inf: negative"),
         Check("infeasibility_radius", radius if math.isfinite(radius) else None, 1.0 / eps,
-              radius >= 1.0 / eps, "no feasible x has ||x||_inf below |SC(dy)| / ||A'dy||_1"),
+              bool(radius >= 1.0 / eps), "no feasible x has ||x||_inf below |SC(dy)| / ||A'dy||_1"),
     ]
 
 
@@ -88,7 +119,7 @@ def unboundedness_checks(qp: QPProblem, dx, eps: float = CERT_TOL) -> list[Check
     qdx = float(qp.q @ dx)
     qscale = max(1.0, float(np.abs(qp.q).max()) if qp.n else 0.0)
     return [
-        Check("certificate_nonzero", norm, None, norm > 0, "||dx||_inf of the unboundedness certificate"),
+        Check.require("certificate_nonzero", norm, norm > 0, "> 0", "||dx||_inf of the unboundedness certificate"),
         Check.at_most("certificate_Pdx", pdx / scale, eps * max(1.0, _max_abs(qp.P)),
                       "||P dx||_inf / ||dx||_inf (limit: eps max(1, max |P_ij|))"),
         Check.at_most("certificate_recession", viol / scale, eps * max(1.0, _max_abs(qp.A)),
@@ -98,7 +129,8 @@ def unboundedness_checks(qp: QPProblem, dx, eps: float = CERT_TOL) -> list[Check
     ]
 
 
-def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, objective) -> list[Check]:
+def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, objective,
+                    obj_rtol: float = OBJ_RTOL, obj_atol: float = OBJ_ATOL) -> list[Check]:
     Ax, Px, Aty = qp.A @ x, qp.P @ x, qp.A.T @ y
 
     def inf(v):
@@ -113,6 +145,9 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
     quad, lin = float(x @ Px), float(qp.q @ x)
     gap = quad + lin + sc
     f = qp.objective(x)
+    violation = 0.0
+    if qp.m:
+        violation = max(float(np.maximum(qp.l - Ax, 0.0).max()), float(np.maximum(Ax - qp.u, 0.0).max()))
     checks = [
         Check.at_most("z_within_bounds", bound, eps_abs + eps_rel * inf(z), "largest violation of l <= z <= u"),
         Check.at_most("primal_residual", prim, eps_abs + eps_rel * max(inf(Ax), inf(z)), "||Ax - z||_inf"),
@@ -121,31 +156,73 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
         Check.at_most("duality_gap", abs(gap) if math.isfinite(gap) else math.inf,
                       eps_abs + eps_rel * max(abs(quad), abs(lin), abs(sc) if math.isfinite(sc) else 0.0),
                       "|x'Px + q'x + SC(y)|; infinite when y pushes on a missing bound"),
-        Check.info("constraint_violation", max(0.0, float(np.maximum(qp.l - Ax, 0.0).max()) if qp.m else 0.0,
-                                              float(np.maximum(Ax - qp.u, 0.0).max()) if qp.m else 0.0),
-                   "largest violation of l <= Ax <= u"),
+        # implied by the two checks above (Ax - z and z - [l, u]), hence a number with no limit of its own
+        Check.info("constraint_violation", violation, "largest violation of l <= Ax <= u"),
     ]
-    mismatch = math.inf if objective is None else abs(f - float(objective)) / max(1.0, abs(f))
-    checks.append(Check.at_most("objective_matches", mismatch, OBJ_RTOL,
-                                f"relative difference between 1/2 x'Px + q'x + r = {f:.12g} and the reported objective"))
+    # the objective's terms set the scale of its rounding: a zero optimum of large terms is judged
+    # against them, and obj_atol is the floor when every term is zero
+    terms = max(abs(0.5 * quad), abs(lin), abs(qp.r))
+    diff = math.inf if not _is_number(objective) else abs(f - float(objective))
+    checks.append(Check.at_most("objective_matches", diff if math.isfinite(diff) else None,
+                                obj_rtol * max(abs(f), terms) + obj_atol,
+                                f"|1/2 x'Px + q'x + r - reported objective|, recomputed 1/2 x'Px + q'x + r = {f:.12g} "
+                                "(limit: obj_rtol max(|f|, its terms) + obj_atol)"))
     return checks
 
 
-def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
-    settings = settings or {}
+def _is_number(value) -> bool:
+    if value is None or isinstance(value, (bool, str, bytes, list, dict)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _vector(solution: dict, key: str, size: int, what: str):
+    """``(vector, None)``, or ``(None, failing check)`` when the solution lacks it or it is not finite."""
+    try:
+        vec = solution_vector(solution, key, size)
+    except KeyError:
+        return None, Check.require(f"has_{key}", None, False, f"a list of {size} numbers", f"{what}: missing")
+    except (TypeError, ValueError, OverflowError) as exc:
+        return None, Check.require(f"has_{key}", None, False, f"a list of {size} numbers", f"{what}: {exc}")
+    if not np.all(np.isfinite(vec)):
+        return None, Check.require(f"has_{key}", int(np.count_nonzero(~np.isfinite(vec))), False, "0 non-finite",
+                                   f"{what}: entries that are null or not finite")
+    return vec, None
+
+
+def check(problem, solution: dict, *, method: str | None, objective, settings: dict, limits: dict | None = None,
+          status: str | None = None, **extra) -> Certificate:
+    """The certificate of ``solution`` for the claimed ``status``, judged against ``limits`` (:data:`LIMITS`).
+
+    ``infeasible`` and ``unbounded`` are judged by their certificate vectors only, ``optimal`` (and any
+    other status whose solution carries ``x``) by the optimality checks. ``settings`` (the document's,
+    untrusted) only chooses the reported PAC-Bayes line of a learned policy."""
+    settings = settings if isinstance(settings, dict) else {}
+    lim = resolve(limits)
     qp = prepare(problem)
-    kind = solution.get("certificate_kind")
+    kind = status
+    if kind not in ("infeasible", "unbounded") and "x" not in solution:
+        kind = solution.get("certificate_kind")  # a downgraded claim: its vector is still reported on
     if kind == "infeasible":
-        dy = solution_vector(solution, "prim_inf_cert", qp.m)
-        return Certificate(infeasibility_checks(qp, dy))
+        dy, missing = _vector(solution, "prim_inf_cert", qp.m, "the Farkas certificate of infeasibility")
+        return Certificate([missing] if missing else infeasibility_checks(qp, dy, lim["cert_tol"]))
     if kind == "unbounded":
-        dx = solution_vector(solution, "dual_inf_cert", qp.n)
-        return Certificate(unboundedness_checks(qp, dx))
-    x = solution_vector(solution, "x", qp.n)
-    y, z = solution_vector(solution, "y", qp.m), solution_vector(solution, "z", qp.m)
-    checks = solution_checks(qp, x, y, z, eps_abs=float(settings.get("eps_abs") or DEFAULT_EPS),
-                             eps_rel=float(settings.get("eps_rel") if settings.get("eps_rel") is not None
-                                           else DEFAULT_EPS), objective=objective)
+        dx, missing = _vector(solution, "dual_inf_cert", qp.n, "the recession direction of unboundedness")
+        return Certificate([missing] if missing else unboundedness_checks(qp, dx, lim["cert_tol"]))
+    vectors, failures = {}, []
+    for key, size, what in (("x", qp.n, "the primal solution"), ("y", qp.m, "the duals"),
+                            ("z", qp.m, "z = Ax")):
+        vectors[key], missing = _vector(solution, key, size, what)
+        if missing:
+            failures.append(missing)
+    if failures:
+        return Certificate(failures)
+    checks = solution_checks(qp, vectors["x"], vectors["y"], vectors["z"], eps_abs=lim["eps_abs"],
+                             eps_rel=lim["eps_rel"], objective=objective, obj_rtol=lim["obj_rtol"],
+                             obj_atol=lim["obj_atol"])
     if method in ("deepqp", "deepdistributed"):
         checks.append(_policy_line(settings.get("policy"), method))
     return Certificate(checks)

@@ -34,6 +34,12 @@ OUTPUT_OPTIONS = ()
               help="Tolerance of the primal infeasibility test.")
 @click.option("--eps-dual-inf", type=float, default=1e-4, show_default=True,
               help="Tolerance of the dual infeasibility (unboundedness) test.")
+@click.option("--cert-tol", type=float, default=1e-7, show_default=True,
+              help="Leftovers an infeasibility or unboundedness certificate may have, relative to the data's scale.")
+@click.option("--obj-rtol", type=float, default=1e-9, show_default=True,
+              help="Certificate: relative difference allowed between the reported and the recomputed objective.")
+@click.option("--obj-atol", type=float, default=1e-9, show_default=True,
+              help="Certificate: absolute floor of that difference.")
 @click.option("--rho", type=float, default=None,
               help="Initial ADMM step size [default: 0.1; distributed: 1].")
 @click.option("--sigma", type=float, default=1e-6, show_default=True, help="Regularisation of the x-update.")
