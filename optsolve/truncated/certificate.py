@@ -367,11 +367,15 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                                     f"{status}: its samples lie in the set, so the likelihood exists"))
     try:
         est = estimate_of(problem, solution)
-        rows, hold = _holdout_rows(solution, settings, n, lim["holdout"])
     except (KeyError, ValueError, TypeError) as exc:
         what = "rates" if problem.get("family") == "exponential" else "mean and covariance"
         return Certificate(checks + [Check.require("solution_shape", None, False,
                                                    f"{what} of the problem's dimension d = {d}", str(exc))])
+    try:
+        rows, hold = _holdout_rows(solution, settings, n, lim["holdout"])
+    except (ValueError, TypeError) as exc:
+        return Certificate(checks + [Check.require("holdout_rows", None, False,
+                                                   f"a list of distinct rows in [0, {n})", str(exc))])
     checks += hold
     checks += validity_checks(est)
     if not checks[-1].holds:
