@@ -330,6 +330,22 @@ def _osqp(qp, s, progress, x0, y0):
     return out
 
 
+def _no_variables(qp: QPProblem) -> dict:
+    """The answer when n = 0, without iterations: Ax = 0 for the only x, so the problem is feasible
+    exactly when every row has l <= 0 <= u; otherwise a row that excludes 0 is its own Farkas
+    certificate (dy = -1 where l > 0, +1 where u < 0: A'dy = 0 and SC(dy) < 0)."""
+    z = np.zeros(qp.m)
+    dy = np.where(qp.l > 0, -1.0, 0.0) + np.where(qp.u < 0, 1.0, 0.0)
+    stats = {"iterations": 0}
+    if np.any(dy):
+        return {"x": None, "y": None, "z": None, "status": "infeasible", "stats": stats,
+                "message": f"No variables (n = 0): row {int(np.flatnonzero(dy)[0])} excludes Ax = 0.",
+                "prim_inf_cert": dy, "dual_inf_cert": None}
+    return {"x": np.zeros(0), "y": np.zeros(qp.m), "z": z, "status": "optimal", "stats": stats,
+            "message": "No variables (n = 0): every row admits Ax = 0; the objective is r.",
+            "prim_inf_cert": None, "dual_inf_cert": None}
+
+
 METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
            "deepdistributed": _deepdistributed}
 DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0}
@@ -415,7 +431,11 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()
-    out = METHODS[method](qp, s, progress, x0, y0)
+    run = dict(s)
+    if s["time_limit"] is not None:  # the limit counts from the start of this call: preparation included
+        run["time_limit"] = max(s["time_limit"] - (t_prep - t0), 1e-3)
+    out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
+    s.update({k: v for k, v in run.items() if k != "time_limit"})  # what the method recorded (its policy)
     t_solve = time.perf_counter()
     status = Status(out["status"])
     solution, objective = {}, None

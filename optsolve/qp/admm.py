@@ -293,7 +293,7 @@ def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int, start
     return sol[:n], y
 
 
-def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1):
+def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1, deadline: float | None = None):
     """osqp's solution polishing on the scaled problem, optionally repeated as a primal-dual active-set method.
 
     The first active set is osqp's guess from the ADMM iterate (``z - l < -y``: at l;
@@ -301,12 +301,15 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1):
     system plus iterative refinement). With ``rounds > 1`` the set is then updated by the
     primal-dual active-set rule (Hintermueller, Ito and Kunisch 2002): at l where
     ``y + (Ax - l) < 0``, at u where ``y + (Ax - u) > 0``, until it stops changing. Returns
-    (x, y, z) with ``z = Ax`` projected on [l, u], or None.
+    (x, y, z) with ``z = Ax`` projected on [l, u], or None. No round after the first starts past
+    ``deadline`` (a ``time.perf_counter()`` value).
     """
     lower = (z - s.l) < -y
     upper = ~lower & ((s.u - z) < y)
     best, best_err, seen = None, math.inf, set()
-    for _ in range(max(1, rounds)):
+    for k in range(max(1, rounds)):
+        if k and deadline is not None and time.perf_counter() > deadline:
+            break
         key = (lower.tobytes(), upper.tobytes())
         if key in seen:  # the rule cycles: keep the best set met
             break
@@ -490,6 +493,10 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     def valid_dual(y):
         return dual_cone(y, s.l, s.u)
 
+    def time_left() -> bool:
+        # polishing and refinement count against --time-limit too: none starts once it has passed
+        return deadline is None or time.perf_counter() < deadline
+
     if status == "optimal" and m:  # report y in the dual cone where it passes the same test
         saved, yv = info, valid_dual(y)
         if check(x, yv, z, claims=False) == "optimal":
@@ -497,10 +504,11 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         else:
             info = saved
     polished = None
-    stalled = status in ("max_iter", "time_limit", "optimal_inaccurate")
-    if (st.polish and status == "optimal") or (st.refine_stalled and stalled):
+    stalled = status in ("max_iter", "optimal_inaccurate") and time_left()
+    if ((st.polish and status == "optimal") or (st.refine_stalled and stalled)) and time_left():
         saved = info
-        out = polish(s, x, y, z, st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS if stalled else 1) if m else None
+        out = polish(s, x, y, z, st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS if stalled else 1,
+                     deadline=deadline) if m else None
         if out is not None:
             out = (out[0], valid_dual(out[1]), out[2])
         if out is not None and check(*out) == "optimal" and (
@@ -529,7 +537,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         if out is not None and out[3] and not optimal(*out[:3]):
             out = (*out[:3], False)  # the score and the test disagree at the margin: the test decides
         if out is not None and not out[3]:  # close, not there: polish from the interior-point iterate
-            done = polish(s, out[0], out[1], out[2], st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS)
+            done = polish(s, out[0], out[1], out[2], st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS,
+                          deadline=deadline)
             out = (*done, True) if done is not None and optimal(*done) else None
         if out is not None:
             out = (out[0], valid_dual(out[1]), out[2], True)
@@ -538,6 +547,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             status, polished = "optimal", REFINED_IPM
         else:
             info = saved
+            if not time_left():
+                status = "time_limit"  # the refinement was cut short by the deadline
 
     t_end = time.perf_counter()
     x_out, y_out, z_out = s.D * x, cinv * s.E * y, Einv * z

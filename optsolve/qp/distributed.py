@@ -443,7 +443,8 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             status = "optimal"
     lam_g = info["lam"]
     polished = None
-    if refine_stalled and status in ("max_iter", "time_limit") and m:
+    # a time_limit status means the deadline has passed (all ranks agreed): no polishing after it
+    if refine_stalled and status == "max_iter" and m:
         out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS)
         if out is not None:
             xp, yp, zp = out
