@@ -9,10 +9,12 @@ n_init = 10, the reference).
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
+from optsolve.core import memory
 from optsolve.core.errors import ParameterError
 from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
@@ -149,9 +151,29 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
     return choice, best, costs
 
 
+def _limits(**given) -> dict:
+    """The certificate's limits (:data:`optsolve.kmeans.certificate.LIMITS`): the given values, else the defaults."""
+    from optsolve.kmeans.certificate import LIMITS
+
+    out = {}
+    for lim in LIMITS:
+        value = given.get(lim.name)
+        if value is None:
+            value = lim.default
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            value = -1.0
+        if not (math.isfinite(value) and value >= 0):
+            raise ParameterError(f"The '{lim.option}' option must be a finite number >= 0; got {given.get(lim.name)!r}.")
+        out[lim.name] = value
+    return out
+
+
 def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: int = 0, seed: int | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
-                  progress: Progress = SILENT) -> Result:
+                  cost_rtol: float | None = None, cost_atol: float | None = None, assign_tol: float | None = None,
+                  label_cost_slack: float | None = None, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.kmeans.problems.SCHEMA`); the certificate is attached.
 
     ``alpha``: the error rate the estimators trim for, or ``'auto'`` (the grid 0, 0.05, ..., 0.45,
@@ -159,7 +181,9 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
     :func:`choose_alphas`; the clusters with more points estimated again on all of them at their
     alpha, kept when they cost no more on those 20,000 points);
-    ``refine``: Lloyd steps (scikit-learn's KMeans from these centres) after the estimate.
+    ``refine``: Lloyd steps (scikit-learn's KMeans from these centres) after the estimate;
+    ``cost_rtol``, ``cost_atol``, ``assign_tol``, ``label_cost_slack``: the certificate's limits
+    (:data:`optsolve.kmeans.certificate.LIMITS`), recorded in the settings.
     """
     from optsolve.kmeans import certificate
     from optsolve.kmeans.estimators import assign, clusters
@@ -170,6 +194,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     alpha = _alpha_option(alpha)
+    limits = _limits(cost_rtol=cost_rtol, cost_atol=cost_atol, assign_tol=assign_tol,
+                     label_cost_slack=label_cost_slack)
     if refine is None or refine < 0:
         raise ParameterError(f"The '--refine' option must be a nonnegative integer; got {refine!r}.")
     if max_iter is not None and method != "lloyd":
@@ -181,7 +207,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     t0 = time.perf_counter()
     kp = prepare(problem)
     seed = 0 if seed is None else int(seed)
-    settings = {"alpha": alpha, "refine": int(refine), "seed": seed}
+    settings = {"alpha": alpha, "refine": int(refine), "seed": seed, **limits}
     stats = {"m": kp.m, "d": kp.d, "k": kp.k}
     messages = []
     status = Status.OPTIMAL
@@ -209,12 +235,15 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             rng = np.random.default_rng(seed + 1)
             sub = rng.choice(kp.m, size=SELECTION_POINTS, replace=False) if kp.m > SELECTION_POINTS else None
             Xs = kp.X if sub is None else np.asarray(kp.X[np.sort(sub)], dtype=float)
+            live_labels = np.flatnonzero(np.bincount(kp.labels, minlength=kp.k))
             # each alpha of the grid estimated on at most SELECTION_PER_CLUSTER points of every cluster
             small = []
             for idx in clusters(kp.labels, kp.k):
                 if idx.size > SELECTION_PER_CLUSTER:
                     idx = idx[np.sort(rng.choice(idx.size, size=SELECTION_PER_CLUSTER, replace=False))]
                 small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
+            memory.require(problem.source, f"choosing alpha: {len(grid) + 2} tables of {Xs.shape[0]} points x "
+                           f"{len(live_labels)} centres (k = {kp.k})", 8.0 * Xs.shape[0] * len(live_labels) * (len(grid) + 2))
             candidates = [estimate_centres(kp, method, a, seed, small)[0] for a in grid]
             choice, cost, costs = choose_alphas(np.asarray(Xs, dtype=float), candidates, grid)
             live = [i for i, P in enumerate(small) if P is not None]
@@ -266,7 +295,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
                     stats=stats, settings=settings)
     t = time.perf_counter()
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=cost,
-                                                settings=settings))
+                                                settings=settings, limits=limits, status=result.status.value))
     stats["time_s"]["certificate"] = time.perf_counter() - t
     return result
 

@@ -1,13 +1,35 @@
 """Independent checks of a k-means answer, recomputed from the problem and the solution only.
 
-The cost sum_p min_c ||p - c||^2 recomputed from X and ``solution.centres``; that
-``solution.assignment`` sends every point to a nearest centre (its squared distance within
-rounding of the minimum); the objective against the recomputed cost; per-cluster sizes; the
-cost of the plain centroids of the predicted labels (what the oracle alone gives); and the
-approximation guarantee that applies for the alpha used (formula and value), which assumes the
-oracle's labels meet that error rate: |P_i n C_i| >= (1 - alpha) max(|P_i|, |C_i|); and for up
-to 2,000 points a lower bound on the optimal cost (exact 1-D k-means along the top three
-principal directions, by dynamic programming) with the cost's ratio to it.
+What ``optimal`` means for ``optsolve kmeans`` (the only status it certifies, :data:`CLAIMS`):
+the document is a k-means clustering of the problem's points whose reported cost is its true
+cost, and no worse than what the oracle's labels alone give. Each threshold is a
+:data:`LIMITS` entry, named as the ``optsolve kmeans`` option that sets it:
+
+* ``solution_shape``: ``solution.centres`` is a finite L x d array with 1 <= L <= k (more
+  centres than k would lower the cost for free), ``solution.assignment`` m centre indices;
+* ``assignment_nearest``: every point's assigned centre is a nearest one: its squared distance
+  beyond the minimum is at most ``assign_tol`` times the largest squared norm of a (centred)
+  point or centre, the scale of the rounding in the distances;
+* ``objective_matches``: the reported objective against the cost sum_p min_c ||p - c||^2
+  recomputed here, within ``cost_rtol`` times the cost plus ``cost_atol`` times m times that
+  scale (an absolute floor: a zero cost, k = m or equal points, is judged too);
+* ``cost_within_label_cost``: the cost is at most (1 + ``label_cost_slack``) times the cost of
+  the plain centroids of the predicted labels (each point to its nearest), plus the same floor.
+  A trimmed estimate of a cluster whose labels are right costs up to 1 / (1 - alpha) < 2 times
+  its centroid's, hence the default slack of 1: a sanity bound, not the method's guarantee;
+* ``lower_bound_below_cost``: for up to 2,000 points, a lower bound on the optimal cost (exact
+  1-D k-means along the top three principal directions, by dynamic programming, when its
+  tables fit the memory budget) is at most the cost, within the same tolerances.
+
+Reported as information, never as a holding check: the cost, the cluster sizes, the label
+centroids' cost and the cost's ratios to it and to the lower bound, and the approximation
+guarantee of the method for the alpha it reports (formula and value). That guarantee assumes
+the oracle's labels meet the error rate, |P_i n C_i| >= (1 - alpha) max(|P_i|, |C_i|), which
+the problem and the solution cannot show; nor can they show that the centres are the output of
+the method the document names: a document whose centres were moved and whose objective was
+changed to match is judged by the checks above only. The document's settings (method, alpha,
+seed, ...) are reported, never used to judge. Claims of ``infeasible`` or ``unbounded`` fail: a
+problem with 1 <= k <= m always has a clustering, and its cost is at least zero.
 """
 
 from __future__ import annotations
@@ -17,11 +39,25 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from optsolve.core.result import Certificate, Check, solution_vector
+from optsolve.core import memory
+from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.kmeans.problems import prepare
 
 BLOCK = 4096  # rows per block: the block and its distances stay in cache
 COST_RTOL = 1e-9
+COST_ATOL = 1e-12
+ASSIGN_TOL = 1e-9
+LABEL_COST_SLACK = 1.0
+LIMITS = (
+    Limit("cost_rtol", COST_RTOL, "larger", "relative tolerance between the reported objective and the recomputed cost"),
+    Limit("cost_atol", COST_ATOL, "larger",
+          "absolute floor of the cost comparisons, times m times the largest squared norm of a centred point or centre"),
+    Limit("assign_tol", ASSIGN_TOL, "larger",
+          "squared distance to the assigned centre beyond the nearest, times the largest squared norm"),
+    Limit("label_cost_slack", LABEL_COST_SLACK, "larger",
+          "the cost may exceed the predicted labels' centroids' cost by this fraction"),
+)
+CLAIMS = ("optimal",)
 BOUND_MAX_POINTS = 2000  # the lower bound's dynamic programme is O(k m^2) per direction: small m only
 BOUND_DIRECTIONS = 3  # ... along this many principal directions
 
@@ -53,6 +89,11 @@ def lower_bound(X, k: int) -> tuple[float | None, str]:
     m, d = X.shape
     if m > BOUND_MAX_POINTS:
         return None, f"not computed: m = {m} > {BOUND_MAX_POINTS} (an O(k m^2) programme per direction)"
+    if d == 0:
+        return None, "not computed: the points have no coordinates"
+    need = 4 * 8 * (m + 1) ** 2 + 8 * m * d  # the interval-cost table, its temporaries and the centred copy
+    if need > memory.budget_bytes():
+        return None, f"not computed: its tables need {memory.human_bytes(need)}, more than the memory budget"
     A = np.asarray(X, dtype=float)
     A = A - A.mean(axis=0)
     r = min(BOUND_DIRECTIONS, d, m)
@@ -78,7 +119,7 @@ def guarantee(method: str, alpha, m: int) -> tuple[float | None, str]:
         return None, "scikit-learn's KMeans (k-means++, n_init = 10): no guarantee beyond k-means++'s O(log k) in expectation"
     if method == "labels":
         return None, "plain centroids of the predicted labels: no guarantee under label errors"
-    if alpha is None or not isinstance(alpha, (int, float)):
+    if alpha is None or isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
         return None, "no alpha"
     a = float(alpha)
     if method == "sort-window":
@@ -96,19 +137,57 @@ def guarantee(method: str, alpha, m: int) -> tuple[float | None, str]:
                   "no explicit constant (ours: about 5 times Nguyen et al.'s)")
 
 
-def check(problem, solution: dict, *, method: str | None, objective, settings: dict) -> Certificate:
-    settings = settings or {}
-    kp = prepare(problem)
+def resolve(limits: dict | None) -> dict:
+    """Every limit of :data:`LIMITS` as a float: the given values, the documented defaults for the rest."""
+    out = {lim.name: lim.default for lim in LIMITS}
+    out.update({k: v for k, v in (limits or {}).items() if k in out and v is not None})
+    return {k: float(v) for k, v in out.items()}
+
+
+def _centres(solution: dict, kp) -> tuple[np.ndarray, np.ndarray]:
+    """(centres, assignment) of the solution, or ValueError saying what is wrong."""
+    if not isinstance(solution, dict):
+        raise ValueError("the solution is not an object")
+    raw = solution.get("centres")
+    if not isinstance(raw, (list, tuple)) or not raw:
+        raise ValueError(f"solution.centres must be a non-empty list of rows; found {type(raw).__name__}")
     try:
-        C = np.asarray(solution.get("centres"), dtype=float)
-        if C.ndim != 2 or C.shape[1] != kp.d or C.shape[0] < 1:
-            raise ValueError(f"centres of shape {C.shape}, expected (k, {kp.d})")
-        a = solution_vector(solution, "assignment", kp.m)
-        if np.any(a != np.round(a)) or a.min() < 0 or a.max() >= C.shape[0]:
-            raise ValueError("assignment entries must be centre indices")
-        a = a.astype(np.int64)
-    except (KeyError, ValueError, TypeError) as exc:
-        return Certificate([Check("solution_shape", None, None, False, str(exc))])
+        C = np.asarray(raw, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("solution.centres must be a k x d array of numbers") from None
+    if C.ndim != 2 or C.shape[1] != kp.d or not 1 <= C.shape[0] <= kp.k:
+        raise ValueError(f"solution.centres has shape {C.shape}; expected (L, {kp.d}) with 1 <= L <= k = {kp.k}")
+    if not np.isfinite(C).all():
+        raise ValueError("solution.centres has non-finite entries")
+    a = solution_vector(solution, "assignment", kp.m)
+    if not np.isfinite(a).all() or np.any(a != np.round(a)) or a.min() < 0 or a.max() >= C.shape[0]:
+        raise ValueError(f"solution.assignment entries must be centre indices in [0, {C.shape[0]})")
+    return C, a.astype(np.int64)
+
+
+def check(problem, solution: dict, *, method: str | None, objective, settings: dict | None = None,
+          limits: dict | None = None, status=None, **extra) -> Certificate:
+    """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`;
+    the defaults for those not given). ``settings`` (the document's, untrusted) only selects the
+    guarantee reported as information; ``status`` is the claimed status."""
+    settings = settings if isinstance(settings, dict) else {}
+    lim = resolve(limits)
+    kp = prepare(problem)
+    status = getattr(status, "value", status)
+    claim = []
+    if status in ("infeasible", "unbounded"):
+        claim.append(Check.require("status_certificate", status, False, "no such claim for k-means",
+                                   f"a k-means problem with 1 <= k <= m has a clustering of finite cost: it is "
+                                   f"never {status}"))
+    try:
+        C, a = _centres(solution, kp)
+    except (KeyError, ValueError, TypeError, IndexError, OverflowError) as exc:
+        return Certificate(claim + [Check.require("solution_shape", None, False,
+                                                  f"finite centres (L x {kp.d}, 1 <= L <= {kp.k}) and an assignment "
+                                                  f"of the {kp.m} points", str(exc))])
+    checks = claim + [Check.require("solution_shape", list(C.shape), True,
+                                    f"finite centres (L x {kp.d}, 1 <= L <= {kp.k}) and an assignment of the "
+                                    f"{kp.m} points")]
     cost = 0.0
     excess = 0.0
     norm = 0.0  # largest squared norm of a (shifted) point or centre: the scale of rounding in the distances
@@ -121,15 +200,24 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
         cost += float(np.maximum(best + bb, 0.0).sum())
         got = G[np.arange(stop - start), a[start:stop]]
         excess = max(excess, float((got - best).max()) if got.size else 0.0)
-    scale = max(norm, float(((C - C.mean(axis=0)) ** 2).sum(axis=1).max()), 1e-300)
-    checks = [
-        Check.at_most("assignment_nearest", excess, 1e-9 * scale,
+    scale = max(norm, float(((C - shift) ** 2).sum(axis=1).max()))
+    floor = lim["cost_atol"] * kp.m * scale  # rounding of a sum of m squared distances of this scale
+
+    def tolerance(value: float) -> float:
+        return lim["cost_rtol"] * abs(value) + floor
+
+    checks += [
+        Check.at_most("assignment_nearest", excess, lim["assign_tol"] * scale,
                       "largest squared distance to the assigned centre beyond the nearest one"),
         Check.info("cost", cost, "sum over points of the squared distance to the nearest centre"),
     ]
-    if objective is not None:
-        checks.append(Check.at_most("objective_matches", abs(float(objective) - cost) / max(abs(cost), 1e-300),
-                                    COST_RTOL, "relative difference of the reported objective from the cost"))
+    if objective is None or isinstance(objective, bool) or not isinstance(objective, (int, float)):
+        checks.append(Check.require("objective_matches", objective, False, "the cost, a number",
+                                    "the document reports no objective"))
+    else:
+        checks.append(Check.at_most("objective_matches", abs(float(objective) - cost), tolerance(cost),
+                                    f"|objective - recomputed cost|; limit cost_rtol x cost + cost_atol x m x "
+                                    f"{scale:.3g} (the largest squared norm)"))
     checks.append(Check.info("cluster_sizes", np.bincount(a, minlength=C.shape[0]).tolist()))
     label_cost = 0.0
     counts = np.bincount(kp.labels, minlength=kp.k)
@@ -145,13 +233,19 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
         label_cost += float(np.maximum(G.min(axis=1) + bb, 0.0).sum())
     checks.append(Check.info("label_centroids_cost", label_cost,
                              "cost of the plain centroids of the predicted labels (points to their nearest)"))
+    bound_on_cost = (1.0 + lim["label_cost_slack"]) * label_cost
+    checks.append(Check.at_most("cost_within_label_cost", cost, bound_on_cost + tolerance(bound_on_cost),
+                                "the cost against (1 + label_cost_slack) x the label centroids' cost (a sanity "
+                                "bound: a trimmed estimate costs less than twice the centroid of right labels)"))
     checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))
     bound, note = lower_bound(kp.X, C.shape[0])
     checks.append(Check.info("lower_bound", bound, note))
-    if bound:
-        checks.append(Check.at_most("lower_bound_below_cost", bound - cost, 1e-9 * max(cost, 1e-300),
-                                    "any clustering costs at least the bound"))
-        checks.append(Check.info("cost_over_lower_bound", cost / bound, "the approximation factor is at most this"))
-    factor, statement = guarantee(method or "", settings.get("alpha_used"), kp.m)
-    checks.append(Check.info("guarantee", factor, statement))
+    if bound is not None:
+        checks.append(Check.at_most("lower_bound_below_cost", bound - cost, tolerance(cost),
+                                    "any clustering with this many centres costs at least the bound"))
+        checks.append(Check.info("cost_over_lower_bound", cost / bound if bound > 0 else None,
+                                 "the approximation factor is at most this"))
+    factor, statement = guarantee(method if isinstance(method, str) else "", settings.get("alpha_used"), kp.m)
+    checks.append(Check.info("guarantee", factor, statement + "; it assumes the labels' error rate is at most "
+                             "alpha in every cluster, which the problem and the solution cannot show"))
     return Certificate(checks)

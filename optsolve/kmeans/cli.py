@@ -22,11 +22,25 @@ OUTPUT_OPTIONS = ()
                    "reported.")
 @click.option("--refine", type=click.IntRange(min=0), default=0, show_default=True,
               help="Lloyd steps (scikit-learn's KMeans from the estimated centres) after the estimate.")
+@click.option("--cost-rtol", type=float, default=None,
+              help="Certificate: relative tolerance between the reported objective and the recomputed cost "
+                   "(default 1e-9).")
+@click.option("--cost-atol", type=float, default=None,
+              help="Certificate: absolute floor of the cost comparisons, times m times the largest squared norm "
+                   "of a centred point or centre (default 1e-12).")
+@click.option("--assign-tol", type=float, default=None,
+              help="Certificate: squared distance to the assigned centre beyond the nearest, times the largest "
+                   "squared norm (default 1e-9).")
+@click.option("--label-cost-slack", type=float, default=None,
+              help="Certificate: the cost may exceed the predicted labels' centroids' cost by this fraction "
+                   "(default 1).")
 def command(problem, **params):
     """k-means with predicted labels: robust centres of the predicted clusters, then every point to its nearest.
 
     Writes solution.centres (k x d), solution.assignment (the nearest centre of every point)
     and the cost as the objective; the certificate recomputes the cost and the assignment,
-    the cost of the labels' own centroids, and the guarantee for the alpha used.
+    the cost of the labels' own centroids, and the guarantee for the alpha used (information:
+    it assumes the labels' error rate). `optsolve verify` judges it by --cost-rtol, --cost-atol,
+    --assign-tol and --label-cost-slack (its own options, else the defaults).
     """
     run_solve("kmeans", problem, params)

@@ -2,8 +2,8 @@
 
 Learning-augmented k-means (Huang et al., ICLR 2025): points ``X`` (m x d) and predicted
 labels ``labels`` (m ints in [0, k)) from an oracle with error rate ``alpha``. Keys: ``X``, or
-``X_path`` (a ``.npy`` file, relative to the problem file, memory-mapped: for data larger than
-memory allows to copy); ``labels``; optional ``k`` (default max(labels) + 1), ``alpha`` (the
+``X_path`` (a ``.npy`` file, relative to the problem file, memory-mapped, or a ``.npz`` archive
+holding the array ``X`` or a single array, read within the memory budget); ``d`` >= 1; ``labels``; optional ``k`` (default max(labels) + 1), ``alpha`` (the
 oracle's error rate, in [0, 1/2)), ``realised_alpha`` (what a generator measured) and
 ``family``.
 """
@@ -28,12 +28,12 @@ def _labels_rule(problem: Problem) -> None:
     k = int(problem["k"]) if "k" in problem else int(labels.max()) + 1
     if "k" in problem and (problem["k"] != k or k < 1):
         raise problem.error(f"key 'k' is {problem['k']:g}; expected a positive integer.")
+    if k > labels.size:  # before k is used as a size or compared with the int64 labels
+        raise problem.error(f"k = {k:.6g} exceeds the number of points m = {labels.size}; expected 1 <= k <= m.")
     bad = np.flatnonzero(labels >= k)
     if bad.size:
         raise problem.error(f"array 'labels' has label {int(labels[bad[0]])} at index {int(bad[0])} ({bad.size} labels "
                             f">= k in all); expected labels in [0, {k}).")
-    if k > labels.size:
-        raise problem.error(f"k = {k} exceeds the number of points m = {labels.size}; expected k <= m.")
     if "alpha" in problem and not 0 <= problem["alpha"] < 0.5:
         raise problem.error(f"key 'alpha' is {problem['alpha']:.6g}; expected an error rate in [0, 0.5).")
 
@@ -70,19 +70,48 @@ class KMeansProblem:
         return self.X.shape[1]
 
 
+def _read_archive(problem: Problem, path: str) -> np.ndarray:
+    """The points of a .npz archive named by X_path: its array 'X', or its only array (declared
+    sizes checked against the memory budget as a problem file's)."""
+    from optsolve.core.errors import InputError
+    from optsolve.core.problem import read_raw
+
+    name = problem["X_path"]
+    try:
+        arrays, _ = read_raw(path)
+    except InputError as exc:
+        raise problem.error(f"'X_path' names {name!r}, which cannot be read: {exc}") from None
+    if "X" in arrays:
+        return arrays["X"]
+    if len(arrays) == 1:
+        return next(iter(arrays.values()))
+    raise problem.error(f"'X_path' names the archive {name!r}, which holds {sorted(arrays) or 'no arrays'}; expected "
+                        "an array 'X' or a single array.")
+
+
 def _load_points(problem: Problem) -> np.ndarray:
-    path = problem["X_path"]
+    from optsolve.core import memory
+
+    name = path = problem["X_path"]
     if not os.path.isabs(path) and problem.path not in (None, "-"):
         path = os.path.join(os.path.dirname(os.path.abspath(problem.path)), path)
-    try:
-        X = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise problem.error(f"'X_path' names {problem['X_path']!r}, which does not exist.") from None
-    except (OSError, ValueError) as exc:
-        raise problem.error(f"'X_path' names {problem['X_path']!r}, which is not a readable .npy array ({exc}).") from None
-    if X.ndim != 2 or X.dtype.kind not in "fiu":
-        raise problem.error(f"'X_path' holds an array of shape {X.shape} and dtype {X.dtype}; expected a 2-D numeric "
+    if os.path.isdir(path):
+        raise problem.error(f"'X_path' names {name!r}, which is a directory; expected a .npy or .npz file.")
+    if not os.path.exists(path):
+        raise problem.error(f"'X_path' names {name!r}, which does not exist.")
+    if path.lower().endswith(".npz"):
+        X = _read_archive(problem, path)
+    else:
+        try:
+            X = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise problem.error(f"'X_path' names {name!r}, which is not a readable .npy array ({exc}).") from None
+    if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "fiu":
+        shape, dtype = getattr(X, "shape", None), getattr(X, "dtype", type(X).__name__)
+        raise problem.error(f"'X_path' holds an array of shape {shape} and dtype {dtype}; expected a 2-D numeric "
                             "array (m x d).")
+    # the solvers gather float64 copies of the points (one per predicted cluster, all clusters together)
+    memory.require(problem.source, f"'X_path' array of shape {X.shape} as float64", 8.0 * X.shape[0] * X.shape[1])
     labels = problem["labels"]
     if X.shape[0] != labels.shape[0]:
         raise problem.error(f"'X_path' holds {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
@@ -101,6 +130,9 @@ def prepare(problem: Problem) -> KMeansProblem:
     k = int(problem["k"]) if "k" in problem else int(labels.max()) + 1
     if "X" in problem and X.shape[0] != labels.shape[0]:
         raise problem.error(f"array 'X' has {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
+    if X.shape[1] == 0:
+        raise problem.error(f"array {'X' if 'X' in problem else 'X_path'!r} has shape ({X.shape[0]}, 0): points of "
+                            "zero dimensions; expected d >= 1 coordinates per point.")
     alpha = float(problem["alpha"]) if "alpha" in problem else None
     return KMeansProblem(X, labels, k, alpha)
 
