@@ -121,7 +121,19 @@ def _load_points(problem: Problem) -> np.ndarray:
             r, c = np.argwhere(~np.isfinite(block))[0]
             raise problem.error(f"'X_path' array has {block[r, c]} at index ({start + int(r)}, {int(c)}); "
                                 "expected finite values.")
+        _check_magnitude(problem, "X_path", block, start, X.shape)
     return X
+
+
+def _check_magnitude(problem: Problem, name: str, block: np.ndarray, start: int, shape: tuple) -> None:
+    """Refuse coordinates whose squared distances could overflow in a sum over all the points
+    (the cost, and every comparison made with it, would be inf or NaN)."""
+    most = float(np.sqrt(np.finfo(float).max / (16.0 * max(1, shape[0]) * max(1, shape[1]))))
+    if block.size and float(np.abs(block).max()) > most:
+        r, c = np.argwhere(np.abs(block) > most)[0]
+        raise problem.error(f"{'array' if name == 'X' else 'the'} {name!r} {'' if name == 'X' else 'array '}has "
+                            f"{block[r, c]:.6g} at index ({start + int(r)}, {int(c)}); expected |values| <= {most:.3g} "
+                            "(k-means sums squared distances over all the points: larger values overflow).")
 
 
 def prepare(problem: Problem) -> KMeansProblem:
@@ -130,6 +142,8 @@ def prepare(problem: Problem) -> KMeansProblem:
     k = int(problem["k"]) if "k" in problem else int(labels.max()) + 1
     if "X" in problem and X.shape[0] != labels.shape[0]:
         raise problem.error(f"array 'X' has {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
+    if "X" in problem:
+        _check_magnitude(problem, "X", np.asarray(X, dtype=float), 0, X.shape)
     if X.shape[1] == 0:
         raise problem.error(f"array {'X' if 'X' in problem else 'X_path'!r} has shape ({X.shape[0]}, 0): points of "
                             "zero dimensions; expected d >= 1 coordinates per point.")

@@ -148,6 +148,7 @@ def test_zero_cost_forged_away_from_zero_fails(cli, tmp_path):
     ({"X": np.ones((4, 2)), "labels": np.arange(4), "k": 1e300}, "exceeds the number of points"),
     ({"X": np.ones((4, 2)), "labels": np.array([0, 1, 2, 10**15])}, "exceeds the number of points"),
     ({"X": np.ones((4, 2)), "labels": np.arange(4), "k": 2.5}, "key 'k' is 2.5"),
+    ({"X": np.array([[0.0, 1e300], [1.0, 1.0]]), "labels": np.array([0, 1])}, "larger values overflow"),
 ])
 def test_degenerate_problems_refused(cli, tmp_path, data, needle):
     path = write(tmp_path / "p.npz", data)
