@@ -161,10 +161,11 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
     ]
     # the objective's terms set the scale of its rounding: a zero optimum of large terms is judged
     # against them, and obj_atol is the floor when every term is zero
-    terms = max(abs(0.5 * quad), abs(lin), abs(qp.r))
+    scale = max(abs(f), abs(0.5 * quad), abs(lin), abs(qp.r))
+    scale = scale if math.isfinite(scale) else 0.0  # an overflowed objective fails on its value, not its limit
     diff = math.inf if not _is_number(objective) else abs(f - float(objective))
     checks.append(Check.at_most("objective_matches", diff if math.isfinite(diff) else None,
-                                obj_rtol * max(abs(f), terms) + obj_atol,
+                                obj_rtol * scale + obj_atol,
                                 f"|1/2 x'Px + q'x + r - reported objective|, recomputed 1/2 x'Px + q'x + r = {f:.12g} "
                                 "(limit: obj_rtol max(|f|, its terms) + obj_atol)"))
     return checks
@@ -200,12 +201,17 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     ``infeasible`` and ``unbounded`` are judged by their certificate vectors only, ``optimal`` (and any
     other status whose solution carries ``x``) by the optimality checks. ``settings`` (the document's,
     untrusted) only chooses the reported PAC-Bayes line of a learned policy."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow fails a check, silently
+        return _check(problem, solution, method, objective, settings, limits, status)
+
+
+def _check(problem, solution, method, objective, settings, limits, status) -> Certificate:
     settings = settings if isinstance(settings, dict) else {}
     lim = resolve(limits)
     qp = prepare(problem)
     kind = status
-    if kind not in ("infeasible", "unbounded") and "x" not in solution:
-        kind = solution.get("certificate_kind")  # a downgraded claim: its vector is still reported on
+    if status not in CLAIMS and "x" not in solution:
+        kind = solution.get("certificate_kind")  # a downgraded claim (max_iter): its vector is still reported on
     if kind == "infeasible":
         dy, missing = _vector(solution, "prim_inf_cert", qp.m, "the Farkas certificate of infeasibility")
         return Certificate([missing] if missing else infeasibility_checks(qp, dy, lim["cert_tol"]))

@@ -166,7 +166,8 @@ class QPProblem:
         return self.l.shape[0]
 
     def objective(self, x) -> float:
-        return float(0.5 * x @ (self.P @ x) + self.q @ x + self.r)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowed iterate gives inf or nan, said in the result
+            return float(0.5 * x @ (self.P @ x) + self.q @ x + self.r)
 
 
 def prepare(problem: Problem) -> QPProblem:

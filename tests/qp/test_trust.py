@@ -1,0 +1,180 @@
+"""optsolve qp, issue 'Trust': hostile files, forged documents, limits, degenerate problems, deadlines."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from optsolve.qp import certificate, solve_problem
+from optsolve.qp.admm import ADMMSettings, solve_admm
+from optsolve.qp.problems import FAMILIES, SCHEMA, prepare
+
+SMALL = {"P": [[4.0, 1.0], [1.0, 2.0]], "q": [1.0, 1.0], "A": [[1.0, 1.0], [1.0, 0.0], [0.0, 1.0]],
+         "l": [1.0, 0.0, 0.0], "u": [1.0, 0.7, 0.7]}
+
+
+def _solve(cli, tmp_path, data, *args, name="p"):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    r = cli("qp", path, "-o", "-", "-q", *args)
+    return path, r, (json.loads(r.stdout) if r.stdout.strip() else None)
+
+
+def _verify(cli, tmp_path, problem, doc, *args):
+    sol = tmp_path / "forged.json"
+    sol.write_text(json.dumps(doc))
+    return cli("verify", problem, sol, "-o", "-", "-q", *args)
+
+
+def test_hostile_files(hostile):
+    hostile("qp", dict(SMALL, nodes=2), args=("--max-iter", "200"), examples=12)
+
+
+def test_forged_documents_are_rejected(cli, tmp_path):
+    path, r, doc = _solve(cli, tmp_path, SMALL, "--eps-abs", "1e-6", "--eps-rel", "1e-6")
+    assert r.exit_code == 0 and doc["status"] == "optimal"
+    assert _verify(cli, tmp_path, path, doc).exit_code == 0
+
+    moved = json.loads(json.dumps(doc))
+    moved["solution"]["x"] = [v + 1 for v in doc["solution"]["x"]]
+    assert _verify(cli, tmp_path, path, moved).exit_code == 6
+
+    for name in ("eps_abs", "eps_rel", "cert_tol", "obj_rtol", "obj_atol"):
+        loose = json.loads(json.dumps(doc))
+        loose["settings"][name] = 1e9
+        r = _verify(cli, tmp_path, path, loose)
+        assert r.exit_code == 6 and f"setting_{name}" in r.stderr, (name, r.stderr)
+    both = json.loads(json.dumps(moved))
+    both["settings"].update(eps_abs=1e9, eps_rel=1e9)
+    assert _verify(cli, tmp_path, path, both).exit_code == 6
+
+    for status in ("infeasible", "unbounded"):
+        for kind in (None, status):
+            flipped = json.loads(json.dumps(doc))
+            flipped["status"] = status
+            if kind:
+                flipped["solution"]["certificate_kind"] = kind
+            r = _verify(cli, tmp_path, path, flipped)
+            assert r.exit_code == 6 and "status_claim" in r.stderr, (status, kind, r.stderr)
+
+    for delta in (1e-6, -1.0):
+        shifted = dict(doc, objective=doc["objective"] + delta)
+        r = _verify(cli, tmp_path, path, shifted)
+        assert r.exit_code == 6 and "objective_matches" in r.stderr
+
+    for key in ("y", "z"):
+        partial = json.loads(json.dumps(doc))
+        del partial["solution"][key]
+        r = _verify(cli, tmp_path, path, partial)
+        assert r.exit_code == 6 and f"has_{key}" in r.stderr
+
+
+def test_a_forged_infeasibility_certificate_is_rejected(cli, tmp_path):
+    infeasible = {"q": [1.0], "A": [[1.0], [1.0]], "l": [2.0, -1e20], "u": [1e20, 1.0]}
+    path, r, doc = _solve(cli, tmp_path, infeasible)
+    assert r.exit_code == 3 and doc["status"] == "infeasible"
+    assert _verify(cli, tmp_path, path, doc).exit_code == 0
+    wrong = json.loads(json.dumps(doc))
+    wrong["solution"]["prim_inf_cert"] = [1.0, 1.0]
+    assert _verify(cli, tmp_path, path, wrong).exit_code == 6
+    renamed = dict(doc, status="unbounded")
+    assert _verify(cli, tmp_path, path, renamed).exit_code == 6
+    as_optimal = dict(doc, status="optimal")
+    r = _verify(cli, tmp_path, path, as_optimal)
+    assert r.exit_code == 6 and "has_x" in r.stderr
+
+
+def test_loose_tolerance_is_accepted_when_verify_is_given_it(cli, tmp_path):
+    data = FAMILIES["random"].generate(np.random.default_rng(3), n=20)
+    path = tmp_path / "r.npz"
+    np.savez(path, **{k: (v.toarray() if sp.issparse(v) else v) for k, v in data.items()})
+    r = cli("qp", path, "--eps-abs", "0.3", "--eps-rel", "0.3", "--no-refine", "-o", "-", "-q")
+    doc = json.loads(r.stdout)
+    assert doc["status"] == "optimal"
+    strict = _verify(cli, tmp_path, path, doc)
+    assert strict.exit_code == 6 and "setting_eps_abs" in strict.stderr
+    assert _verify(cli, tmp_path, path, doc, "--eps-abs", "0.3", "--eps-rel", "0.3").exit_code == 0
+
+
+def test_limits_come_from_the_caller_not_the_settings():
+    problem = SCHEMA.validate(SMALL, source="test")
+    res = solve_problem(problem, eps_abs=1e-8, eps_rel=1e-8)
+    sol = {k: list(v) for k, v in res.solution.items()}
+    sol["x"] = [v + 0.01 for v in sol["x"]]
+    loose = {"eps_abs": 1e9, "eps_rel": 1e9}
+    cert = certificate.check(problem, sol, method="admm", objective=res.objective, settings=loose,
+                             limits=None, status="optimal")
+    assert not cert.holds and not cert["primal_residual"].holds
+    assert cert["constraint_violation"].holds is None  # reported, not counted
+
+
+def test_objective_check_has_an_absolute_floor():
+    problem = SCHEMA.validate({"q": [0.0], "A": [[1.0]], "l": [-1.0], "u": [1.0]}, source="test")
+    res = solve_problem(problem)
+    assert res.status.value == "optimal" and res.objective == 0.0
+    sol = {k: list(v) for k, v in res.solution.items()}
+    ok = certificate.check(problem, sol, method="admm", objective=0.0, settings={}, status="optimal")
+    off = certificate.check(problem, sol, method="admm", objective=1e-6, settings={}, status="optimal")
+    assert ok.holds and not off["objective_matches"].holds
+
+
+def _npz(tmp_path, name, **arrays):
+    path = tmp_path / f"{name}.npz"
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("method", ["admm", "osqp", "distributed"])
+@pytest.mark.parametrize("case, code", [
+    ("n1_m0", 0), ("m0", 0), ("A_no_rows", 0), ("equalities", 0), ("all_infinite", 0), ("lp", 0),
+    ("P_zero_unbounded", 4), ("empty", 0), ("A_no_cols", 0), ("A_no_cols_infeasible", 3)])
+def test_degenerate_problems(cli, tmp_path, method, case, code):
+    e2 = np.eye(2)
+    q2 = np.array([-1.0, 1.0])
+    arrays = {
+        "n1_m0": dict(P=np.array([[2.0]]), q=np.array([-1.0])),
+        "m0": dict(P=e2, q=q2),
+        "A_no_rows": dict(P=e2, q=q2, A=np.zeros((0, 2)), l=np.zeros(0), u=np.zeros(0)),
+        "equalities": dict(P=e2, q=q2, A=np.array([[1.0, 1.0], [1.0, -1.0]]), l=np.array([1.0, 0.0]),
+                           u=np.array([1.0, 0.0])),
+        "all_infinite": dict(P=e2, q=q2, A=e2, l=np.full(2, -np.inf), u=np.full(2, 1e20)),
+        "lp": dict(q=np.ones(2), A=e2, l=np.array([0.0, 1.0]), u=np.array([2.0, 3.0])),
+        "P_zero_unbounded": dict(P=np.zeros((1, 1)), q=np.array([1.0])),
+        "empty": dict(q=np.zeros(0)),
+        "A_no_cols": dict(q=np.zeros(0), A=np.zeros((2, 0)), l=-np.ones(2), u=np.ones(2)),
+        "A_no_cols_infeasible": dict(q=np.zeros(0), A=np.zeros((2, 0)), l=np.array([-1.0, 1.0]), u=np.ones(2)),
+    }[case]
+    if method == "distributed" and code == 4:
+        code = 5  # DistributedQP has no unboundedness test: the iterate diverges to max_iter
+    path = _npz(tmp_path, case, **arrays)
+    r = cli("qp", path, "--method", method, "--max-iter", "400", "-o", "-", "-q")
+    assert r.exit_code == code, r.stderr
+    doc = json.loads(r.stdout)
+    if code in (0, 3, 4):
+        assert cli("verify", path, "-", "-q", "-o", "/dev/null", input=r.stdout).exit_code == 0
+    if case == "A_no_cols_infeasible":
+        assert "row 1 excludes Ax = 0" in doc["message"]
+
+
+@pytest.mark.parametrize("where", ["file", "option"])
+def test_huge_node_counts_are_bounded_by_the_rows(cli, tmp_path, where):
+    data = dict(SMALL)
+    args = ["--method", "distributed"]
+    if where == "file":
+        data["partition"] = [0, 10**15, 7]
+    else:
+        args += ["--nodes", str(10**15)]
+    path, r, doc = _solve(cli, tmp_path, data, *args)
+    assert r.exit_code == 0, r.stderr
+    assert doc["stats"]["nodes"] <= 3
+
+
+def test_nothing_runs_after_the_deadline():
+    qp = prepare(SCHEMA.validate(FAMILIES["random"].generate(np.random.default_rng(1), n=30), source="test"))
+    st = ADMMSettings(eps_abs=1e-12, eps_rel=1e-12, refine_stalled=True, polish=True)
+    r = solve_admm(qp, st, deadline=time.perf_counter() - 1.0)
+    assert r.status == "time_limit" and r.polished is None and r.iterations == 1
