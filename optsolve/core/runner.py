@@ -41,13 +41,8 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         raw, info.sha256 = read_raw(path, stdin=stdin)
         problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
         load_s = time.perf_counter() - t0
-        limit = params.get("time_limit")
-        if limit is not None:  # the limit is the whole command's: reading the file counts
-            params = dict(params, time_limit=max(float(limit) - load_s, 1e-3))
         with recording(want_history) as history:
             result = pkg.solve_problem(problem, progress=progress, **params)
-        if limit is not None and "time_limit" in result.settings:
-            result.settings["time_limit"] = limit
         for warning in problem.warnings:
             result.add_message(f"{problem.source}: {warning}")
     except OptsolveError as exc:
