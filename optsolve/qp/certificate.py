@@ -25,6 +25,7 @@ The method and the other settings a document records are reported, never used to
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -234,12 +235,18 @@ def _check(problem, solution, method, objective, settings, limits, status) -> Ce
     return Certificate(checks)
 
 
+POLICY_MAX_BYTES = 64 << 20  # a learned policy's file is a small MLP
+
+
 def _policy_line(path, method) -> Check:
     """The learned policy's PAC-Bayes bound, read from its file: a statement about the family, not this solve."""
     from optsolve.qp import default_policy_path
     from optsolve.qp.policy import Policy
 
     path = path or default_policy_path(None, "centralised" if method == "deepqp" else "distributed")
+    if not isinstance(path, str) or not os.path.isfile(path) or os.path.getsize(path) > POLICY_MAX_BYTES:
+        # a path from the document under test: only a regular file of a policy's size is opened
+        return Check.info("pac_bayes_bound", None, f"policy {path!r} is not a policy file that verify opens")
     try:
         pb = Policy.load(path).header.get("pac_bayes") or {}
     except Exception as exc:  # noqa: BLE001  a missing or unreadable policy leaves the line empty
