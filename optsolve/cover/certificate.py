@@ -1,11 +1,18 @@
 """Independent checks of a fair-cover answer, recomputed from the problem and the solution only.
 
+What is judged comes from :data:`LIMITS` (the threshold, the proportions, the bicriteria
+shortfall, whether fairness is required, the rounding tolerance): the solver passes its own
+options, ``optsolve verify`` its options, else the problem file's values, else the defaults. The
+document's method and settings are never read: a claim solved with a looser setting fails
+unless verify is given that setting.
+
 For a returned set S (``solution.selected``): the indices are distinct elements; f(S)
 recomputed from scratch (the union of the covered items' weights, or the clients' best
-similarities); f(S) / tau against the threshold the solve asked for (tau, or (1 - eps) tau
-with ``--bicriteria``); every group's count against ceil(p_c |S|) and floor(q_c |S|).
+similarities); f(S) against tau (or (1 - eps) tau with ``bicriteria``) within ``value_rtol``
+times max(tau, f(U)); every group's count against ceil(p_c |S|) and floor(q_c |S|); the
+objective against |S|.
 
-Then a lower bound on the size of a fair optimum, the largest of:
+Then, for information, a lower bound on the size of a fair optimum, the largest of:
 
 * the LP relaxation (min sum x, x in [0, 1]^n, the coverage reaching tau through item (or
   client) variables bounded by the elements covering them, and the proportions as linear
@@ -16,7 +23,8 @@ Then a lower bound on the size of a fair optimum, the largest of:
   so if f(T) plus the k largest gains w.r.t. T stays below tau then |OPT| > k (T: the empty
   set and prefixes of S);
 
-and the resulting bound on |S| / |OPT|. For a claim of infeasibility, the reason is re-derived.
+and the resulting bound on |S| / |OPT|. A claim of infeasibility is re-derived from the problem
+(:func:`infeasibility_checks`), whatever the solution says.
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ from optsolve.core.result import Certificate, Check, Limit
 from optsolve.cover.problems import CoverProblem, fair_sizes, file_threshold, function_of, prepare
 
 LP_MAX_NONZEROS = 1_000_000  # the LP bound is skipped above this many constraint-matrix entries
+LP_TIME_LIMIT = 10.0  # seconds HiGHS may spend on the LP bound (information, not a check)
+LP_SETUP_S_PER_ENTRY = 2e-6  # time kept under a deadline for building the LP and handing it to HiGHS
 EXACT_MAX_ENTRIES = 20_000  # an infeasibility claim is re-derived by the exact MILP up to this size
 EXACT_TIME_LIMIT = 10.0  # seconds the exact re-derivation may take
 PREFIXES = 40  # prefixes of S the submodularity bound tries
@@ -143,10 +153,11 @@ def lp_bound(cp: CoverProblem, deadline: float | None = None, tau: float | None 
     if size > LP_MAX_NONZEROS:
         return None, f"skipped: about {size} LP matrix entries (limit {LP_MAX_NONZEROS})"
     left = _remaining(deadline)
-    if left is not None and left <= 0:
-        return None, "skipped: the time limit was reached"
+    allowed = LP_TIME_LIMIT if left is None else min(LP_TIME_LIMIT, left - LP_SETUP_S_PER_ENTRY * size)
+    if allowed <= 0:
+        return None, "skipped: the time limit leaves no time for it"
     c, A, b, bounds, _ = lp_system(cp, tau)
-    options = {} if left is None else {"time_limit": max(left, 0.01)}
+    options = {"time_limit": allowed}
     res = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs", options=options)
     if res.status == 2:
         return math.inf, "LP infeasible: no fractional fair cover reaches tau"
