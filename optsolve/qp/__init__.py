@@ -35,6 +35,7 @@ from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "admm"  # where no learned policy applies: see default_method()
 DEFAULT_EPS = 1e-3
+TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
 
 
 def _nonneg(name, value):
@@ -70,11 +71,12 @@ def _warm_start(warm_start, qp: QPProblem):
     return x0, y0
 
 
-def _verifier(qp: QPProblem, cert_tol: float | None = None):
+def _verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | None = None):
     """``verify(kind, vector) -> (certificate or None, reason)``: ADMM's direction if it passes the
-    certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None."""
+    certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None.
+    The LP gets the time left before ``deadline`` (a ``time.perf_counter()`` value), and none after it."""
     from optsolve.qp.certificate import infeasibility_checks, unboundedness_checks
-    from optsolve.qp.infeasibility import farkas_vector, recession_direction
+    from optsolve.qp.infeasibility import LP_TIME_LIMIT, farkas_vector, recession_direction
 
     from optsolve.qp.certificate import CERT_TOL
 
@@ -87,8 +89,13 @@ def _verifier(qp: QPProblem, cert_tol: float | None = None):
     def verify(kind, vec):
         if not failures(kind, vec):
             return vec, ""
-        exact = farkas_vector(qp) if kind == "infeasible" else recession_direction(qp)
+        budget = LP_TIME_LIMIT if deadline is None else min(LP_TIME_LIMIT, deadline - time.perf_counter())
+        if budget <= 0:
+            return None, TIME_FOR_CERTIFICATE
+        exact = farkas_vector(qp, budget) if kind == "infeasible" else recession_direction(qp, budget)
         if exact is None:
+            if deadline is not None and time.perf_counter() >= deadline:
+                return None, TIME_FOR_CERTIFICATE
             return None, "no exact certificate exists (linear program infeasible)"
         failed = failures(kind, exact)
         return (exact, "") if not failed else (None, "the exact certificate fails " + ", ".join(failed))
@@ -107,8 +114,8 @@ def _admm(qp, s, progress, x0, y0, controller=None):
     deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
     if controller is not None:
         st.check_every = controller.interval
-    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, s["cert_tol"]), progress=progress, deadline=deadline,
-                   controller=controller)
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, s["cert_tol"], deadline), progress=progress,
+                   deadline=deadline, controller=controller)
     message = r.message
     if r.rejected_claims:
         it, kind, why = r.rejected_claims[-1]
@@ -280,6 +287,7 @@ def _osqp(qp, s, progress, x0, y0):
     import osqp
     import scipy.sparse as sp
 
+    deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
     solver = osqp.OSQP()
     big = 1e30
     with contextlib.redirect_stdout(sys.stderr):
@@ -315,11 +323,11 @@ def _osqp(qp, s, progress, x0, y0):
     out = {"status": status, "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
     if status in ("infeasible", "unbounded"):  # osqp's claim, re-checked (and made exact) as for admm
         raw = np.asarray(r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert, dtype=float)
-        cert, why = _verifier(qp, s["cert_tol"])(status, raw / max(float(np.abs(raw).max()), 1e-300))
+        cert, why = _verifier(qp, s["cert_tol"], deadline)(status, raw / max(float(np.abs(raw).max()), 1e-300))
         if cert is None:
+            out["status"] = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
             out["message"] = (f"osqp reported {r.info.status}, but the claim failed the independent certificate "
-                              f"check ({why}); reported as max_iter.")
-            out["status"] = "max_iter"
+                              f"check ({why}); reported as {out['status']}.")
         else:
             out["prim_inf_cert" if status == "infeasible" else "dual_inf_cert"] = cert
     x = np.asarray(r.x, dtype=float)

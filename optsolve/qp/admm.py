@@ -234,7 +234,8 @@ def residuals_of(s: Scaled, x, y, z) -> dict:
            "prim": float(np.abs(Einv * rp).max()) if m else 0.0,
            "dual_scaled": float(np.abs(rd).max()) if n else 0.0,
            "dual": cinv * float(np.abs(Dinv * rd).max()) if n else 0.0}
-    quad, lin, sc = float(Px @ x), float(s.q @ x), scaled_support(s, y) if m else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
+        quad, lin, sc = float(Px @ x), float(s.q @ x), scaled_support(s, y) if m else 0.0
     out["gap"] = cinv * (quad + lin + sc)
     out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
     out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0

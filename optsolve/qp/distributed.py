@@ -392,7 +392,8 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         dscale = cinv * max(float(np.abs(Dinv * Pw).max()) if n else 0.0, float(np.abs(Dinv * Atl).max()) if n else 0.0,
                             float(np.abs(Dinv * s.q).max()) if n else 0.0)
         dtol = eps_abs + eps_rel * dscale
-        quad, lin, sc = float(Pw @ w), float(s.q @ w), scaled_support(s, lam_g) if m else 0.0
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
+            quad, lin, sc = float(Pw @ w), float(s.q @ w), scaled_support(s, lam_g) if m else 0.0
         gap = cinv * abs(quad + lin + sc)
         gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
         dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
@@ -444,8 +445,8 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     lam_g = info["lam"]
     polished = None
     # a time_limit status means the deadline has passed (all ranks agreed): no polishing after it
-    if refine_stalled and status == "max_iter" and m:
-        out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS)
+    if refine_stalled and status == "max_iter" and m and (deadline is None or time.perf_counter() < deadline):
+        out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS, deadline=deadline)
         if out is not None:
             xp, yp, zp = out
             yp = dual_cone(yp, s.l, s.u)

@@ -30,8 +30,15 @@ def _verify(cli, tmp_path, problem, doc, *args):
     return cli("verify", problem, sol, "-o", "-", "-q", *args)
 
 
-def test_hostile_files(hostile):
-    hostile("qp", dict(SMALL, nodes=2), args=("--max-iter", "200"), examples=12)
+@pytest.mark.parametrize("extra, args", [
+    ({"r": np.float64(0.5), "nodes": np.int64(2)}, ("--max-iter", "200")),
+    ({"partition": np.array([0, 5, 5])}, ("--method", "distributed", "--max-iter", "200")),
+    ({}, ("--method", "osqp", "--max-iter", "200")),
+])
+def test_hostile_files(hostile, extra, args):
+    # numpy arrays, so that the fixture mutates values and shapes too (it leaves lists alone)
+    data = {k: np.asarray(v, dtype=float) for k, v in SMALL.items()}
+    hostile("qp", dict(data, **extra), args=args, examples=30)
 
 
 def test_forged_documents_are_rejected(cli, tmp_path):
@@ -178,3 +185,14 @@ def test_nothing_runs_after_the_deadline():
     st = ADMMSettings(eps_abs=1e-12, eps_rel=1e-12, refine_stalled=True, polish=True)
     r = solve_admm(qp, st, deadline=time.perf_counter() - 1.0)
     assert r.status == "time_limit" and r.polished is None and r.iterations == 1
+
+
+def test_no_exact_certificate_is_sought_past_the_deadline():
+    from optsolve.qp import TIME_FOR_CERTIFICATE, _verifier
+
+    qp = prepare(SCHEMA.validate({"q": [1.0, 0.0], "A": [[1.0, 1.0], [1.0, 1.0]], "l": [2.0, -1e20],
+                                  "u": [1e20, 1.0]}, source="test"))
+    wrong = np.array([1.0, 0.0])  # not a Farkas vector: the exact one needs the LP
+    assert _verifier(qp, None, time.perf_counter() - 1.0)("infeasible", wrong) == (None, TIME_FOR_CERTIFICATE)
+    exact, why = _verifier(qp)("infeasible", wrong)
+    assert why == "" and np.allclose(exact, [-1.0, 1.0])
