@@ -11,6 +11,7 @@ import sys
 import time
 import traceback
 
+from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
@@ -36,6 +37,7 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     scope = contextlib.ExitStack()
     try:
         scope.enter_context(budget(memory_limit))
+        scope.enter_context(started_at(t0))
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
         raw, info.sha256 = read_raw(path, stdin=stdin)

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from optsolve.core.clock import remaining
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
@@ -136,7 +137,7 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
                          tau_frac=tau_frac, max_iter=max_iter, time_limit=time_limit, seed=seed, unfair=unfair,
                          value_rtol=value_rtol)
     t0 = time.perf_counter()
-    deadline = None if s["time_limit"] is None else t0 + s["time_limit"]
+    deadline = None if s["time_limit"] is None else t0 + remaining(s["time_limit"])
     cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
     info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
     stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}

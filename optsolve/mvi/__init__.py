@@ -49,6 +49,7 @@ import time
 
 import numpy as np
 
+from optsolve.core.clock import remaining
 from optsolve.core.errors import ParameterError
 from optsolve.core.history import active
 from optsolve.core.progress import SILENT, Progress
@@ -168,7 +169,7 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     """
     from optsolve.mvi import certificate
 
-    deadline = None if time_limit is None else time.monotonic() + float(time_limit)
+    deadline = None if time_limit is None else time.monotonic() + remaining(time_limit)
     if device == "gpu":
         raise ParameterError("optsolve mvi runs on the CPU; use '--device cpu' (or auto).")
     method = method or DEFAULT_METHOD

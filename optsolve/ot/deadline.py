@@ -12,6 +12,8 @@ they do not control (conjugate gradients, Sinkhorn sweeps, chunks of POT's itera
 from __future__ import annotations
 
 import time
+
+from optsolve.core.clock import remaining
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,7 +35,7 @@ class Deadline:
     @classmethod
     def after(cls, seconds: float | None, clock: Callable[[], float] = time.perf_counter) -> "Deadline":
         now = clock()
-        return cls(None if seconds is None else now + float(seconds), clock=clock, start=now)
+        return cls(None if seconds is None else now + remaining(seconds), clock=clock, start=now)
 
     def measure(self, seconds: float, passes: float = 1.0) -> None:
         """Record that ``passes`` log-sum-exp passes took ``seconds`` (the latest measure replaces the

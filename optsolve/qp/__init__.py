@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from optsolve.core.clock import remaining
 from optsolve.core.errors import InputError, ParameterError, SolverError, positive_option
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
@@ -111,7 +112,7 @@ def _admm(qp, s, progress, x0, y0, controller=None):
                       adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
                       eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
                       refine_stalled=s["refine"])
-    deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
+    deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
     if controller is not None:
         st.check_every = controller.interval
     r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, s["cert_tol"], deadline), progress=progress,
@@ -134,7 +135,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
 
     if x0 is not None:
         raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
-    deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
+    deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
     comm = engine_comm(s["engine"])
     partition = qp.partition if s["nodes"] is None else None
     n_nodes = s["nodes"] or qp.nodes or (None if partition is not None else 1)
@@ -287,7 +288,7 @@ def _osqp(qp, s, progress, x0, y0):
     import osqp
     import scipy.sparse as sp
 
-    deadline = None if s["time_limit"] is None else time.perf_counter() + s["time_limit"]
+    deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
     solver = osqp.OSQP()
     big = 1e30
     with contextlib.redirect_stdout(sys.stderr):

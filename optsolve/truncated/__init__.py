@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from optsolve.core.clock import remaining
 from optsolve.core import memory
 from optsolve.core.errors import OptsolveError, ParameterError, SolverError
 from optsolve.core.progress import SILENT, Progress
@@ -123,8 +124,8 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
                    objective_atol)
     t0 = time.perf_counter()
     now = time.monotonic()
-    hard = None if time_limit is None else now + float(time_limit)
-    deadline = None if time_limit is None else now + (1.0 - CERTIFICATE_TIME_SHARE) * float(time_limit)
+    hard = None if time_limit is None else now + remaining(time_limit)
+    deadline = None if time_limit is None else now + (1.0 - CERTIFICATE_TIME_SHARE) * remaining(time_limit)
     tp = prepare(problem, oracle)
     _check_sizes(tp, method, tol, bootstrap)
     seed = 0 if seed is None else int(seed)
