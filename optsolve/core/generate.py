@@ -74,6 +74,10 @@ def make_gen_command(kind: str) -> click.Command:
             data = fam.generate(np.random.default_rng(seed), **values)
         except ValueError as exc:  # a combination of options the family cannot make
             raise click.UsageError(str(exc)) from None
+        except (ArithmeticError, IndexError, MemoryError, RecursionError) as exc:
+            shown = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in given.items() if v is not None)
+            raise click.UsageError(f"family {family!r} cannot be generated with {shown or 'its defaults'} "
+                                   f"({type(exc).__name__}: {exc or 'a size out of range'}).") from None
         if output == "-":  # the JSON form, which `optsolve KIND -` reads on stdin
             from optsolve.core.problem import _json_value
 

@@ -115,8 +115,10 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
               help="Where to write the figure, in the format its extension names ('-': stdout, see --format).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="png, pdf or svg [default: from the extension of --output; png for '-'].")
-@click.option("--width", type=click.IntRange(min=200), default=1200, show_default=True, help="Width in pixels.")
-@click.option("--height", type=click.IntRange(min=150), default=500, show_default=True, help="Height in pixels.")
+@click.option("--width", type=click.IntRange(min=200, max=20000), default=1200, show_default=True,
+              help="Width in pixels.")
+@click.option("--height", type=click.IntRange(min=150, max=20000), default=500, show_default=True,
+              help="Height in pixels.")
 @click.option("--title", default=None, help="A title above both panels.")
 def plot(solutions, output, fmt, width, height, title):
     """Draw the convergence histories of solutions written with '--history'.

@@ -115,15 +115,18 @@ class Schema:
                 return f
         raise KeyError(name)
 
-    def validate(self, raw: dict, source: str, path: str | None = None, sha256: str | None = None) -> "Problem":
-        """Check raw values (as read from a file, or given in Python) and return a :class:`Problem`."""
+    def validate(self, raw: dict, source: str, path: str | None = None, sha256: str | None = None,
+                 log: bool = True) -> "Problem":
+        """Check raw values (as read from a file, or given in Python) and return a :class:`Problem`;
+        warnings are logged unless ``log`` is false (they stay in ``Problem.warnings``)."""
         problem = Problem(source=source, path=path, sha256=sha256)
         known = {f.name for f in self.fields}
         for key in raw:
             if key not in known:
                 msg = (f"ignoring unknown key {key!r} (known keys: {', '.join(sorted(known))}).")
                 problem.warnings.append(msg)
-                get_logger().warning(f"{source}: {msg}")
+                if log:
+                    get_logger().warning(f"{source}: {msg}")
         for f in self.fields:
             value = raw.get(f.name)
             if value is None:
@@ -205,6 +208,8 @@ def _coerce(problem: Problem, f: Field, value):
                                     f"{exc.colno}); expected {f.describe()}.") from None
             except RecursionError:
                 raise problem.error(f"key {f.name!r} holds JSON nested too deeply.") from None
+            except ValueError:  # an integer literal of thousands of digits
+                raise problem.error(f"key {f.name!r} holds an integer of more than 4300 digits.") from None
         if not isinstance(value, (dict, list)):
             raise problem.error(f"key {f.name!r} must be {f.describe()}; found {_kind_of(value)}.")
         depth = memory.nesting_depth(value)
@@ -549,6 +554,9 @@ def _parse_json(data: bytes, label: str) -> dict:
         raise InputError(f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}.") from None
     except RecursionError:
         raise InputError(f"{label}: JSON nested too deeply.") from None
+    except ValueError:  # an integer literal of thousands of digits
+        raise InputError(f"{label}: holds an integer of more than 4300 digits; expected numbers that fit a "
+                         "64-bit float.") from None
     if not isinstance(doc, dict):
         raise InputError(f"{label}: the top level must be a JSON object of keys; found {_kind_of(doc)}.")
     out = {}
@@ -674,7 +682,7 @@ def _assemble_sparse(label: str, key: str, parts: dict):
         raise InputError(f"{label}: sparse matrix {key!r} ({fmt}) has unknown part {unknown[0]!r}; "
                          f"expected {', '.join(needed)}.")
     try:
-        shape = tuple(int(s) for s in np.asarray(parts["shape"]).ravel())
+        shape = _sparse_shape(parts["shape"])
         arrays = {p: np.asarray(parts[p]) for p in needed if p != "shape"}
         for p, a in arrays.items():
             if a.dtype == object or a.dtype.kind in "USc":
@@ -699,6 +707,18 @@ def _assemble_sparse(label: str, key: str, parts: dict):
     except (ValueError, TypeError, IndexError, OverflowError) as exc:
         raise InputError(f"{label}: sparse matrix {key!r} ({fmt}) is malformed: {exc}.") from None
     return m
+
+
+def _sparse_shape(value) -> tuple:
+    """The two dimensions of a sparse matrix: a flat pair of whole numbers (ValueError otherwise)."""
+    arr = np.asarray(value)
+    if arr.dtype == object or arr.dtype.kind not in "iuf" or arr.ndim != 1 or arr.size != 2:
+        raise ValueError(f"shape must be a pair of whole numbers, found {_kind_of(value if isinstance(value, list) else arr)}")
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or np.any(arr != np.round(arr))):
+        raise ValueError(f"shape must be a pair of whole numbers, found {arr.tolist()}")
+    if np.any(np.abs(arr.astype(np.float64)) >= 2.0**62):
+        raise ValueError(f"shape {arr.tolist()} is beyond any size")
+    return tuple(int(s) for s in arr)
 
 
 def _read_mat(path: str, label: str) -> dict:

@@ -154,7 +154,7 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     pkg = solver_package(kind)
     raw, sha = read_raw(problem_path, stdin=stdin)
     problem = pkg.SCHEMA.validate(raw, source=file_label(problem_path),
-                                  path=None if problem_path == "-" else problem_path, sha256=sha)
+                                  path=None if problem_path == "-" else problem_path, sha256=sha, log=False)
     certificate_module = solver_module(kind, "certificate")
     settings = doc["settings"]
     claimed = doc.get("status")
@@ -187,6 +187,7 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
         "holds": cert.holds,
         "limits": {k: {"value": v, "source": src} for k, (v, src) in limits.items()},
         "reported_settings": {k: v for k, v in settings.items() if k not in limits},
+        "problem_warnings": list(problem.warnings),
         "checks": [c.to_dict() for c in cert.checks],
     }
     return cert, report

@@ -183,3 +183,17 @@ def test_nesting_depth_helpers():
     assert memory.text_nesting_depth("3") == 0
     assert memory.nesting_depth({"a": [[1], [2, [3]]]}) == 4
     assert memory.nesting_depth(5) == 0
+
+
+def test_integer_of_thousands_of_digits(tmp_path, cli):
+    path = tmp_path / "big.json"
+    path.write_text('{"a": [0.5, 0.5], "b": [' + "9" * 5000 + "]}")
+    one_line_exit_7(cli("ot", path), "4300 digits")
+
+
+@pytest.mark.parametrize("shape", [[2.5, 2.0], [[2, 2]], [2, 2, 2], [1e300, 2], ["2", "2"]])
+def test_sparse_shape_is_a_pair_of_whole_numbers(tmp_path, cli, shape):
+    path = tmp_path / "shape.json"
+    path.write_text(json.dumps({"a": [0.5, 0.5], "b": [0.5, 0.5], "C": {
+        "format": "csr", "shape": shape, "data": [1.0], "indices": [0], "indptr": [0, 1, 1]}}))
+    one_line_exit_7(cli("ot", path), "'C'", "shape")

@@ -361,3 +361,11 @@ def test_osqp_setup_errors_map_to_the_exit_code_table(cli, tmp_path, monkeypatch
     doc = r.json()
     assert doc["status"] == status and error in doc["message"] and "something osqp says" in doc["message"]
     assert "Internal error" not in doc["message"] and "\n" not in doc["message"]
+
+
+@pytest.mark.parametrize("argv", [["ot", "--family", "images", "--size", "0"],
+                                  ["truncated", "--family", "gaussian", "--d", "0"]])
+def test_gen_sizes_out_of_range_are_usage_errors(cli, tmp_path, argv):
+    r = cli("gen", *argv, "-o", tmp_path / "g.json")
+    assert r.exit_code == 2 and "Traceback" not in r.stderr and "cannot be generated" in r.stderr, r.stderr
+    assert not (tmp_path / "g.json").exists()

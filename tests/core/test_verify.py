@@ -107,3 +107,11 @@ def test_limit_direction():
     level = Limit("tau", 1.0, looser="smaller")
     assert level.is_looser(0.5, 1.0) and not level.is_looser(2.0, 1.0) and level.is_looser(float("nan"), 1.0)
     assert tol.option == "--tol" and Limit("eps_abs", 1e-3).option == "--eps-abs"
+
+
+def test_problem_of_another_command_is_one_line(cli, solved, tmp_path):
+    """A document of another command: verify refuses the problem in one line, without warnings on stderr."""
+    problem, _, doc = solved
+    doc["command"] = "qp"
+    r = verify_doc(cli, tmp_path, problem, doc)
+    assert r.exit_code == 7 and len(r.stderr.strip().splitlines()) == 1, r.stderr
