@@ -417,6 +417,7 @@ def _check_ndim_shape(problem: Problem, f: Field, shape: tuple) -> None:
                             f"(shape {_shape_str(shape)}), expected {want}.")
     expected = []
     mismatch = None
+    own: dict = {}  # symbols first bound by this array (a square matrix repeats one)
     for axis, (want, got) in enumerate(zip(spec, shape)):
         if want is None:
             expected.append(got)
@@ -430,7 +431,12 @@ def _check_ndim_shape(problem: Problem, f: Field, shape: tuple) -> None:
                 if got != problem.dims[want] and mismatch is None:
                     origin, oshape = problem.dim_origin[want]
                     mismatch = f" to match {origin!r} {_shape_str(oshape)}"
+            elif want in own:
+                expected.append(own[want])
+                if got != own[want] and mismatch is None:
+                    mismatch = f" (its dimensions named {want!r} must be equal)"
             else:
+                own[want] = got
                 expected.append(got)
     if mismatch is not None:
         raise problem.error(f"array {f.name!r} has shape {_shape_str(shape)}, expected "

@@ -389,3 +389,14 @@ def test_same_ot_problem_in_every_format_gives_the_same_objective(cli, tmp_path)
     import ot  # POT, an independent reference
 
     assert objectives[0] == pytest.approx(ot.emd2(a, b, C), rel=1e-9)
+
+
+def test_a_symbol_repeated_in_one_array_means_equal_dimensions():
+    """A field of shape ("d", "d") is square: (2, 3) is refused, naming both."""
+    from optsolve.core.errors import InputError
+    from optsolve.core.problem import Field, Schema
+
+    schema = Schema("t", (Field("M", shape=("d", "d")),))
+    assert schema.validate({"M": np.eye(3)}, source="x").dims["d"] == 3
+    with pytest.raises(InputError, match=r"'M' has shape \(2, 3\), expected \(2, 2\).*'d' must be equal"):
+        schema.validate({"M": np.zeros((2, 3))}, source="x")
