@@ -22,12 +22,14 @@ vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OS
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
 
 import numpy as np
 
+from optsolve.core import clock
 from optsolve.core.clock import remaining
 from optsolve.core.errors import InputError, ParameterError, SolverError, positive_option
 from optsolve.core.progress import SILENT, Progress
@@ -303,7 +305,7 @@ def _osqp(qp, s, progress, x0, y0):
                              alpha=s["alpha"], scaling=s["scaling"], adaptive_rho=bool(s["adaptive_rho"]),
                              check_termination=s["check_every"], eps_prim_inf=s["eps_prim_inf"],
                              eps_dual_inf=s["eps_dual_inf"], polishing=s["polish"],
-                             **({"time_limit": s["time_limit"]} if s["time_limit"] else {}))
+                             **({"time_limit": max(deadline - time.perf_counter(), 1e-3)} if deadline else {}))
                 if x0 is not None:
                     solver.warm_start(x=x0, y=y0)
             except osqp.OSQPException as exc:
@@ -441,9 +443,10 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
     t_prep = time.perf_counter()
     run = dict(s)
-    if s["time_limit"] is not None:  # the limit counts from the start of this call: preparation included
-        run["time_limit"] = max(s["time_limit"] - (t_prep - t0), 1e-3)
-    out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
+    # the methods take their deadline from clock.remaining: from the command's start, or (called from
+    # Python, where no command started the clock) from the start of this call, preparation included
+    with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
+        out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
     s.update({k: v for k, v in run.items() if k != "time_limit"})  # what the method recorded (its policy)
     t_solve = time.perf_counter()
     status = Status(out["status"])

@@ -91,23 +91,33 @@ def _run_quiet_rank(problem, params):
     sys.exit(result.exit_code)
 
 
+MIN_COUNT = 4  # two training problems, one held out, one to certify on
+POSITIVE = click.FloatRange(min=0, min_open=True)
+
+
 @click.command("qp-train", context_settings=CONTEXT_SETTINGS)
 @click.argument("family")
 @click.option("-o", "--output", required=True, metavar="POLICY.npz", help="Where to write the policy.")
-@click.option("--n", "size", type=int, default=20, show_default=True, help="Variables of each training problem.")
-@click.option("--count", type=int, default=300, show_default=True,
+@click.option("--n", "size", type=click.IntRange(min=1), default=20, show_default=True,
+              help="Variables of each training problem.")
+@click.option("--count", type=click.IntRange(min=MIN_COUNT), default=300, show_default=True,
               help="Problems generated (split 30% training, 20% held out, 50% certification).")
-@click.option("--steps", type=int, default=10, show_default=True, help="K: learned policy calls.")
-@click.option("--interval", type=int, default=5, show_default=True, help="Iterations between policy calls.")
-@click.option("--hidden", type=int, default=8, show_default=True, help="Hidden units of the MLP.")
-@click.option("--generations", type=int, default=30, show_default=True, help="Evolution-strategies generations.")
-@click.option("--population", type=int, default=8, show_default=True, help="Antithetic pairs per generation.")
-@click.option("--sigma", type=float, default=0.05, show_default=True,
+@click.option("--steps", type=click.IntRange(min=1), default=10, show_default=True, help="K: learned policy calls.")
+@click.option("--interval", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Iterations between policy calls.")
+@click.option("--hidden", type=click.IntRange(min=1), default=8, show_default=True, help="Hidden units of the MLP.")
+@click.option("--generations", type=click.IntRange(min=0), default=30, show_default=True,
+              help="Evolution-strategies generations.")
+@click.option("--population", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Antithetic pairs per generation.")
+@click.option("--sigma", type=POSITIVE, default=0.05, show_default=True,
               help="Width of the search distribution (and of the PAC-Bayes posterior).")
-@click.option("--lr", type=float, default=0.05, show_default=True, help="Adam step size of the evolution strategies.")
-@click.option("--eps", type=float, default=1e-3, show_default=True, help="Tolerance the loss counts iterations to.")
-@click.option("--cap", type=int, default=500, show_default=True, help="Iterations at which the loss is 1.")
-@click.option("--nodes", type=int, default=None,
+@click.option("--lr", type=POSITIVE, default=0.05, show_default=True,
+              help="Adam step size of the evolution strategies.")
+@click.option("--eps", type=POSITIVE, default=1e-3, show_default=True, help="Tolerance the loss counts iterations to.")
+@click.option("--cap", type=click.IntRange(min=1), default=500, show_default=True,
+              help="Iterations at which the loss is 1.")
+@click.option("--nodes", type=click.IntRange(min=1), default=None,
               help="Train a DeepDistributedQP policy for this many nodes (families with a partition use theirs).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
@@ -137,6 +147,7 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
         raise click.BadParameter(f"unknown family {family!r}; expected one of {', '.join(sorted(FAMILIES))}.",
                                  param_hint="FAMILY")
     configure_logging(verbosity_of(quiet, 1))
+    _check_training_memory(family, size, count, hidden, population)
     rng = np.random.default_rng(seed)
     problems = [prepare(SCHEMA.validate(FAMILIES[family].generate(rng, n=size), source=f"{family} #{i}"))
                 for i in range(count)]
@@ -149,3 +160,25 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
     summary["pac_bayes_bound"] = policy.header["pac_bayes"]["bound"]
     click.echo(json.dumps(summary, indent=2))
     sys.stderr.write(f"optsolve qp-train: wrote {output}\n")
+
+
+def _check_training_memory(family: str, size: int, count: int, hidden: int, population: int) -> None:
+    """A usage error, before anything is generated, when the problems (all kept) or the evolution
+    strategies' noise (2 population + 4 vectors of the policy's parameters) exceed the memory budget."""
+    from optsolve.core import memory
+    from optsolve.qp.policy import n_params
+    from optsolve.qp.problems import generation_bytes
+
+    budget = memory.budget_bytes()
+    problems = count * generation_bytes(family, size)
+    if not problems <= budget:
+        raise click.BadParameter(f"{count} problems of family {family!r} with n = {size} need about "
+                                 f"{memory.human_bytes(problems)}, more than the memory budget of "
+                                 f"{memory.human_bytes(budget)} (raise it with {memory.ENV_VAR}).",
+                                 param_hint="'--count' / '--n'")
+    weights = 8.0 * n_params(hidden) * (2 * population + 4)
+    if not weights <= budget:
+        raise click.BadParameter(f"a policy of {hidden} hidden units trained with {population} antithetic pairs "
+                                 f"needs about {memory.human_bytes(weights)}, more than the memory budget of "
+                                 f"{memory.human_bytes(budget)} (raise it with {memory.ENV_VAR}).",
+                                 param_hint="'--hidden' / '--population'")

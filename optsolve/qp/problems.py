@@ -422,6 +422,7 @@ def gen_flow(rng, n: int, regions: int = 8) -> dict:
     vertex (supplies sum to 0), capacities as bounds; ``partition`` cuts the vertices into regions."""
     edges_target = max(8, n)
     verts = max(4, edges_target // 4)
+    regions = max(1, min(regions, verts))  # a region per vertex at most (and no overflow of verts * regions)
     rng_edges = set()
     for v in range(verts):  # a ring keeps the graph connected
         rng_edges.add((v, (v + 1) % verts))
@@ -453,9 +454,39 @@ def gen_flow(rng, n: int, regions: int = 8) -> dict:
     return data
 
 
+# Peak bytes of a generator as a + b n per variable (measured at n = 2,000 and 20,000, with a margin):
+# the families with a dense block of features (lasso, huber, svm, portfolio, mpc) grow as n^2.
+FOOTPRINT = {"random": (12000, 0.0), "eqqp": (9000, 0.0), "portfolio": (1000, 0.5), "lasso": (2000, 1.0),
+             "huber": (1000, 0.2), "svm": (4000, 2.5), "mpc": (4000, 2.0), "chain": (2000, 0.0),
+             "grid": (2000, 0.0), "flow": (1000, 0.0)}
+
+
+def generation_bytes(name: str, n: int) -> float:
+    """About the peak memory of generating one problem of family ``name`` with ``n`` variables."""
+    a, b = FOOTPRINT.get(name, (12000, 2.5))
+    return float(n) * (a + b * float(n))
+
+
+def _check_sizes(name: str, params: dict) -> None:
+    """Refuse (ValueError: a usage error of ``optsolve gen``) a size below 1, or an ``n`` whose problem
+    would not fit the memory budget (:func:`optsolve.core.memory.budget_bytes`), before anything is drawn."""
+    from optsolve.core import memory
+
+    for key, value in params.items():
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"The '--{key}' option must be an integer >= 1; got {value}.")
+    n = params.get("n", 1)
+    need = generation_bytes(name, n)
+    if not need <= memory.budget_bytes():
+        raise ValueError(f"The '--n' option is {n}: family {name!r} needs about {memory.human_bytes(need)} to "
+                         f"generate a problem of that size, more than the memory budget of "
+                         f"{memory.human_bytes(memory.budget_bytes())} (raise it with {memory.ENV_VAR}).")
+
+
 def _tagged(name: str, generate):
-    """``generate`` whose problems record their family (it picks the shipped policy)."""
+    """``generate`` whose problems record their family (it picks the shipped policy), sizes checked first."""
     def tagged(rng, **params):
+        _check_sizes(name, params)
         return dict(generate(rng, **params), family=name)
 
     tagged.__doc__ = generate.__doc__

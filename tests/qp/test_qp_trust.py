@@ -196,3 +196,17 @@ def test_no_exact_certificate_is_sought_past_the_deadline():
     assert _verifier(qp, None, time.perf_counter() - 1.0)("infeasible", wrong) == (None, TIME_FOR_CERTIFICATE)
     exact, why = _verifier(qp)("infeasible", wrong)
     assert why == "" and np.allclose(exact, [-1.0, 1.0])
+
+@pytest.mark.parametrize("args, expected", [
+    (("gen", "qp", "--family", "random", "--n", "0"), "'--n' option must be an integer >= 1; got 0"),
+    (("gen", "qp", "--family", "chain", "--n", "40", "--blocks", "-2"), "'--blocks' option must be an integer >= 1"),
+    (("gen", "qp", "--family", "svm", "--n", str(10**9)), "more than the memory budget"),
+    (("qp-train", "random", "--hidden", str(10**9)), "more than the memory budget"),
+    (("qp-train", "random", "--count", str(10**12)), "more than the memory budget"),
+    (("qp-train", "random", "--count", "3"), "3 is not in the range x>=4"),
+    (("qp-train", "random", "--interval", "0"), "0 is not in the range x>=1"),
+])
+def test_sizes_given_as_values_are_refused_before_anything_is_allocated(cli, tmp_path, args, expected):
+    r = cli(*args, "-o", tmp_path / "out.npz")
+    assert r.exit_code == 2 and expected in " ".join(r.stderr.split()), r.stderr
+    assert not (tmp_path / "out.npz").exists()
