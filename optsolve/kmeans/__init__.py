@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from optsolve.core.clock import remaining
 from optsolve.core import memory
 from optsolve.core.errors import ParameterError
 from optsolve.core.history import active as history_active
@@ -34,6 +35,7 @@ CRDEST_GRID = tuple(round(0.02 * i, 2) for i in range(10))  # its kept fraction 
 SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many points (a fixed random subset)
 SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
 MAX_SWEEPS = 3  # sweeps over the clusters choosing each one's alpha
+LLOYD_STARTS = 10  # k-means++ starts of the lloyd method (scikit-learn's n_init)
 
 
 def _alpha_option(alpha):
@@ -86,9 +88,13 @@ def sample_centres(kp, alpha, seed) -> tuple[np.ndarray, list]:
     return C, [i for i, idx in enumerate(groups) if idx.size == 0]
 
 
-def estimate_centres(kp, method: str, alpha, seed, parts: list | None = None) -> tuple[np.ndarray, list]:
+def estimate_centres(kp, method: str, alpha, seed, parts: list | None = None, *, deadline: float | None = None,
+                     cut: list | None = None) -> tuple[np.ndarray, list]:
     """One centre per non-empty predicted cluster (and the empty clusters' labels); ``alpha``: one
-    value, or one per predicted cluster; ``parts``: :func:`cluster_points`, when already gathered."""
+    value, or one per predicted cluster; ``parts``: :func:`cluster_points`, when already gathered.
+    Once ``time.perf_counter()`` passes ``deadline``, the remaining clusters get their plain
+    centroid (one pass over their points) and their labels are appended to ``cut`` (for ``labels``
+    the centroid is the answer: nothing is cut)."""
     from optsolve.kmeans.estimators import ESTIMATORS
 
     alphas = _per_cluster(alpha, kp.k)
@@ -99,7 +105,11 @@ def estimate_centres(kp, method: str, alpha, seed, parts: list | None = None) ->
             empty.append(i)
             continue
         rng = np.random.default_rng([seed, i])  # each cluster's own stream: its estimate depends on its alpha only
-        if method in ("sample-window", "sample-centre"):
+        if deadline is not None and method != "labels" and time.perf_counter() >= deadline:
+            centres.append(P.mean(axis=0))
+            if cut is not None:
+                cut.append(i)
+        elif method in ("sample-window", "sample-centre"):
             centres.append(est(P, alphas[i], rng, k=kp.k))
         else:
             centres.append(est(P, alphas[i], rng))
@@ -181,12 +191,18 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
     :func:`choose_alphas`; the clusters with more points estimated again on all of them at their
     alpha, kept when they cost no more on those 20,000 points);
-    ``refine``: Lloyd steps (scikit-learn's KMeans from these centres) after the estimate;
+    ``refine``: Lloyd steps (:func:`optsolve.kmeans.estimators.lloyd_steps`) after the estimate;
+    ``time_limit``: seconds for the whole solve, certificate included. Past it, the clusters not
+    yet estimated get their plain centroid, the alpha grid stops at the values done, the Lloyd
+    steps stop, the certificate leaves out what it has no time for (see
+    :func:`optsolve.kmeans.certificate.check`), and the status is ``time_limit`` (lloyd: the
+    k-means++ starts run one at a time, :func:`optsolve.kmeans.estimators.lloyd_restarts`, the
+    cheapest kept);
     ``cost_rtol``, ``cost_atol``, ``assign_tol``, ``label_cost_slack``: the certificate's limits
     (:data:`optsolve.kmeans.certificate.LIMITS`), recorded in the settings.
     """
     from optsolve.kmeans import certificate
-    from optsolve.kmeans.estimators import assign, clusters
+    from optsolve.kmeans.estimators import assign, clusters, lloyd_restarts, lloyd_steps
 
     if device == "gpu":
         raise ParameterError("optsolve kmeans runs on the CPU; use '--device cpu' (or auto).")
@@ -201,32 +217,50 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     if max_iter is not None and method != "lloyd":
         raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
                              f"{method} is not iterative: use '--refine N' for Lloyd steps after it.")
-    if time_limit is not None:
-        raise ParameterError("The '--time-limit' option does not apply to optsolve kmeans (its methods run in "
-                             "one pass, or scikit-learn's KMeans with '--max-iter').")
+    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise ParameterError(f"The '--time-limit' option must be a number of seconds > 0; got {time_limit!r}.")
     t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + remaining(time_limit)
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() >= deadline
+
     kp = prepare(problem)
     seed = 0 if seed is None else int(seed)
     settings = {"alpha": alpha, "refine": int(refine), "seed": seed, **limits}
+    if time_limit is not None:
+        settings["time_limit"] = float(time_limit)
     stats = {"m": kp.m, "d": kp.d, "k": kp.k}
     messages = []
     status = Status.OPTIMAL
+    timed_out = []  # what the time limit cut short
     if method == "lloyd":
-        from sklearn.cluster import KMeans
+        if deadline is None:
+            from sklearn.cluster import KMeans
 
-        km = KMeans(n_clusters=kp.k, n_init=10, random_state=seed, max_iter=max_iter or 300).fit(
-            np.asarray(kp.X, dtype=float))
-        centres, empty, used = km.cluster_centers_, [], None
-        stats["lloyd_iterations"] = int(km.n_iter_)
+            km = KMeans(n_clusters=kp.k, n_init=LLOYD_STARTS, random_state=seed, max_iter=max_iter or 300).fit(
+                np.asarray(kp.X, dtype=float))
+            centres, steps = km.cluster_centers_, int(km.n_iter_)
+        else:
+            centres, steps, starts, stopped = lloyd_restarts(kp.X, kp.k, seed, max_iter or 300, deadline, LLOYD_STARTS)
+            stats["lloyd_starts"] = starts
+            if stopped:
+                timed_out.append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut short (the "
+                                 "cheapest kept)")
+        empty, used = [], None
+        stats["lloyd_iterations"] = steps
     else:
         grid = None
         if alpha == "auto" and method != "labels":
             grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
         gathered = method != "sample-centre"  # sample-centre reads the clusters in place
         parts = cluster_points(kp) if gathered else None
+        cut = []
 
         def full(a):
-            return estimate_centres(kp, method, a, seed, parts) if gathered else sample_centres(kp, a, seed)
+            if gathered:
+                return estimate_centres(kp, method, a, seed, parts, deadline=deadline, cut=cut)
+            return sample_centres(kp, a, seed)
 
         if grid is None:
             used = 0.0 if method == "labels" else alpha
@@ -244,7 +278,13 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
                 small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
             memory.require(problem.source, f"choosing alpha: {len(grid) + 2} tables of {Xs.shape[0]} points x "
                            f"{len(live_labels)} centres (k = {kp.k})", 8.0 * Xs.shape[0] * len(live_labels) * (len(grid) + 2))
-            candidates = [estimate_centres(kp, method, a, seed, small)[0] for a in grid]
+            candidates = []
+            for a in grid:  # the first value, 0, is the plain centroids: always done
+                if candidates and late():
+                    timed_out.append(f"alpha chosen from the first {len(candidates)} values of the grid")
+                    grid = grid[:len(candidates)]
+                    break
+                candidates.append(estimate_centres(kp, method, a, seed, small)[0])
             choice, cost, costs = choose_alphas(np.asarray(Xs, dtype=float), candidates, grid)
             live = [i for i, P in enumerate(small) if P is not None]
             per_cluster = np.zeros(kp.k)
@@ -254,9 +294,15 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             sizes = np.bincount(kp.labels, minlength=kp.k)
             redo = np.array([small[i].shape[0] < sizes[i] for i in live], dtype=bool)
             centres, empty = chosen, [i for i, P in enumerate(small) if P is None]
-            if redo.any():  # the subsampled clusters estimated again on all their points
+            if redo.any() and late():
+                timed_out.append("the subsampled clusters' centres kept (not estimated again on all their points)")
+            elif redo.any():  # the subsampled clusters estimated again on all their points
                 again = full(per_cluster)[0]
-                again[~redo] = chosen[~redo]
+                late_rows = np.isin(live, cut)  # clusters the deadline reached keep their sample's centre
+                again[~redo | late_rows] = chosen[~redo | late_rows]
+                if cut:
+                    timed_out.append(f"predicted clusters {cut} keep the centre estimated on their sample")
+                    cut.clear()
                 if float(assign(Xs, again)[1].sum()) <= cost:
                     centres = again
                 else:
@@ -265,23 +311,28 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
             stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
             stats["selection_cost"] = cost
-        if refine:
-            from sklearn.cluster import KMeans
-
+        if cut:
+            timed_out.append(f"predicted clusters {cut} given their plain centroid")
+        if refine and late():
+            timed_out.append("no Lloyd step of '--refine' run")
+        elif refine:
             if history_active() is not None:  # the estimate's cost, before the Lloyd steps
                 trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
 
             try:
-                km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
-                    np.asarray(kp.X, dtype=float))
+                centres, steps, stopped = lloyd_steps(kp.X, centres, int(refine), deadline)
             except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
                 status = Status.INTERRUPTED
                 messages.append("Interrupted during the Lloyd steps of '--refine': the centres are the estimate's.")
             else:
-                centres = km.cluster_centers_
-                stats["refine_iterations"] = int(km.n_iter_)
+                stats["refine_iterations"] = steps
+                if stopped:
+                    timed_out.append(f"{steps} of the {int(refine)} Lloyd steps of '--refine' run")
     if empty:
         messages.append(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} centres).")
+    if timed_out and status is Status.OPTIMAL:
+        status = Status.TIME_LIMIT
+        messages.append(f"Time limit of {time_limit:g} s reached: " + "; ".join(timed_out) + ".")
     assignment, dist = assign(kp.X, centres)
     cost = float(dist.sum())
     trace(stats.get("refine_iterations", stats.get("lloyd_iterations", 0)), cost, measure=KMEANS_MEASURE,
@@ -295,7 +346,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
                     stats=stats, settings=settings)
     t = time.perf_counter()
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=cost,
-                                                settings=settings, limits=limits, status=result.status.value))
+                                                settings=settings, limits=limits, status=result.status.value,
+                                                deadline=deadline))
     stats["time_s"]["certificate"] = time.perf_counter() - t
     return result
 

@@ -16,10 +16,13 @@ cost, and no worse than what the oracle's labels alone give. Each threshold is a
 * ``cost_within_label_cost``: the cost is at most (1 + ``label_cost_slack``) times the cost of
   the plain centroids of the predicted labels (each point to its nearest), plus the same floor.
   A trimmed estimate of a cluster whose labels are right costs up to 1 / (1 - alpha) < 2 times
-  its centroid's, hence the default slack of 1: a sanity bound, not the method's guarantee;
+  its centroid's, hence the default slack of 1: a sanity bound, not the method's guarantee.
+  Under the solver's time limit it is left out when its pass over the points would end past
+  the limit (``optsolve verify``, which has no time limit, always judges it);
 * ``lower_bound_below_cost``: for up to 2,000 points, a lower bound on the optimal cost (exact
   1-D k-means along the top three principal directions, by dynamic programming, when its
-  tables fit the memory budget) is at most the cost, within the same tolerances.
+  tables fit the memory budget and k m^2 <= 1e8; under the solver's time limit, the directions
+  done before it) is at most the cost, within the same tolerances.
 
 Reported as information, never as a holding check: the cost, the cluster sizes, the label
 centroids' cost and the cost's ratios to it and to the lower bound, and the approximation
@@ -35,6 +38,7 @@ problem with 1 <= k <= m always has a clustering, and its cost is at least zero.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -59,6 +63,7 @@ LIMITS = (
 )
 CLAIMS = ("optimal",)
 BOUND_MAX_POINTS = 2000  # the lower bound's dynamic programme is O(k m^2) per direction: small m only
+BOUND_MAX_WORK = 1e8  # ... and k m^2 at most this (about a second per direction): k = m = 2,000 would take a minute
 BOUND_DIRECTIONS = 3  # ... along this many principal directions
 
 
@@ -78,19 +83,25 @@ def kmeans_1d(values: np.ndarray, k: int) -> float:
     W = np.where(i > j, np.maximum(W, 0.0), np.inf)
     dp = W[0].copy()  # one interval covering 0..i-1
     for _ in range(k - 1):
+        if dp[m] <= 0.0:  # more intervals cannot lower a zero cost
+            break
         dp = np.minimum(dp, (dp[:, None] + W).min(axis=0))
     return float(dp[m])
 
 
-def lower_bound(X, k: int) -> tuple[float | None, str]:
+def lower_bound(X, k: int, deadline: float | None = None) -> tuple[float | None, str]:
     """A lower bound on the optimal k-means cost: for an orthonormal set of directions, any
     clustering's cost is at least the sum over them of the optimal 1-D costs of the projections.
-    Along the top principal directions; loose where the clusters differ in other directions."""
+    Along the top principal directions (fewer once ``time.perf_counter()`` passes ``deadline``: any
+    subset still gives a bound); loose where the clusters differ in other directions."""
     m, d = X.shape
     if m > BOUND_MAX_POINTS:
         return None, f"not computed: m = {m} > {BOUND_MAX_POINTS} (an O(k m^2) programme per direction)"
     if d == 0:
         return None, "not computed: the points have no coordinates"
+    if min(k, m) * float(m + 1) ** 2 > BOUND_MAX_WORK:
+        return None, (f"not computed: k m^2 = {min(k, m) * float(m + 1) ** 2:.3g} > {BOUND_MAX_WORK:.0e} (an O(k m^2) "
+                      "programme per direction)")
     need = 4 * 8 * (m + 1) ** 2 + 8 * m * d  # the interval-cost table, its temporaries and the centred copy
     if need > memory.budget_bytes():
         return None, f"not computed: its tables need {memory.human_bytes(need)}, more than the memory budget"
@@ -98,8 +109,15 @@ def lower_bound(X, k: int) -> tuple[float | None, str]:
     A = A - A.mean(axis=0)
     r = min(BOUND_DIRECTIONS, d, m)
     _, _, Vt = np.linalg.svd(A, full_matrices=False)
-    total = sum(kmeans_1d(A @ Vt[t], k) for t in range(r))
-    return total, (f"sum of exact 1-D k-means costs along the top {r} principal directions (a valid lower bound "
+    total, done = 0.0, 0
+    for t in range(r):
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        total += kmeans_1d(A @ Vt[t], k)
+        done += 1
+    if done == 0:
+        return None, "not computed: the time limit was reached"
+    return total, (f"sum of exact 1-D k-means costs along the top {done} principal directions (a valid lower bound "
                    "on the optimal cost; loose where the clusters differ along the other directions)")
 
 
@@ -165,11 +183,30 @@ def _centres(solution: dict, kp) -> tuple[np.ndarray, np.ndarray]:
     return C, a.astype(np.int64)
 
 
+def _label_cost(kp) -> float:
+    """The cost of the plain centroids of the predicted labels, each point to its nearest."""
+    counts = np.bincount(kp.labels, minlength=kp.k)
+    sums = np.zeros((kp.k, kp.d))
+    for start in range(0, kp.m, BLOCK):
+        lab = kp.labels[start:start + BLOCK]
+        onehot = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size))
+        sums += onehot @ np.asarray(kp.X[start:start + BLOCK], dtype=float)
+    cent = sums[counts > 0] / counts[counts > 0, None]
+    shift = cent.mean(axis=0)
+    total = 0.0
+    for start in range(0, kp.m, BLOCK):
+        G, bb = _distances(np.asarray(kp.X[start:start + BLOCK], dtype=float), cent - shift, shift)
+        total += float(np.maximum(G.min(axis=1) + bb, 0.0).sum())
+    return total
+
+
 def check(problem, solution: dict, *, method: str | None, objective, settings: dict | None = None,
-          limits: dict | None = None, status=None, **extra) -> Certificate:
+          limits: dict | None = None, status=None, deadline: float | None = None, **extra) -> Certificate:
     """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`;
     the defaults for those not given). ``settings`` (the document's, untrusted) only selects the
-    guarantee reported as information; ``status`` is the claimed status."""
+    guarantee reported as information; ``status`` is the claimed status. ``deadline`` (a
+    ``time.perf_counter()`` value: the solver's time limit): the label centroids' cost is left out
+    when its pass over the points would end past it, the lower bound is cut short at it."""
     settings = settings if isinstance(settings, dict) else {}
     lim = resolve(limits)
     kp = prepare(problem)
@@ -188,6 +225,7 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     checks = claim + [Check.require("solution_shape", list(C.shape), True,
                                     f"finite centres (L x {kp.d}, 1 <= L <= {kp.k}) and an assignment of the "
                                     f"{kp.m} points")]
+    started = time.perf_counter()  # the cost's pass over the points: the label cost takes another
     cost = 0.0
     excess = 0.0
     norm = 0.0  # largest squared norm of a (shifted) point or centre: the scale of rounding in the distances
@@ -219,26 +257,19 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
                                     f"|objective - recomputed cost|; limit cost_rtol x cost + cost_atol x m x "
                                     f"{scale:.3g} (the largest squared norm)"))
     checks.append(Check.info("cluster_sizes", np.bincount(a, minlength=C.shape[0]).tolist()))
-    label_cost = 0.0
-    counts = np.bincount(kp.labels, minlength=kp.k)
-    sums = np.zeros((kp.k, kp.d))
-    for start in range(0, kp.m, BLOCK):
-        lab = kp.labels[start:start + BLOCK]
-        onehot = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size))
-        sums += onehot @ np.asarray(kp.X[start:start + BLOCK], dtype=float)
-    cent = sums[counts > 0] / counts[counts > 0, None]
-    shift = cent.mean(axis=0)
-    for start in range(0, kp.m, BLOCK):
-        G, bb = _distances(np.asarray(kp.X[start:start + BLOCK], dtype=float), cent - shift, shift)
-        label_cost += float(np.maximum(G.min(axis=1) + bb, 0.0).sum())
-    checks.append(Check.info("label_centroids_cost", label_cost,
-                             "cost of the plain centroids of the predicted labels (points to their nearest)"))
-    bound_on_cost = (1.0 + lim["label_cost_slack"]) * label_cost
-    checks.append(Check.at_most("cost_within_label_cost", cost, bound_on_cost + tolerance(bound_on_cost),
-                                "the cost against (1 + label_cost_slack) x the label centroids' cost (a sanity "
-                                "bound: a trimmed estimate costs less than twice the centroid of right labels)"))
-    checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))
-    bound, note = lower_bound(kp.X, C.shape[0])
+    if deadline is not None and time.perf_counter() + (time.perf_counter() - started) > deadline:
+        checks.append(Check.info("label_centroids_cost", None, "not computed: a pass over the points would end past "
+                                 "the time limit (optsolve verify computes it)"))
+    else:
+        label_cost = _label_cost(kp)
+        checks.append(Check.info("label_centroids_cost", label_cost,
+                                 "cost of the plain centroids of the predicted labels (points to their nearest)"))
+        bound_on_cost = (1.0 + lim["label_cost_slack"]) * label_cost
+        checks.append(Check.at_most("cost_within_label_cost", cost, bound_on_cost + tolerance(bound_on_cost),
+                                    "the cost against (1 + label_cost_slack) x the label centroids' cost (a sanity "
+                                    "bound: a trimmed estimate costs less than twice the centroid of right labels)"))
+        checks.append(Check.info("cost_over_label_cost", cost / label_cost if label_cost > 0 else None))
+    bound, note = lower_bound(kp.X, C.shape[0], deadline)
     checks.append(Check.info("lower_bound", bound, note))
     if bound is not None:
         checks.append(Check.at_most("lower_bound_below_cost", bound - cost, tolerance(cost),

@@ -10,7 +10,8 @@ For a predicted cluster P_i (m_i points) and an assumed error rate alpha:
 * ``crdest`` (Ergun, Feng, Silwal, Woodruff and Zhou, ICLR 2022): per coordinate, split the
   points at random into halves X1, X2; the shortest interval holding a (1 - 5 alpha) fraction
   of X1 (at least 10%: undefined otherwise for alpha >= 0.2); the mean of the X2 values in it.
-  Guarantee 1 + 20 alpha for 10 ln m / sqrt(m) < alpha < 1/7.
+  Guarantee 1 + 20 alpha for 10 ln m / sqrt(m) < alpha < 1/7. At alpha = 0 the plain centroid
+  (as every estimator here: there is nothing to trim).
 * ``sample_window`` (Huang et al., ICLR 2025, linear time; reconstructed): per coordinate,
   anchors from the cluster, around each the window of the w = floor((1 - alpha) s) values of a
   subsample Omega (size s) nearest to it, scored as above; the best window gives a value range,
@@ -83,7 +84,7 @@ def sort_window(P: np.ndarray, alpha: float, rng) -> np.ndarray:
 def crdest(P: np.ndarray, alpha: float, rng) -> np.ndarray:
     P = np.asarray(P, dtype=float)
     m, d = P.shape
-    if m < 2:
+    if alpha <= 0 or m < 2:  # nothing to trim: the split would only discard points
         return P.mean(axis=0)
     perm = rng.permutation(m)
     X1, X2 = P[perm[: m // 2]], P[perm[m // 2:]]
@@ -274,3 +275,66 @@ def assign(X, centres: np.ndarray):
         out[a:a + B.shape[0]] = j
         dist[a:a + B.shape[0]] = np.take_along_axis(G, j[:, None], axis=1)[:, 0] + np.einsum("ij,ij->i", B, B)
     return out, np.maximum(dist, 0.0, out=dist)
+
+
+def lloyd_steps(X, centres: np.ndarray, steps: int, deadline: float | None = None):
+    """At most ``steps`` Lloyd iterations (Lloyd, IEEE Trans. Inf. Theory 28(2), 1982) from
+    ``centres``: every point to its nearest centre, every centre to the mean of its points (a
+    centre left without points stays where it is). Stops early when no point changes centre, or
+    when ``time.perf_counter()`` passes ``deadline`` between iterations. Returns (centres, the
+    iterations done, whether the deadline cut them short)."""
+    import time
+
+    import scipy.sparse as sp
+
+    C = np.array(centres, dtype=float)
+    k, d = C.shape
+    previous = None
+    for it in range(steps):
+        if deadline is not None and time.perf_counter() >= deadline:
+            return C, it, True
+        nearest, _ = assign(X, C)
+        if previous is not None and np.array_equal(nearest, previous):
+            return C, it, False
+        counts = np.bincount(nearest, minlength=k)
+        sums = np.zeros((k, d))
+        for a in range(0, X.shape[0], CHUNK):  # the sums of each centre's points, a block of rows at a time
+            lab = nearest[a:a + CHUNK]
+            onehot = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(k, lab.size))
+            sums += onehot @ np.asarray(X[a:a + CHUNK], dtype=float)
+        moved = counts > 0
+        C[moved] = sums[moved] / counts[moved, None]
+        previous = nearest
+    return C, steps, False
+
+
+def lloyd_restarts(X, k: int, seed: int, steps: int, deadline: float, starts: int):
+    """``starts`` k-means++ seedings (scikit-learn's ``kmeans_plusplus``, Arthur and Vassilvitskii,
+    SODA 2007) each followed by :func:`lloyd_steps`, one at a time until ``deadline``: (the centres
+    of the cheapest, its iterations, the starts run, whether the deadline cut them short)."""
+    import time
+
+    from sklearn.cluster import kmeans_plusplus
+
+    def cost(C):
+        return float(assign(X, C)[1].sum())
+
+    state = np.random.RandomState(seed)
+    best, run = None, 0  # (centres, iterations, cost: computed once there is another to compare with)
+    for _ in range(starts):
+        if best is not None and time.perf_counter() >= deadline:
+            return best[0], best[1], run, True
+        init, _ = kmeans_plusplus(np.asarray(X, dtype=float), k, random_state=state)
+        C, it, stopped = lloyd_steps(X, init, steps, deadline)
+        run += 1
+        if best is None:
+            best = (C, it, None)
+        else:
+            if best[2] is None:
+                best = (best[0], best[1], cost(best[0]))
+            c = cost(C)
+            if c < best[2]:
+                best = (C, it, c)
+        if stopped:
+            return best[0], best[1], run, True
+    return best[0], best[1], run, False

@@ -208,3 +208,56 @@ def test_lower_bound_is_skipped_when_its_tables_exceed_the_budget():
     assert bound is None and "memory budget" in note
     bound, note = certificate.lower_bound(X, 3)
     assert bound is not None and bound > 0
+
+
+@pytest.mark.parametrize("method,args", [
+    ("sample-centre", ()),
+    ("sort-window", ("--alpha", "0.1")),
+    ("crdest", ()),
+    ("sample-window", ("--refine", "5")),
+    ("lloyd", ()),
+])
+def test_time_limit_reached_writes_the_best_iterate(cli, tmp_path, method, args):
+    """A limit that has passed before the estimate starts: status time_limit (exit 5), the cut named
+    in the message, a document whose checks still hold (the label-cost check may be left out)."""
+    path = write(tmp_path / "p.npz", small(m=60))
+    r, doc = solve(cli, path, "--method", method, "--time-limit", "1e-9", *args)
+    assert r.exit_code == 5 and doc["status"] == "time_limit", r.stderr
+    assert "Time limit" in doc["message"] and doc["settings"]["time_limit"] == 1e-9
+    judged = [c for c in doc["certificate"]["checks"] if c["holds"] is not None]
+    assert {"objective_matches", "assignment_nearest"} <= {c["name"] for c in judged}
+    assert all(c["holds"] for c in judged)
+    sol = tmp_path / "s.json"
+    sol.write_text(r.stdout)
+    v = cli("verify", path, sol, "-o", tmp_path / "v.json")
+    assert v.exit_code == 0, v.stderr
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert any(c["name"] == "cost_within_label_cost" for c in report["checks"])  # verify has no time limit
+
+
+def test_labels_method_is_final_under_any_time_limit(cli, tmp_path):
+    path = write(tmp_path / "p.npz", small())
+    r, doc = solve(cli, path, "--method", "labels", "--time-limit", "1e-9")
+    assert r.exit_code == 0 and doc["status"] == "optimal", r.stderr
+
+
+def test_crdest_on_tiny_clusters_and_at_alpha_zero(cli, tmp_path):
+    """crdest's halves of a 3-point cluster hold no common value; at alpha = 0 it is the centroid."""
+    from optsolve.kmeans.estimators import crdest
+
+    P = np.array([[0.0], [1.0], [2.0]])
+    assert crdest(P, 0.0, np.random.default_rng(0)) == pytest.approx([1.0])
+    path = write(tmp_path / "p.npz", {"X": P, "labels": np.zeros(3, dtype=int)})
+    r, doc = solve(cli, path, "--method", "crdest")
+    assert r.exit_code == 0 and doc["objective"] == pytest.approx(2.0)
+    r, doc = solve(cli, path, "--method", "crdest", "--alpha", "0.1")  # its estimate, judged honestly
+    assert (r.exit_code, doc["status"]) in ((0, "optimal"), (6, "optimal_inaccurate"))
+
+
+def test_lower_bound_is_skipped_when_its_programme_is_too_long():
+    """k = m = 2,000: the 1-D programmes would take k m^2 = 8e9 steps; refused with a note."""
+    X = np.random.default_rng(0).normal(size=(2000, 2))
+    bound, note = certificate.lower_bound(X, 2000)
+    assert bound is None and "k m^2" in note
+    bound, note = certificate.lower_bound(X[:200], 200)  # within the limit; 200 distinct values: zero
+    assert bound == pytest.approx(0.0, abs=1e-9)
