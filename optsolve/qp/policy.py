@@ -120,18 +120,30 @@ class Policy:
 
     @classmethod
     def load(cls, path: str) -> "Policy":
-        from optsolve.core.errors import ParameterError
+        from optsolve.core.errors import InputError, ParameterError
+        from optsolve.core.problem import read_raw
 
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                header = json.loads(str(data["header"]))
-                theta = np.asarray(data["theta"], dtype=float)
-        except (OSError, KeyError, ValueError) as exc:
-            raise ParameterError(f"Policy file {path!r} is not readable ({exc}).") from None
+        try:  # read as a problem file is: its arrays' declared sizes within the memory budget first
+            raw, _ = read_raw(path)
+            header = raw["header"]
+            header = json.loads(header if isinstance(header, str) else str(np.asarray(header)))
+            theta = np.asarray(raw["theta"], dtype=float)
+        except InputError as exc:
+            raise ParameterError(f"Policy file {path!r} is not readable ({exc})") from None
+        except (OSError, KeyError, ValueError, TypeError) as exc:
+            raise ParameterError(f"Policy file {path!r} is not readable ({type(exc).__name__}: {exc}).") from None
+        if not isinstance(header, dict):
+            raise ParameterError(f"Policy file {path!r}: its 'header' is not a JSON object.")
         if header.get("format") != "optsolve.qp-policy/1":
             raise ParameterError(f"Policy file {path!r} has format {header.get('format')!r}; expected "
                                  "'optsolve.qp-policy/1'.")
         try:
+            for key, least in (("hidden", 1), ("steps", 0), ("interval", 1)):
+                value = header[key]
+                if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                    raise ValueError(f"header {key!r} is {value!r}, expected an integer >= {least}")
+            if theta.ndim != 1 or not np.all(np.isfinite(theta)):
+                raise ValueError(f"weights 'theta' of shape {theta.shape} must be a vector of finite numbers")
             start = {str(k): float(v) for k, v in (header.get("start") or {}).items()}
             if any(not (1e-6 <= v <= 1e6) for v in start.values()):
                 raise ValueError(f"starting parameters {start} outside [1e-6, 1e6]")

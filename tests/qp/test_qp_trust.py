@@ -210,3 +210,25 @@ def test_sizes_given_as_values_are_refused_before_anything_is_allocated(cli, tmp
     r = cli(*args, "-o", tmp_path / "out.npz")
     assert r.exit_code == 2 and expected in " ".join(r.stderr.split()), r.stderr
     assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"interval": 0}, "header 'interval' is 0, expected an integer >= 1"),
+    ({"hidden": 8.5}, "header 'hidden' is 8.5"),
+    ({"hidden": 10**12}, "expected 9000000000002 for 1000000000000 hidden units"),
+    ({"theta": np.full(74, np.nan)}, "must be a vector of finite numbers"),
+    ({"theta": np.zeros((1, 74))}, "must be a vector of finite numbers"),
+])
+def test_a_crafted_policy_file_is_refused(cli, tmp_path, change, expected):
+    from optsolve.qp import POLICY_DIR
+
+    with np.load(POLICY_DIR / "random.npz") as shipped:
+        header, theta = json.loads(str(shipped["header"])), shipped["theta"]
+    theta = change.pop("theta", theta)
+    policy = tmp_path / "policy.npz"
+    np.savez(policy, header=json.dumps(dict(header, **change)), theta=theta)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(SMALL))
+    r = cli("qp", path, "--method", "deepqp", "--policy", policy, "-o", "-", "-q")
+    assert r.exit_code == 7 and expected in r.stderr, r.stderr
+    assert json.loads(r.stdout)["status"] == "invalid_input"
