@@ -44,8 +44,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from optsolve.core import memory
+from optsolve.core.errors import ParameterError
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
-from optsolve.kmeans.problems import prepare
+from optsolve.kmeans.problems import largest_coordinate, prepare
 
 BLOCK = 4096  # rows per block: the block and its distances stay in cache
 COST_RTOL = 1e-9
@@ -159,6 +160,13 @@ def resolve(limits: dict | None) -> dict:
     """Every limit of :data:`LIMITS` as a float: the given values, the documented defaults for the rest."""
     out = {lim.name: lim.default for lim in LIMITS}
     out.update({k: v for k, v in (limits or {}).items() if k in out and v is not None})
+    for name, value in out.items():
+        try:
+            ok = math.isfinite(float(value)) and float(value) >= 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a finite number >= 0; got {value!r}.")
     return {k: float(v) for k, v in out.items()}
 
 
@@ -177,6 +185,10 @@ def _centres(solution: dict, kp) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"solution.centres has shape {C.shape}; expected (L, {kp.d}) with 1 <= L <= k = {kp.k}")
     if not np.isfinite(C).all():
         raise ValueError("solution.centres has non-finite entries")
+    most = largest_coordinate(kp.m, kp.d)
+    if np.abs(C).max() > most:
+        raise ValueError(f"solution.centres has an entry of {np.abs(C).max():.3g}; beyond {most:.3g} the squared "
+                         "distances overflow")
     a = solution_vector(solution, "assignment", kp.m)
     if not np.isfinite(a).all() or np.any(a != np.round(a)) or a.min() < 0 or a.max() >= C.shape[0]:
         raise ValueError(f"solution.assignment entries must be centre indices in [0, {C.shape[0]})")

@@ -99,13 +99,23 @@ def _load_points(problem: Problem) -> np.ndarray:
         raise problem.error(f"'X_path' names {name!r}, which is a directory; expected a .npy or .npz file.")
     if not os.path.exists(path):
         raise problem.error(f"'X_path' names {name!r}, which does not exist.")
-    if path.lower().endswith(".npz"):
+    if not os.path.isfile(path):  # a device or a pipe could be endless or block
+        raise problem.error(f"'X_path' names {name!r}, which is not a regular file; expected a .npy or .npz file.")
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        raise problem.error(f"'X_path' names {name!r}, which cannot be read ({exc.strerror}).") from None
+    if magic.startswith(b"PK"):  # a zip archive: .npz
         X = _read_archive(problem, path)
-    else:
+    elif magic == b"\x93NUMPY":
         try:
             X = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:
             raise problem.error(f"'X_path' names {name!r}, which is not a readable .npy array ({exc}).") from None
+    else:
+        raise problem.error(f"'X_path' names {name!r}, which is neither a .npy array nor a .npz archive (it "
+                            f"starts with {magic!r}).")
     if not isinstance(X, np.ndarray) or X.ndim != 2 or X.dtype.kind not in "fiu":
         shape, dtype = getattr(X, "shape", None), getattr(X, "dtype", type(X).__name__)
         raise problem.error(f"'X_path' holds an array of shape {shape} and dtype {dtype}; expected a 2-D numeric "
@@ -125,10 +135,16 @@ def _load_points(problem: Problem) -> np.ndarray:
     return X
 
 
+def largest_coordinate(m: int, d: int) -> float:
+    """The largest |coordinate| of a point or centre whose squared distances, summed over m points
+    of d coordinates, stay finite (with a margin of 16 for the differences and the rounding)."""
+    return float(np.sqrt(np.finfo(float).max / (16.0 * max(1, m) * max(1, d))))
+
+
 def _check_magnitude(problem: Problem, name: str, block: np.ndarray, start: int, shape: tuple) -> None:
     """Refuse coordinates whose squared distances could overflow in a sum over all the points
     (the cost, and every comparison made with it, would be inf or NaN)."""
-    most = float(np.sqrt(np.finfo(float).max / (16.0 * max(1, shape[0]) * max(1, shape[1]))))
+    most = largest_coordinate(shape[0], shape[1])
     if block.size and float(np.abs(block).max()) > most:
         r, c = np.argwhere(np.abs(block) > most)[0]
         raise problem.error(f"{'array' if name == 'X' else 'the'} {name!r} {'' if name == 'X' else 'array '}has "

@@ -14,7 +14,7 @@ from optsolve.kmeans import certificate
 def small(m=30, seed=0):
     rng = np.random.default_rng(seed)
     X = np.vstack([rng.normal(c, 0.5, size=(m // 3, 2)) for c in ((0, 0), (6, 0), (0, 6))])
-    return {"X": X, "labels": np.repeat(np.arange(3), m // 3), "k": 3.0}
+    return {"X": X, "labels": np.repeat(np.arange(3), m // 3), "k": np.array(3.0)}  # 0-d: the fixture mutates it
 
 
 def write(path, data):
@@ -28,7 +28,9 @@ def solve(cli, path, *args):
 
 
 def test_hostile_files(hostile):
-    hostile("kmeans", small(), args=("--method", "sample-centre", "--alpha", "0.1"), examples=30)
+    hostile("kmeans", small(), args=("--method", "sample-centre", "--alpha", "0.1"), examples=60)
+    hostile("kmeans", small(), args=("--method", "sort-window", "--refine", "3"), examples=25)
+    hostile("kmeans", small(), args=("--method", "crdest", "--time-limit", "1e-9"), examples=25)
 
 
 def test_forged_documents_are_rejected(cli, tmp_path):
@@ -261,3 +263,31 @@ def test_lower_bound_is_skipped_when_its_programme_is_too_long():
     assert bound is None and "k m^2" in note
     bound, note = certificate.lower_bound(X[:200], 200)  # within the limit; 200 distinct values: zero
     assert bound == pytest.approx(0.0, abs=1e-9)
+
+
+def test_overflowing_centres_and_bad_limit_options_in_verify(cli, tmp_path):
+    path = write(tmp_path / "p.npz", small())
+    r, doc = solve(cli, path)
+    huge = copy.deepcopy(doc)
+    huge["solution"]["centres"][0] = [1e300, -1e300]
+    sol = tmp_path / "s.json"
+    sol.write_text(json.dumps(huge))
+    v = cli("verify", path, sol, "-o", tmp_path / "v.json")
+    assert v.exit_code == 6 and "solution_shape" in v.stderr and "Warning" not in v.stderr
+    note = {c["name"]: c for c in json.loads((tmp_path / "v.json").read_text())["checks"]}["solution_shape"]["note"]
+    assert "overflow" in note
+    sol.write_text(r.stdout)
+    for value in ("-1", "nan", "inf"):
+        v = cli("verify", path, sol, "--cost-rtol", value)
+        assert v.exit_code == 7 and "'--cost-rtol'" in v.stderr and "finite number >= 0" in v.stderr
+
+
+def test_x_path_that_is_no_array_file(cli, tmp_path):
+    labels = list(range(3))
+    (tmp_path / "text.npy").write_text("root:x:0:0")
+    for target, needle in (("text.npy", "neither a .npy array nor a .npz archive"),
+                           ("/dev/zero", "not a regular file"), ("p.json", "neither a .npy array")):
+        p = tmp_path / "p.json"
+        p.write_text(json.dumps({"X_path": target, "labels": labels}))
+        r = cli("kmeans", p)
+        assert r.exit_code == 7 and needle in r.stderr and "'X_path'" in r.stderr, (target, r.stderr)
