@@ -49,6 +49,7 @@ from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.kmeans.problems import largest_coordinate, prepare
 
 BLOCK = 4096  # rows per block: the block and its distances stay in cache
+TABLE_ENTRIES = 1 << 22  # ... fewer rows for many centres: a block's distance table stays within 32 MB
 COST_RTOL = 1e-9
 COST_ATOL = 1e-12
 ASSIGN_TOL = 1e-9
@@ -120,6 +121,11 @@ def lower_bound(X, k: int, deadline: float | None = None) -> tuple[float | None,
         return None, "not computed: the time limit was reached"
     return total, (f"sum of exact 1-D k-means costs along the top {done} principal directions (a valid lower bound "
                    "on the optimal cost; loose where the clusters differ along the other directions)")
+
+
+def _rows(centres: int) -> int:
+    """Rows per block of a distance pass against this many centres."""
+    return max(1, min(BLOCK, TABLE_ENTRIES // max(1, centres)))
 
 
 def _distances(B: np.ndarray, Cs: np.ndarray, shift: np.ndarray):
@@ -206,8 +212,9 @@ def _label_cost(kp) -> float:
     cent = sums[counts > 0] / counts[counts > 0, None]
     shift = cent.mean(axis=0)
     total = 0.0
-    for start in range(0, kp.m, BLOCK):
-        G, bb = _distances(np.asarray(kp.X[start:start + BLOCK], dtype=float), cent - shift, shift)
+    rows = _rows(cent.shape[0])
+    for start in range(0, kp.m, rows):
+        G, bb = _distances(np.asarray(kp.X[start:start + rows], dtype=float), cent - shift, shift)
         total += float(np.maximum(G.min(axis=1) + bb, 0.0).sum())
     return total
 
@@ -242,8 +249,9 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     excess = 0.0
     norm = 0.0  # largest squared norm of a (shifted) point or centre: the scale of rounding in the distances
     shift = C.mean(axis=0)
-    for start in range(0, kp.m, BLOCK):
-        stop = min(kp.m, start + BLOCK)
+    rows = _rows(C.shape[0])
+    for start in range(0, kp.m, rows):
+        stop = min(kp.m, start + rows)
         G, bb = _distances(np.asarray(kp.X[start:stop], dtype=float), C - shift, shift)
         norm = max(norm, float(bb.max()))
         best = G.min(axis=1)

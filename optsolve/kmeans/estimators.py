@@ -44,6 +44,7 @@ DELTA = 0.1  # failure probability the sample sizes are derived for
 CRDEST_MIN_KEEP = 0.1  # crdest keeps at least this fraction of X1
 CHUNK = 65536  # rows gathered at once
 BLOCK = 4096  # rows per block in the distance passes over X (the block and its distances stay in cache)
+TABLE_ENTRIES = 1 << 22  # ... fewer rows for many centres: a block's distance table stays within 32 MB
 
 
 def clusters(labels: np.ndarray, k: int) -> list:
@@ -267,8 +268,9 @@ def assign(X, centres: np.ndarray):
     cc = (C * C).sum(axis=1)
     out = np.empty(m, dtype=np.int64)
     dist = np.empty(m)
-    for a in range(0, m, BLOCK):
-        B = np.asarray(X[a:a + BLOCK], dtype=float)
+    rows = max(1, min(BLOCK, TABLE_ENTRIES // max(1, C.shape[0])))
+    for a in range(0, m, rows):
+        B = np.asarray(X[a:a + rows], dtype=float)
         G = B @ Ct
         G += cc  # ||c||^2 - 2 x'c: ||x||^2 does not change the nearest centre
         j = np.argmin(G, axis=1)

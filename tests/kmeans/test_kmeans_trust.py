@@ -291,3 +291,24 @@ def test_x_path_that_is_no_array_file(cli, tmp_path):
         p.write_text(json.dumps({"X_path": target, "labels": labels}))
         r = cli("kmeans", p)
         assert r.exit_code == 7 and needle in r.stderr and "'X_path'" in r.stderr, (target, r.stderr)
+
+
+def test_many_centres_are_assigned_in_smaller_blocks(monkeypatch):
+    """With k as large as m, a block of rows holds at most TABLE_ENTRIES distances; the results are
+    those of the whole table."""
+    from optsolve.kmeans import estimators
+
+    rng = np.random.default_rng(3)
+    X, C = rng.normal(size=(500, 3)), rng.normal(size=(60, 3))
+    whole = ((X[:, None, :] - C[None]) ** 2).sum(axis=2)
+    monkeypatch.setattr(estimators, "TABLE_ENTRIES", 100)  # one row per block
+    monkeypatch.setattr(certificate, "TABLE_ENTRIES", 100)
+    nearest, dist = estimators.assign(X, C)
+    np.testing.assert_array_equal(nearest, whole.argmin(axis=1))
+    np.testing.assert_allclose(dist, whole.min(axis=1), rtol=1e-10, atol=1e-10)
+    from optsolve.kmeans.problems import SCHEMA
+
+    problem = SCHEMA.validate({"X": X, "labels": np.arange(500) % 60}, source="test")
+    cert = certificate.check(problem, {"centres": C.tolist(), "assignment": nearest.tolist()}, method="labels",
+                             objective=float(whole.min(axis=1).sum()), limits={}, status="optimal")
+    assert cert["objective_matches"].holds and cert["assignment_nearest"].holds
