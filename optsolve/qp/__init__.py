@@ -38,6 +38,7 @@ from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "admm"  # where no learned policy applies: see default_method()
 DEFAULT_EPS = 1e-3
+MAX_SCALING = 1000
 TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
 
 
@@ -54,14 +55,17 @@ def _warm_start(warm_start, qp: QPProblem):
         return None, None
     doc = warm_start
     if isinstance(warm_start, str):
-        import json
+        import os
 
-        try:
-            with open(warm_start) as fh:
-                doc = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise ParameterError(f"The '--warm-start' file {warm_start!r} is not a readable solution JSON ({exc}).") \
-                from None
+        from optsolve.core.verify import read_solution
+
+        if os.path.exists(warm_start) and not os.path.isfile(warm_start):  # a device or a pipe has no size to check
+            raise ParameterError(f"The '--warm-start' file {warm_start!r} is not a regular file; expected a solution "
+                                 "document.")
+        try:  # read as verify reads a solution: within the memory budget, an optsolve document
+            doc = read_solution(warm_start)
+        except InputError as exc:
+            raise ParameterError(f"The '--warm-start' file is not a usable solution document: {exc}") from None
     sol = doc.get("solution") if isinstance(doc, dict) and "solution" in doc else doc
     try:
         x0 = np.array([np.nan if v is None else v for v in sol["x"]], dtype=float)
@@ -373,8 +377,9 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     if not (0 < float(alpha) < 2):
         raise ParameterError(f"The '--alpha' option must be in (0, 2); got {alpha!r}.")
-    if int(scaling) != scaling or scaling < 0:
-        raise ParameterError(f"The '--scaling' option must be an integer >= 0; got {scaling!r}.")
+    if int(scaling) != scaling or not 0 <= scaling <= MAX_SCALING:
+        raise ParameterError(f"The '--scaling' option must be an integer in [0, {MAX_SCALING}]; got {scaling!r} "
+                             "(Ruiz equilibration reaches its fixed point within about a hundred passes).")
     if int(check_every) != check_every or check_every < 1:
         raise ParameterError(f"The '--check-every' option must be a positive integer; got {check_every!r}.")
     eps_abs, eps_rel = _nonneg("eps-abs", eps_abs), _nonneg("eps-rel", eps_rel)

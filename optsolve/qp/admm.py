@@ -137,6 +137,9 @@ def _columns(M: sp.csc_matrix) -> np.ndarray:
     return np.repeat(np.arange(M.shape[1]), np.diff(M.indptr))
 
 
+SCALING_FIXED = 4 * np.finfo(float).eps  # Ruiz factors this close to 1: the equilibration has converged
+
+
 def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     """Ruiz equilibration of the KKT matrix [P A'; A 0] with cost scaling, as osqp does it.
 
@@ -167,6 +170,9 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
         U.data *= ct
         q = q * ct
         c *= ct
+        if max(float(np.abs(dt - 1.0).max(initial=0.0)), float(np.abs(et - 1.0).max(initial=0.0)), abs(ct - 1.0)) \
+                <= SCALING_FIXED:
+            break  # a fixed point: further passes change nothing but rounding
     P.data *= D[P.indices] * D[_columns(P)] * c  # once, from the accumulated scalings (exactly symmetric)
     return Scaled(P=P, q=q, A=A, l=qp.l * E, u=qp.u * E, D=D, E=E, c=c)
 

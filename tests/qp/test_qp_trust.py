@@ -232,3 +232,15 @@ def test_a_crafted_policy_file_is_refused(cli, tmp_path, change, expected):
     r = cli("qp", path, "--method", "deepqp", "--policy", policy, "-o", "-", "-q")
     assert r.exit_code == 7 and expected in r.stderr, r.stderr
     assert json.loads(r.stdout)["status"] == "invalid_input"
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--scaling", str(10**9)), "'--scaling' option must be an integer in [0, 1000]"),
+    (("--warm-start", "/dev/zero"), "'/dev/zero' is not a regular file"),
+    (("--warm-start", "PROBLEM"), "is not an optsolve solution document"),
+])
+def test_options_that_would_run_without_bound_are_refused(cli, tmp_path, args, expected):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(SMALL))
+    r = cli("qp", path, *[str(path) if a == "PROBLEM" else a for a in args], "-o", "-", "-q")
+    assert r.exit_code == 7 and expected in r.stderr, r.stderr
