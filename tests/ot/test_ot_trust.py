@@ -381,7 +381,7 @@ def test_time_limit_document_records_the_deadline(cli, tmp_path, rng, options):
     doc = json.loads((tmp_path / "s.json").read_text())
     assert doc["status"] == "time_limit" and doc["certificate"]["holds"]
     deadline = doc["stats"]["deadline"]
-    assert deadline["limit_s"] == pytest.approx(1e-3)
+    assert 0 <= deadline["limit_s"] <= 1e-3  # what is left of the limit once the file is read
     assert deadline["pass_s"] > 0 and deadline["reserve_s"] == pytest.approx(FINISH_PASSES * deadline["pass_s"])
     assert deadline["solver_stopped_s"] <= deadline["finished_s"]
     assert cli("verify", path, tmp_path / "s.json").exit_code == 0  # no claim; the plan is feasible
