@@ -123,6 +123,9 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
     over the clusters until none does (at most MAX_SWEEPS). ``candidates[g]``: the centres (one
     per non-empty cluster) at ``grid[g]``. Returns (the alpha index of each centre, its cost, the
     cost of each grid value for all clusters)."""
+    mu = X.mean(axis=0)  # shifted points and centres: ||x||^2 - 2 x'c + ||c||^2 cancels far from the origin
+    X = X - mu
+    candidates = [C - mu for C in candidates]
     xx = np.einsum("ij,ij->i", X, X)
 
     def sqdist(C):

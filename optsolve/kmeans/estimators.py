@@ -164,6 +164,8 @@ def _recentre(P, pp, c, keep):
 def sample_start(omega: np.ndarray, cand: np.ndarray, alpha: float) -> np.ndarray:
     """sample-centre on the sample: the candidates' trimmed costs on omega, the three best
     re-centred on omega until stable, the one of lowest trimmed cost."""
+    mu = omega.mean(axis=0)  # distances between shifted points: ||x||^2 - 2 x'c + ||c||^2 cancels far from 0
+    omega, cand = omega - mu, cand - mu
     s = omega.shape[0]
     d2 = (cand * cand).sum(1)[:, None] - 2.0 * cand @ omega.T + (omega * omega).sum(1)[None, :]
     t = keep_count(alpha, s)
@@ -174,7 +176,7 @@ def sample_start(omega: np.ndarray, cand: np.ndarray, alpha: float) -> np.ndarra
         c, cost = _recentre(omega, oo, cand[j], t)
         if cost < best_cost:
             best, best_cost = c, cost
-    return best
+    return best + mu
 
 
 def sample_draws(m: int, alpha: float, k: int, d: int, rng):
@@ -193,7 +195,9 @@ def sample_centre(P: np.ndarray, alpha: float, rng, k: int = 1) -> np.ndarray:
         return P.mean(axis=0)
     omega, cand = sample_draws(m, alpha, k, d, rng)
     c = sample_start(P[omega], P[cand], alpha)
-    return _recentre(P, (P * P).sum(axis=1), c, keep_count(alpha, m))[0]
+    mu = P.mean(axis=0)  # shifted, as in sample_start
+    Ps = P - mu
+    return _recentre(Ps, (Ps * Ps).sum(axis=1), c - mu, keep_count(alpha, m))[0] + mu
 
 
 def _label_sums(X, rows: np.ndarray, labels: np.ndarray, weights: np.ndarray, k: int) -> np.ndarray:
@@ -225,18 +229,14 @@ def recentre_all(X, labels: np.ndarray, groups: list, C: np.ndarray, keep: np.nd
     rows. The kept points' sums are updated by the points that change sides only."""
     m, k = X.shape[0], C.shape[0]
     sizes = np.array([idx.size for idx in groups])
-    pp = np.empty(m)  # squared norms of the rows, from the first pass
     kept = sums = None
     for it in range(MAX_RECENTRE):
         d2 = np.empty(m)
-        cc = (C * C).sum(axis=1)
         for a in range(0, m, BLOCK):
             B = np.asarray(X[a:a + BLOCK], dtype=float)
             rows = slice(a, a + B.shape[0])
-            if it == 0:
-                pp[rows] = np.einsum("ij,ij->i", B, B)
-            lab = labels[rows]
-            d2[rows] = pp[rows] - 2.0 * np.einsum("ij,ij->i", B, C[lab]) + cc[lab]
+            diff = B - C[labels[rows]]  # each point to its own centre, without the cancellation of an expansion
+            d2[rows] = np.einsum("ij,ij->i", diff, diff)
         new = np.zeros(m, dtype=bool)
         for i, idx in enumerate(groups):
             if idx.size:
@@ -263,14 +263,15 @@ ESTIMATORS = {"labels": label_centroid, "sort-window": sort_window, "crdest": cr
 def assign(X, centres: np.ndarray):
     """(nearest centre of every point, its squared distance), in blocks of rows (no m x k x d temporaries)."""
     m = X.shape[0]
-    C = np.asarray(centres, dtype=float)
+    shift = np.asarray(centres, dtype=float).mean(axis=0)  # points and centres shifted: less cancellation
+    C = np.asarray(centres, dtype=float) - shift
     Ct = -2.0 * C.T
     cc = (C * C).sum(axis=1)
     out = np.empty(m, dtype=np.int64)
     dist = np.empty(m)
     rows = max(1, min(BLOCK, TABLE_ENTRIES // max(1, C.shape[0])))
     for a in range(0, m, rows):
-        B = np.asarray(X[a:a + rows], dtype=float)
+        B = np.asarray(X[a:a + rows], dtype=float) - shift
         G = B @ Ct
         G += cc  # ||c||^2 - 2 x'c: ||x||^2 does not change the nearest centre
         j = np.argmin(G, axis=1)

@@ -312,3 +312,14 @@ def test_many_centres_are_assigned_in_smaller_blocks(monkeypatch):
     cert = certificate.check(problem, {"centres": C.tolist(), "assignment": nearest.tolist()}, method="labels",
                              objective=float(whole.min(axis=1).sum()), limits={}, status="optimal")
     assert cert["objective_matches"].holds and cert["assignment_nearest"].holds
+
+
+def test_points_far_from_the_origin(cli, tmp_path):
+    """Blobs translated by 1e7: the distances are computed between shifted points and centres, so
+    every method's assignment is the nearest and its objective the cost (no cancellation)."""
+    rng = np.random.default_rng(0)
+    X = 1e7 + np.vstack([rng.normal(c, 1.0, size=(60, 3)) for c in (0.0, 0.5, 4.0)])
+    path = write(tmp_path / "p.npz", {"X": X, "labels": np.repeat(np.arange(3), 60)})
+    for method in ("sample-centre", "sample-window", "sort-window", "crdest", "labels"):
+        r, doc = solve(cli, path, "--method", method)
+        assert r.exit_code == 0 and doc["status"] == "optimal", (method, r.stderr)
