@@ -125,10 +125,12 @@ def test_tampered_solution_fails_its_certificate():
     res = optsolve.qp.solve_problem(problem)
     doc = json.loads(res.to_json())
     sol = doc["solution"]
-    assert certificate.check(problem, sol, method="admm", objective=doc["objective"], settings=doc["settings"]).holds
+    limits = {lim.name: doc["settings"][lim.name] for lim in certificate.LIMITS}
+    assert certificate.check(problem, sol, method="admm", objective=doc["objective"], settings=doc["settings"],
+                             limits=limits, status="optimal").holds
     sol["y"][0] += 1.0
     assert not certificate.check(problem, sol, method="admm", objective=doc["objective"],
-                                 settings=doc["settings"]).holds
+                                 settings=doc["settings"], limits=limits, status="optimal").holds
 
 
 def test_warm_start_and_limits(tmp_path):
