@@ -194,7 +194,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
     :func:`choose_alphas`; the clusters with more points estimated again on all of them at their
     alpha, kept when they cost no more on those 20,000 points);
-    ``refine``: Lloyd steps (:func:`optsolve.kmeans.estimators.lloyd_steps`) after the estimate;
+    ``refine``: Lloyd steps after the estimate (scikit-learn's KMeans from these centres; under a
+    time limit :func:`optsolve.kmeans.estimators.lloyd_steps`, checked between steps);
     ``time_limit``: seconds for the whole solve, certificate included. Past it, the clusters not
     yet estimated get their plain centroid, the alpha grid stops at the values done, the Lloyd
     steps stop, the certificate leaves out what it has no time for (see
@@ -323,7 +324,14 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
                 trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
 
             try:
-                centres, steps, stopped = lloyd_steps(kp.X, centres, int(refine), deadline)
+                if deadline is None:
+                    from sklearn.cluster import KMeans
+
+                    km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
+                        np.asarray(kp.X, dtype=float))
+                    centres, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
+                else:  # steps of its own, the deadline looked at between them
+                    centres, steps, stopped = lloyd_steps(kp.X, centres, int(refine), deadline)
             except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
                 status = Status.INTERRUPTED
                 messages.append("Interrupted during the Lloyd steps of '--refine': the centres are the estimate's.")

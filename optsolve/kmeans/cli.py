@@ -21,8 +21,8 @@ OUTPUT_OPTIONS = ()
                    "cluster from a small grid (0, 0.05, ..., 0.45; crdest 0, 0.02, ..., 0.18) by the cost, "
                    "reported.")
 @click.option("--refine", type=click.IntRange(min=0), default=0, show_default=True,
-              help="At most this many Lloyd steps from the estimated centres after the estimate (they stop when "
-                   "no point changes centre).")
+              help="At most this many Lloyd steps from the estimated centres after the estimate (scikit-learn's "
+                   "KMeans; under --time-limit, steps of optsolve's own that stop at the limit).")
 @click.option("--cost-rtol", type=float, default=None,
               help="Certificate: relative tolerance between the reported objective and the recomputed cost "
                    "(default 1e-9).")
