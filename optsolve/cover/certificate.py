@@ -309,7 +309,12 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
         checks.append(Check.info("fairness_excess", short, note + " (unfair: not required)"))
     else:
         checks.append(Check.at_most("fairness_excess", short, 0.0, note))
-    checks.append(Check.info("group_counts", cp.counts_by_label(counts)))
+    recount = cp.counts_by_label(counts)
+    checks.append(Check.info("group_counts", recount))
+    if "group_counts" in solution:  # a reported count is a claim: it must be the set's
+        same = _plain(solution["group_counts"]) == _plain(recount)
+        checks.append(Check.require("group_counts_match", None if same else str(solution["group_counts"])[:200],
+                                    same, "the counts of the selected set", "the solution's group_counts"))
     same = (isinstance(objective, (int, float)) and not isinstance(objective, bool) and math.isfinite(objective)
             and float(objective) == m)
     checks.append(Check.require("objective_matches", objective, same, f"|S| = {m}", "the objective is the set's size"))
@@ -376,3 +381,14 @@ def _milp_proof(cp: CoverProblem, tau: float, deadline: float | None) -> str | N
     res = milp(c, constraints=LinearConstraint(A, -np.inf, b), integrality=integrality, bounds=Bounds(lo, hi),
                options={"disp": False, "time_limit": float(limit)})
     return "the exact MILP (HiGHS) has no solution" if res.status == 2 else None
+
+
+def _plain(value):
+    """A JSON-like value with numpy scalars and arrays turned into Python ones, for comparison."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

@@ -141,6 +141,14 @@ def _judge(mp, z: np.ndarray, solution: dict, lim: dict, status, operator) -> Ce
                                     "|reported - recomputed residual|; residual_rtol times the recomputed one "
                                     "plus residual_atol times max(1, ||z||, ||F(z)||)"))
     if mp.z_star is not None and mp.z_star.shape == z.shape:
-        checks.append(Check.info("distance_to_z_star", float(np.linalg.norm(z - mp.z_star)),
+        dist = float(np.linalg.norm(z - mp.z_star))
+        checks.append(Check.info("distance_to_z_star", dist,
                                  "||z - z*|| to the problem's z* (a VI may have other solutions)"))
+        claimed = solution.get("distance_to_z_star")
+        if claimed is not None:  # a reported distance is a claim about this z
+            ok = isinstance(claimed, (int, float)) and not isinstance(claimed, bool) and math.isfinite(claimed)
+            gap = abs(float(claimed) - dist) if ok else None
+            checks.append(Check.at_most("distance_matches", gap, lim["residual_rtol"] * dist + lim["residual_atol"]
+                                        * max(1.0, float(np.linalg.norm(mp.z_star))),
+                                        "|reported - recomputed ||z - z*|||"))
     return Certificate(checks)

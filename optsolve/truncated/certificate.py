@@ -399,6 +399,15 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                                      "estimate its gradient"))
         return Certificate(checks)
     allowance = NOISE_Z * draws.log_alpha_se
+    interval = solution.get("alpha_interval")
+    if interval is not None:  # a reported interval is a claim: its ends are those of p_hat's, within the noise
+        lo_hi = clopper_pearson(hits, proposals)
+        try:
+            diff = max(abs(math.log(float(c)) - math.log(float(r))) for c, r in zip(interval, lo_hi, strict=True))
+        except (TypeError, ValueError, ArithmeticError):
+            diff = math.inf
+        checks.append(Check.at_most("alpha_interval_difference", diff, allowance + float(lim["objective_rtol"]),
+                                    "largest |log reported end - log end from these draws| of the 95% interval"))
     reported = solution.get("alpha_hat")
     if reported is not None:
         diff = abs(math.log(reported) - math.log(a_hat)) if _positive(reported) else math.inf

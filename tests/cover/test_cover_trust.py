@@ -343,3 +343,17 @@ def test_bad_options_exit_7(cli, tmp_path, args, needle):
     save_problem(str(path), small_coverage(7))
     r = cli("cover", path, "--method", "continuous", *args)
     assert r.exit_code == 7 and needle in r.stderr, r.stderr
+
+
+def test_reported_group_counts_are_judged(cli, tmp_path):
+    """The group counts a document reports are the selected set's, or verify fails."""
+    path = tmp_path / "c.npz"
+    assert cli("gen", "cover", "--family", "sbm", "-o", path).exit_code == 0
+    r = cli("cover", path)
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    doc["solution"]["group_counts"] = [0] * len(doc["solution"]["group_counts"])
+    sol = tmp_path / "forged.json"
+    sol.write_text(json.dumps(doc))
+    v = cli("verify", path, sol)
+    assert v.exit_code == 6 and "group_counts_match" in v.stderr, v.stderr

@@ -311,3 +311,17 @@ def test_time_limit_holds_when_the_constants_are_unknown(cli, tmp_path):
     doc = r.json()
     assert doc["status"] == "time_limit" and doc["settings"]["time_limit"] == 0.5
     assert len(doc["solution"]["z"]) == 4000 and doc["certificate"] is not None
+
+
+def test_reported_distance_to_z_star_is_judged(cli, tmp_path):
+    path = tmp_path / "m.npz"
+    assert cli("gen", "mvi", "--family", "polar", "-o", path).exit_code == 0
+    r = cli("mvi", path)
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert "distance_to_z_star" in doc["solution"]
+    doc["solution"]["distance_to_z_star"] = 5.0
+    sol = tmp_path / "forged.json"
+    sol.write_text(json.dumps(doc))
+    v = cli("verify", path, sol)
+    assert v.exit_code == 6 and "distance_matches" in v.stderr, v.stderr

@@ -279,3 +279,18 @@ def test_sobol_and_memory_limits_are_checked_before_a_batch():
     with pytest.raises(sampling.BudgetExhausted, match="budget"):
         pools.draw(fam.standard(), 1 << 21)
     assert oracle.calls == 0
+
+
+def test_reported_alpha_interval_is_judged(cli, tmp_path):
+    path = tmp_path / "t.npz"
+    assert cli("gen", "truncated", "--family", "gaussian", "-o", path).exit_code == 0
+    r = cli("truncated", path)
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    sol = tmp_path / "same.json"
+    sol.write_text(json.dumps(doc))
+    assert cli("verify", path, sol).exit_code == 0
+    doc["solution"]["alpha_interval"] = [0.2, 0.3]
+    sol.write_text(json.dumps(doc))
+    v = cli("verify", path, sol)
+    assert v.exit_code == 6 and "alpha_interval_difference" in v.stderr, v.stderr
