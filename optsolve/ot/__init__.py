@@ -41,7 +41,7 @@ def _emd(ot, s, backend, progress, deadline):
 
     if backend.device != "cpu":
         raise ParameterError("Method 'emd' runs on the CPU only; use '--device cpu' or another method.")
-    return solve_emd(ot.a, ot.b, ot.C, max_iter=s["max_iter"])
+    return solve_emd(ot.a, ot.b, ot.C, max_iter=s["max_iter"], deadline=deadline)
 
 
 def _sinkhorn(ot, s, backend, progress, deadline):
@@ -190,7 +190,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     ``feas_tol``, ``objective_rtol``, ``objective_atol``, ``lp_tol``, ``target_gap``, ``normalize``:
     the limits the certificate is judged by (:data:`optsolve.ot.certificate.LIMITS`).
     ``time_limit`` bounds the whole call, rounding and certificate included
-    (:mod:`optsolve.ot.deadline`); ``emd`` cannot be stopped and ignores it.
+    (:mod:`optsolve.ot.deadline`); ``emd`` runs in a child process stopped at the deadline (:mod:`optsolve.ot.emd`).
     ``plan_needed``: the plan will be written (``--plan``/``--arrays``): a dense plan that the cost does not
     already bound is checked against the memory budget before the solve, a sparse one is built within it.
     """

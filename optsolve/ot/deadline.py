@@ -12,10 +12,10 @@ they do not control (conjugate gradients, Sinkhorn sweeps, chunks of POT's itera
 from __future__ import annotations
 
 import time
-
-from optsolve.core.clock import remaining
 from dataclasses import dataclass, field
 from typing import Callable
+
+from optsolve.core.clock import remaining
 
 # Log-sum-exp-equivalent passes after the solver stops: rounding (three kernel passes and a cost
 # product), two dual bounds (two c-transforms each) and the certificate's rebuilt plan (two passes).

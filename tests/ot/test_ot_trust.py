@@ -411,3 +411,29 @@ def test_temperatures_float64_cannot_resolve_are_refused(cli, tmp_path, rng, opt
     save_problem(str(path), _clouds(rng, 6, 5))
     r = cli("ot", path, *options)
     assert r.exit_code == 7 and needle in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_north_west_corner_is_feasible(rng):
+    from optsolve.ot.emd import north_west_corner
+
+    for n, m in ((1, 1), (1, 5), (7, 3), (40, 60)):
+        a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
+        G = north_west_corner(a, b)
+        assert (G >= 0).all() and np.allclose(G.sum(1), a) and np.allclose(G.sum(0), b)
+        assert np.count_nonzero(G) <= n + m - 1
+
+
+def test_emd_under_a_time_limit(cli, tmp_path, rng):
+    """emd runs in a child process under a limit: optimal when it fits, else the north-west corner plan."""
+    path = tmp_path / "p.npz"
+    save_problem(str(path), _clouds(rng, 60, 50))
+    fits = cli("ot", path, "--method", "emd", "--time-limit", "120")
+    assert fits.exit_code == 0, fits.stderr
+    plain = cli("ot", path, "--method", "emd")
+    assert fits.json()["objective"] == pytest.approx(plain.json()["objective"], rel=1e-12)
+    cut = cli("ot", path, "--method", "emd", "--time-limit", "1e-9", "-o", tmp_path / "s.json")
+    assert cut.exit_code == 5, cut.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["status"] == "time_limit" and "north-west corner" in doc["message"]
+    assert doc["objective"] >= plain.json()["objective"] - 1e-12
+    assert cli("verify", path, tmp_path / "s.json").exit_code == 0  # feasible; no optimality claimed
