@@ -97,7 +97,7 @@ def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, lim
                              f"(forced inner steps) and rppa; got {inner_steps!r} with method {method!r}.")
 
 
-def _range_check(mp, method, gamma, force, notes) -> float | None:
+def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | None:
     """The rho the method uses; refuses rho <= -1/L (or gamma <= -rho) unless forced."""
     rho, L = mp.rho, mp.L
     if rho is None:
@@ -108,7 +108,7 @@ def _range_check(mp, method, gamma, force, notes) -> float | None:
     if L is not None and rho * L <= -1:
         if not force:
             raise ParameterError(
-                f"rho = {rho:.6g} <= -1/L = {-1 / L:.6g} (rho L = {rho * L:.4g}): the weak Minty condition holds only "
+                f"{where}rho = {rho:.6g} <= -1/L = {-1 / L:.6g} (rho L = {rho * L:.4g}): the weak Minty condition holds only "
                 "outside the range of every method here (ecppa and relaxed PPA need rho > -1/L, EG+ and CEG+ "
                 "rho > -1/(4L)), so none is guaranteed to converge. Use '--force' to run anyway.")
         notes.append(f"rho L = {rho * L:.4g} <= -1: outside every guarantee, run with '--force'; the method "
@@ -184,7 +184,11 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     constants_by = None if deadline is None else time.monotonic() + CONSTANTS_SHARE * (deadline - time.monotonic())
     mp = prepare(problem, operator, lipschitz=lipschitz, rho=rho, deadline=constants_by)
     notes = list(mp.notes)
-    rho_used = _range_check(mp, method, gamma, force, notes)
+    given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
+    options = f"the option{'s' * (len(given) > 1)} {' and '.join(given)}"
+    where = (f"{problem.source}: its operator's constants and {options} give " if given
+             else f"{problem.source}: its operator's constants give ")
+    rho_used = _range_check(mp, method, gamma, force, notes, where)
     tol = DEFAULT_TOL if tol is None else float(tol)
     budget = DEFAULT_MAX_EVALS if max_evals is None else int(max_evals)
     if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and gamma is None:
