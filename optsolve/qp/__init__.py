@@ -152,7 +152,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
                           balance=s["balance"], comm=comm)
     from optsolve.qp.admm import refined_message
 
-    message = refined_message(r.iterations) if r.polished else ""
+    message = refined_message(r.iterations) if r.polished else r.message
     stats = {"iterations": r.iterations, "nodes": r.nodes, "copies": r.copies, "factorisations": r.factorisations,
              "balance_updates": r.balance_updates, "prim_res": r.prim_res,
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,

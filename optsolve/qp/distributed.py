@@ -161,45 +161,73 @@ class Node:
     u: np.ndarray
 
 
-def split(s: Scaled, part: np.ndarray, n_nodes: int) -> list[Node]:
-    """Nodes of the scaled problem for a row partition (see the module docstring)."""
+def split(s: Scaled, part: np.ndarray, n_nodes: int, deadline: float | None = None) -> list[Node] | None:
+    """Nodes of the scaled problem for a row partition (see the module docstring).
+
+    Node i gets its rows and copies every variable they touch; each connected component of P
+    (a lone variable is one) goes whole to the node whose rows touch most of its variables (the
+    least loaded among those, then the first), or, when no row touches it, to the least loaded
+    node. Every step is a sort or a sparse product over the nonzeros, none a pass over all the
+    rows or variables per node, so that a node per row stays cheap. None when ``deadline`` (a
+    ``time.perf_counter()`` value) passes before every node is built."""
+    import heapq
+
     from scipy.sparse.csgraph import connected_components
 
-    n = s.P.shape[0]
-    Ar = s.A.tocsr()
-    var_sets = []
-    for i in range(n_nodes):
-        rows = np.flatnonzero(part == i)
-        var_sets.append(set(np.unique(Ar[rows].indices).tolist()))
-    # components of P (and lone variables): each goes whole to one node
+    n, m = s.P.shape[0], s.A.shape[0]
+    A = s.A.tocoo()
+    row_order = np.argsort(part, kind="stable")  # node i's rows: row_order[row_ptr[i]:row_ptr[i + 1]], ascending
+    row_ptr = np.searchsorted(part[row_order], np.arange(n_nodes + 1))
+    local_row = np.empty(m, dtype=np.int64)
+    local_row[row_order] = np.arange(m) - np.repeat(row_ptr[:-1], np.diff(row_ptr))
+    touch = sp.csr_matrix((np.ones(A.nnz), (part[A.row], A.col)), shape=(n_nodes, n))
+    touch.sum_duplicates()  # sorted column indices: the variables node i's rows touch
+    touch.data[:] = 1.0
     Pg = s.P.copy().tocsr()
     Pg.data[:] = 1.0
     ncomp, label = connected_components(Pg + sp.eye(n, format="csr"), directed=False)
-    members = [[] for _ in range(ncomp)]
-    for j, c in enumerate(label):
-        members[c].append(j)
-    owner_of_comp = np.zeros(ncomp, dtype=np.int64)
-    load = np.array([len(v) for v in var_sets], dtype=float)
-    for c, vars_c in enumerate(members):
-        counts = [sum(1 for j in vars_c if j in vs) for vs in var_sets]
-        best = max(range(n_nodes), key=lambda i: (counts[i], -load[i]))
-        owner_of_comp[c] = best
-        var_sets[best].update(vars_c)
-        load[best] += len(vars_c)
+    counts = (touch @ sp.csr_matrix((np.ones(n), (np.arange(n), label)), shape=(n, ncomp))).tocsc()
+    load = np.diff(touch.indptr).astype(float)
+    size = np.bincount(label, minlength=ncomp).astype(float)
+    heap = [(load[i], i) for i in range(n_nodes)]  # (load, node), stale entries skipped
+    heapq.heapify(heap)
+    owner = np.zeros(ncomp, dtype=np.int64)
+    for c in range(ncomp):
+        lo, hi = counts.indptr[c], counts.indptr[c + 1]
+        if hi > lo:
+            cand, cnt = counts.indices[lo:hi], counts.data[lo:hi]
+            top = cand[cnt == cnt.max()]
+            best = int(top[np.lexsort((top, load[top]))[0]])
+        else:
+            while heap[0][0] != load[heap[0][1]]:
+                heapq.heapreplace(heap, (load[heap[0][1]], heap[0][1]))
+            best = heap[0][1]
+        owner[c] = best
+        load[best] += size[c]
+        heapq.heappush(heap, (load[best], best))
+    own = owner[label]  # the node that owns each variable's component
+    var_order = np.argsort(own, kind="stable")
+    var_ptr = np.searchsorted(own[var_order], np.arange(n_nodes + 1))
+    P = s.P.tocoo()
+    p_node = own[P.row]  # an entry of P joins two variables of one component
+    p_order = np.argsort(p_node, kind="stable")
+    p_ptr = np.searchsorted(p_node[p_order], np.arange(n_nodes + 1))
+    a_order = np.argsort(part[A.row], kind="stable")
+    a_ptr = np.searchsorted(part[A.row][a_order], np.arange(n_nodes + 1))
     nodes = []
-    Pc = s.P.tocsc()
     for i in range(n_nodes):
-        idx = np.array(sorted(var_sets[i]), dtype=np.int64)
-        rows = np.flatnonzero(part == i)
-        mine = np.zeros(n, dtype=bool)
-        mine[[j for j in idx if owner_of_comp[label[j]] == i]] = True
-        keep = mine[idx]
-        Qfull = Pc[idx][:, idx]
-        Dk = sp.diags(keep.astype(float))
-        Q = sp.csc_matrix(Dk @ Qfull @ Dk)  # whole components only: rows and columns it owns
-        q = np.where(keep, s.q[idx], 0.0)
-        A = sp.csc_matrix(Ar[rows][:, idx])
-        nodes.append(Node(rows=rows, idx=idx, Q=Q, q=q, A=A, l=s.l[rows], u=s.u[rows]))
+        if deadline is not None and i % 256 == 255 and time.perf_counter() > deadline:
+            return None
+        idx = np.union1d(touch.indices[touch.indptr[i]:touch.indptr[i + 1]], var_order[var_ptr[i]:var_ptr[i + 1]])
+        rows = row_order[row_ptr[i]:row_ptr[i + 1]]
+        k = idx.size
+        e = p_order[p_ptr[i]:p_ptr[i + 1]]
+        Q = sp.csc_matrix((P.data[e], (np.searchsorted(idx, P.row[e]), np.searchsorted(idx, P.col[e]))), shape=(k, k))
+        Q.eliminate_zeros()  # whole components only: the rows and columns it owns
+        e = a_order[a_ptr[i]:a_ptr[i + 1]]
+        Ai = sp.csc_matrix((A.data[e], (local_row[A.row[e]], np.searchsorted(idx, A.col[e]))), shape=(rows.size, k))
+        q = np.where(own[idx] == i, s.q[idx], 0.0)
+        nodes.append(Node(rows=rows, idx=idx, Q=Q, q=q, A=Ai, l=s.l[rows], u=s.u[rows]))
     return nodes
 
 
@@ -322,6 +350,16 @@ class DistributedResult:
     time_s: dict = field(default_factory=dict)
 
 
+def _unstarted(qp: QPProblem, n_nodes: int, t0: float) -> DistributedResult:
+    """The time limit passed while the nodes were set up: the starting point x = 0, y = 0 is the last iterate."""
+    z = np.clip(np.zeros(qp.m), qp.l, qp.u)
+    return DistributedResult(x=np.zeros(qp.n), y=np.zeros(qp.m), z=np.zeros(qp.m), status="time_limit", iterations=0,
+                             prim_res=float(np.abs(z).max()) if qp.m else 0.0,
+                             dual_res=float(np.abs(qp.q).max()) if qp.n else 0.0, consensus_res=0.0, nodes=n_nodes,
+                             copies=0, message="The time limit passed while the nodes were set up.",
+                             time_s={"setup": time.perf_counter() - t0, "iterations": 0.0})
+
+
 def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None, *, rho: float = 1.0,
                       mu: float = 1.0, alpha: float = 1.6, scaling: int = 10, eps_abs: float = 1e-3,
                       eps_rel: float = 1e-3, max_iter: int = 4000, check_every: int = 25,
@@ -356,7 +394,9 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     else:
         n_nodes = max(1, min(int(n_nodes or 1), max(m, 1)))
         part = auto_partition(s.A, n_nodes)
-    nodes = split(s, part, n_nodes)
+    nodes = split(s, part, n_nodes, deadline if comm.size == 1 else None)  # ranks stop together, at checks
+    if nodes is None or (comm.size == 1 and deadline is not None and time.perf_counter() > deadline):
+        return _unstarted(qp, n_nodes, t0)
     if comm.size > 1:
         if n_nodes < comm.size:
             raise ParameterError(f"{comm.size} MPI ranks need at least {comm.size} nodes; this partition has "

@@ -244,3 +244,61 @@ def test_options_that_would_run_without_bound_are_refused(cli, tmp_path, args, e
     path.write_text(json.dumps(SMALL))
     r = cli("qp", path, *[str(path) if a == "PROBLEM" else a for a in args], "-o", "-", "-q")
     assert r.exit_code == 7 and expected in r.stderr, r.stderr
+
+
+def _split_by_definition(s, part, k):
+    """The nodes as split() defines them, one set operation at a time (small problems only)."""
+    from scipy.sparse.csgraph import connected_components
+
+    n = s.P.shape[0]
+    Ar = s.A.tocsr()
+    touched = [set(Ar[np.flatnonzero(part == i)].indices.tolist()) for i in range(k)]
+    load = [float(len(t)) for t in touched]
+    ncomp, label = connected_components(abs(s.P) + sp.eye(n), directed=False)
+    owner = {}
+    for c in range(ncomp):
+        members = set(np.flatnonzero(label == c).tolist())
+        counts = [len(members & t) for t in touched]
+        best = max(range(k), key=lambda i: (counts[i], -load[i]))
+        owner[c], load[best] = best, load[best] + len(members)
+    return [sorted(touched[i] | {j for j in range(n) if owner[label[j]] == i}) for i in range(k)], owner, label
+
+
+def _loose(rng, n):
+    """Rows over the first quarter of the variables only: the rest are components no row touches."""
+    P = sp.block_diag([sp.csr_matrix(np.ones((3, 3))) + 3 * sp.eye(3)] * (n // 3) + [sp.eye(n % 3)])
+    A = sp.hstack([sp.random(n // 2, n // 4, density=0.3, random_state=1), sp.csr_matrix((n // 2, n - n // 4))])
+    return {"P": P.tocsc(), "q": rng.standard_normal(n), "A": A.tocsc(), "l": -np.ones(n // 2), "u": np.ones(n // 2)}
+
+
+@pytest.mark.parametrize("family, nodes", [("chain", 40), ("random", 7), ("flow", None), ("portfolio", 5),
+                                           ("loose", 9)])
+def test_split_builds_the_nodes_its_definition_gives(family, nodes):
+    from optsolve.qp.admm import ruiz_scale
+    from optsolve.qp.distributed import auto_partition, split
+
+    rng = np.random.default_rng(2)
+    data = _loose(rng, 120) if family == "loose" else FAMILIES[family].generate(rng, n=120)
+    qp = prepare(SCHEMA.validate(data, source="test"))
+    s = ruiz_scale(qp, 10)
+    part = np.searchsorted(np.unique(qp.partition), qp.partition) if nodes is None else auto_partition(s.A, nodes)
+    k = int(part.max()) + 1
+    idx, owner, label = _split_by_definition(s, part, k)
+    built = split(s, part, k)
+    assert [list(nd.idx) for nd in built] == idx
+    for i, nd in enumerate(built):
+        assert list(nd.rows) == list(np.flatnonzero(part == i))
+        mine = np.array([owner[label[j]] == i for j in nd.idx])
+        want = s.P.tocsr()[nd.idx][:, nd.idx].toarray() * np.outer(mine, mine)
+        assert np.array_equal(nd.Q.toarray(), want)
+        assert np.array_equal(nd.A.toarray(), s.A.tocsr()[nd.rows][:, nd.idx].toarray())
+        assert np.array_equal(nd.q, np.where(mine, s.q[nd.idx], 0.0))
+
+
+def test_distributed_setup_stops_at_the_deadline():
+    from optsolve.qp.distributed import solve_distributed
+
+    qp = prepare(SCHEMA.validate(FAMILIES["chain"].generate(np.random.default_rng(0), n=2000), source="test"))
+    r = solve_distributed(qp, qp.m, deadline=time.perf_counter() - 1.0)
+    assert r.status == "time_limit" and r.iterations == 0 and "while the nodes were set up" in r.message
+    assert np.array_equal(r.x, np.zeros(qp.n))
