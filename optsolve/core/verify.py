@@ -30,7 +30,7 @@ def read_solution(path: str, stdin=None) -> dict:
             memory.require(label, f"parsing {memory.human_bytes(os.path.getsize(path))} of JSON",
                            os.path.getsize(path) * JSON_EXPANSION)
             with open(path, encoding="utf-8") as fh:
-                text = fh.read()
+                text = fh.read(most + 1)  # bounded: a device or a pipe has no size to check first
     except FileNotFoundError:
         raise InputError(f"{label}: no such file.") from None
     except InputError:

@@ -115,3 +115,10 @@ def test_problem_of_another_command_is_one_line(cli, solved, tmp_path):
     doc["command"] = "qp"
     r = verify_doc(cli, tmp_path, problem, doc)
     assert r.exit_code == 7 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_solution_from_an_endless_device_is_bounded(cli, solved):
+    """A solution 'file' with no size to check first (a device) is read only up to the budget."""
+    problem, _, _ = solved
+    r = cli("verify", problem, "/dev/zero", env={"OPTSOLVE_MEMORY_LIMIT": "16M"})
+    assert r.exit_code == 7 and "memory budget" in r.stderr, r.stderr
