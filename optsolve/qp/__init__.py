@@ -451,7 +451,13 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     # the methods take their deadline from clock.remaining: from the command's start, or (called from
     # Python, where no command started the clock) from the start of this call, preparation included
     with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
-        out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
+        try:
+            out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
+        except RuntimeError as exc:  # SuperLU on a KKT matrix that float64 cannot factor (entries near 1e300)
+            if "singular" not in str(exc).lower():
+                raise
+            raise SolverError(f"{problem.source}: the KKT matrix cannot be factored in float64 ({exc}); rescale "
+                              "the data (entries of magnitude near 1e300 or 1e-300 are beyond it).") from None
     s.update({k: v for k, v in run.items() if k != "time_limit"})  # what the method recorded (its policy)
     t_solve = time.perf_counter()
     status = Status(out["status"])

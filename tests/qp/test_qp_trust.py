@@ -302,3 +302,18 @@ def test_distributed_setup_stops_at_the_deadline():
     r = solve_distributed(qp, qp.m, deadline=time.perf_counter() - 1.0)
     assert r.status == "time_limit" and r.iterations == 0 and "while the nodes were set up" in r.message
     assert np.array_equal(r.x, np.zeros(qp.n))
+
+
+def test_kkt_matrix_beyond_float64_is_a_numerical_error(cli, tmp_path):
+    """Constraint entries of 1e300 make the KKT matrix singular in float64: a status, never an internal error."""
+    from optsolve.core.problem import read_raw, save_problem
+
+    src = tmp_path / "r.npz"
+    assert cli("gen", "qp", "--family", "random", "--n", "20", "-o", src).exit_code == 0
+    data, _ = read_raw(str(src))
+    data["A"] = data["A"].copy()
+    data["A"].data[:] = 1e300
+    path = tmp_path / "huge.npz"
+    save_problem(str(path), data)
+    r = cli("qp", path, "--method", "admm")
+    assert r.exit_code in (5, 6) and "Traceback" not in r.stderr and "internal_error" not in r.stderr, r.stderr
