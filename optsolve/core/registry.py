@@ -6,8 +6,10 @@ A solver package ``optsolve.<kind>`` exposes:
 * ``METHODS`` and ``DEFAULT_METHOD``;
 * ``solve_problem(problem, *, method, ..., progress)``: a :class:`Result` with its
   certificate attached;
-* ``certificate.check(problem, solution, *, method, objective, settings)``: the
-  independent checks, run by the solver and by ``optsolve verify``;
+* ``certificate.check(problem, solution, *, method, objective, settings, limits, status)``: the
+  independent checks, run by the solver and by ``optsolve verify``, judged against ``limits``
+  (the module's ``LIMITS``, :class:`optsolve.core.result.Limit`) for the claimed ``status``
+  (the module's ``CLAIMS`` are those it can establish); ``settings``, the document's, are never trusted;
 * ``problems.FAMILIES``: generators for ``optsolve gen``;
 * ``cli.command``: its Click command (and optionally ``cli.OUTPUT_OPTIONS``, names of
   options that write per-solve files, which ``optsolve batch`` does not offer).

@@ -1,7 +1,10 @@
-"""``optsolve verify PROBLEM SOLUTION``: re-run a solution's certificate checks.
+"""``optsolve verify PROBLEM SOLUTION``: judge a solution document against the problem file.
 
 The checks come from the solver package's ``certificate`` module, which recomputes
-everything from the problem file and the solution document alone.
+everything from the problem file and the solution document alone. The limits they are
+judged against come from verify's own options (the solve command's names), the problem
+file or the documented defaults, never from the document; the document's settings that are
+limits are checked not to be looser, and its claimed status is judged.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def resolve_limits(certificate_module, problem, options: dict | None = None) -> 
     if hasattr(certificate_module, "limits_from_problem"):
         from_problem = certificate_module.limits_from_problem(problem) or {}
     out = {}
-    for lim in getattr(certificate_module, "LIMITS", ()):
+    for lim in certificate_module.LIMITS:
         if options.get(lim.name) is not None:
             out[lim.name] = (options[lim.name], "option")
         elif from_problem.get(lim.name) is not None:
@@ -101,7 +104,7 @@ def resolve_limits(certificate_module, problem, options: dict | None = None) -> 
 def settings_checks(certificate_module, settings: dict, limits: dict) -> list[Check]:
     """One check per limit the document records: it fails when the document's value is looser."""
     checks = []
-    for lim in getattr(certificate_module, "LIMITS", ()):
+    for lim in certificate_module.LIMITS:
         if lim.name not in settings or settings[lim.name] is None:
             continue
         claimed = settings[lim.name]
@@ -133,7 +136,7 @@ def status_check(certificate_module, claimed, checks: list[Check]) -> Check:
                              f"{', '.join(claimable)})")
     judged = [c for c in checks if c.holds is not None]
     ok = bool(judged) and all(c.holds for c in judged)
-    return Check.require("status_claim", claimed, ok, f"every check of a {claimed} claim holds",
+    return Check.require("status_claim", claimed, ok, f"every check of the {claimed} claim holds",
                          "" if ok else f"the checks that establish {claimed!r} do not all hold")
 
 
@@ -160,13 +163,9 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     claimed = doc.get("status")
     limits = resolve_limits(certificate_module, problem, options)
     try:
-        if hasattr(certificate_module, "LIMITS"):
-            cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
-                                            objective=doc.get("objective"), settings=settings,
-                                            limits={k: v for k, (v, _) in limits.items()}, status=claimed, **extra)
-        else:
-            cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
-                                            objective=doc.get("objective"), settings=settings, **extra)
+        cert = certificate_module.check(problem, doc["solution"], method=doc.get("method"),
+                                        objective=doc.get("objective"), settings=settings,
+                                        limits={k: v for k, (v, _) in limits.items()}, status=claimed, **extra)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise InputError(f"Solution document: its 'solution' does not fit problem {problem_path!r} "
                          f"({type(exc).__name__}: {exc}).") from None
