@@ -44,6 +44,19 @@ def cli():
 
 
 @pytest.fixture
+def verify_forged(cli, tmp_path):
+    """``verify_forged(problem, doc, *options)``: ``optsolve verify`` of the document ``doc`` (a dict, or
+    text as it would be on disk) written to a file, against ``problem``."""
+
+    def run(problem, doc, *options) -> Run:
+        path = tmp_path / "forged.json"
+        path.write_text(json.dumps(doc) if isinstance(doc, dict) else doc)
+        return cli("verify", problem, path, *options)
+
+    return run
+
+
+@pytest.fixture
 def bad_input(cli, tmp_path):
     """``bad_input(kind, doc, needle)``: a JSON problem file ``doc`` makes ``optsolve KIND`` exit 7 with
     one stderr line naming the file and containing ``needle``, and nothing but an invalid_input document."""

@@ -18,10 +18,6 @@ def solved(cli, small_ot, tmp_path):
     return path, sol, json.loads(sol.read_text())
 
 
-def verify_doc(cli, tmp_path, problem, doc, *args):
-    forged = tmp_path / "forged.json"
-    forged.write_text(json.dumps(doc) if isinstance(doc, dict) else doc)
-    return cli("verify", problem, forged, *args)
 
 
 def test_untouched_document_holds(cli, solved):
@@ -35,29 +31,29 @@ def test_untouched_document_holds(cli, solved):
 
 
 @pytest.mark.parametrize("status", ["infeasible", "unbounded", "awesome", None])
-def test_claimed_status_is_judged(cli, solved, tmp_path, status):
+def test_claimed_status_is_judged(cli, solved, tmp_path, status, verify_forged):
     problem, _, doc = solved
     doc["status"] = status
-    r = verify_doc(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 6, r.stderr
     claim = r.json()["checks"][-1]
     assert claim["name"] == "status_claim" and claim["holds"] is False
 
 
 @pytest.mark.parametrize("status", ["max_iter", "time_limit", "interrupted"])
-def test_status_without_a_claim_is_information(cli, solved, tmp_path, status):
+def test_status_without_a_claim_is_information(cli, solved, tmp_path, status, verify_forged):
     problem, _, doc = solved
     doc["status"] = status
-    r = verify_doc(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     claim = r.json()["checks"][-1]
     assert claim["name"] == "status_claim" and claim["holds"] is None and claim["limit"] is None
 
 
 @pytest.mark.parametrize("sha", [None, "0" * 64])
-def test_problem_hash_is_required(cli, solved, tmp_path, sha):
+def test_problem_hash_is_required(cli, solved, tmp_path, sha, verify_forged):
     problem, _, doc = solved
     doc["problem"]["sha256"] = sha
-    r = verify_doc(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 6
     first = r.json()["checks"][0]
     assert first["name"] == "problem_sha256_matches" and first["holds"] is False
@@ -69,17 +65,17 @@ def test_problem_hash_is_required(cli, solved, tmp_path, sha):
     ('{"schema": "optsolve.solution/1", "command": "ot", "solution": {"f": ' + "[" * 200 + "]" * 200 + "}}",
      "nested"),
 ])
-def test_malformed_documents_exit_7(cli, solved, tmp_path, text, needle):
+def test_malformed_documents_exit_7(cli, solved, tmp_path, text, needle, verify_forged):
     problem, _, _ = solved
-    r = verify_doc(cli, tmp_path, problem, text)
+    r = verify_forged(problem, text)
     assert r.exit_code == 7 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_solution_that_does_not_fit_exits_7(cli, solved, tmp_path):
+def test_solution_that_does_not_fit_exits_7(cli, solved, tmp_path, verify_forged):
     problem, _, doc = solved
     doc["solution"] = {k: {"nested": "object"} for k in doc["solution"]}
-    r = verify_doc(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code in (6, 7) and "Traceback" not in r.stderr, r.stderr
 
 
@@ -109,11 +105,11 @@ def test_limit_direction():
     assert tol.option == "--tol" and Limit("eps_abs", 1e-3).option == "--eps-abs"
 
 
-def test_problem_of_another_command_is_one_line(cli, solved, tmp_path):
+def test_problem_of_another_command_is_one_line(cli, solved, tmp_path, verify_forged):
     """A document of another command: verify refuses the problem in one line, without warnings on stderr."""
     problem, _, doc = solved
     doc["command"] = "qp"
-    r = verify_doc(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 7 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 

@@ -65,10 +65,6 @@ def solved(cli, tmp_path, rng):
     return run
 
 
-def verify(cli, tmp_path, problem, doc, *options):
-    sol = tmp_path / "forged.json"
-    sol.write_text(json.dumps(doc))
-    return cli("verify", problem, sol, *options)
 
 
 def _move(doc):
@@ -96,31 +92,31 @@ FORGERIES = {
 }
 
 
-def test_forged_documents_are_rejected(cli, tmp_path, solved):
+def test_forged_documents_are_rejected(cli, tmp_path, solved, verify_forged):
     problem, doc = solved()
-    assert verify(cli, tmp_path, problem, doc).exit_code == 0
+    assert verify_forged(problem, doc).exit_code == 0
     assert {lim.name for lim in certificate.LIMITS} == {"tol", "feas_tol", "residual_rtol", "residual_atol"}
     for name, forge in FORGERIES.items():
         bad = json.loads(json.dumps(doc))
         forge(bad)
-        r = verify(cli, tmp_path, problem, bad)
+        r = verify_forged(problem, bad)
         assert r.exit_code == 6, f"forged {name} accepted: {r.stderr}"
     # what was solved is reported, not trusted: another method or step claimed still leaves the point judged
     for key, value in (("gamma", 1e9), ("method", "gda"), ("operator", "elsewhere:F")):
         bad = json.loads(json.dumps(doc))
         (bad if key == "method" else bad["settings"])[key] = value
-        assert verify(cli, tmp_path, problem, bad).exit_code == 0, key
+        assert verify_forged(problem, bad).exit_code == 0, key
         _move(bad)
-        assert verify(cli, tmp_path, problem, bad).exit_code == 6, key
+        assert verify_forged(problem, bad).exit_code == 6, key
 
 
-def test_non_default_limits_need_the_same_option_in_verify(cli, tmp_path, solved):
+def test_non_default_limits_need_the_same_option_in_verify(cli, tmp_path, solved, verify_forged):
     problem, doc = solved("--tol", "1e-2", "--feas-tol", "1e-9")
     assert doc["solution"]["residual"] > certificate.TOL  # stopped at the looser tolerance
-    r = verify(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 6 and "setting_tol" in r.stderr and "setting_feas_tol" in r.stderr
-    assert verify(cli, tmp_path, problem, doc, "--tol", "1e-2", "--feas-tol", "1e-9").exit_code == 0
-    r = verify(cli, tmp_path, problem, doc, "--tol", "1e-2", "--eps-abs", "1")
+    assert verify_forged(problem, doc, "--tol", "1e-2", "--feas-tol", "1e-9").exit_code == 0
+    r = verify_forged(problem, doc, "--tol", "1e-2", "--eps-abs", "1")
     assert r.exit_code == 2 and "--tol" in r.stderr
 
 

@@ -10,7 +10,6 @@ import pytest
 
 import optsolve.ot
 from optsolve.core.problem import save_problem
-from optsolve.ot import certificate
 from optsolve.ot.deadline import FINISH_PASSES, Deadline
 from optsolve.ot.problems import cost_matrix
 
@@ -72,10 +71,6 @@ def solved(cli, tmp_path, rng):
     return run
 
 
-def verify(cli, tmp_path, problem, doc, *options):
-    sol = tmp_path / "forged.json"
-    sol.write_text(json.dumps(doc))
-    return cli("verify", problem, sol, *options)
 
 
 def _move_f(doc):
@@ -109,43 +104,43 @@ FORGERIES = {
 
 
 @pytest.mark.parametrize("method", ["emd", "tnt"])
-def test_forged_documents_are_rejected(cli, tmp_path, solved, method):
+def test_forged_documents_are_rejected(cli, tmp_path, solved, method, verify_forged):
     problem, doc = solved(method)
-    assert verify(cli, tmp_path, problem, doc).exit_code == 0
+    assert verify_forged(problem, doc).exit_code == 0
     for name, forge in FORGERIES.items():
         bad = json.loads(json.dumps(doc))
         forge(bad)
-        r = verify(cli, tmp_path, problem, bad)
+        r = verify_forged(problem, bad)
         assert r.exit_code == 6, f"{method}: forged {name} accepted: {r.stderr}"
         assert "status_claim" in r.stderr
 
 
-def test_a_loosened_target_gap_is_rejected_by_a_verify_that_sets_one(cli, tmp_path, solved):
+def test_a_loosened_target_gap_is_rejected_by_a_verify_that_sets_one(cli, tmp_path, solved, verify_forged):
     problem, doc = solved("tnt", "--target-gap", "1e-2")
     assert doc["settings"]["target_gap"] == 1e-2
-    assert verify(cli, tmp_path, problem, doc).exit_code == 0  # not judged by default
-    assert verify(cli, tmp_path, problem, doc, "--target-gap", "1e-2").exit_code == 0
+    assert verify_forged(problem, doc).exit_code == 0  # not judged by default
+    assert verify_forged(problem, doc, "--target-gap", "1e-2").exit_code == 0
     doc["settings"]["target_gap"] = 1e9
-    r = verify(cli, tmp_path, problem, doc, "--target-gap", "1e-2")
+    r = verify_forged(problem, doc, "--target-gap", "1e-2")
     assert r.exit_code == 6 and "setting_target_gap" in r.stderr
-    r = verify(cli, tmp_path, problem, doc, "--target-gap", "1e-12")  # a gap the plan does not certify
+    r = verify_forged(problem, doc, "--target-gap", "1e-12")  # a gap the plan does not certify
     assert r.exit_code == 6 and "gap_within_target_gap" in r.stderr
 
 
-def test_what_was_solved_is_reported_not_trusted(cli, tmp_path, solved):
+def test_what_was_solved_is_reported_not_trusted(cli, tmp_path, solved, verify_forged):
     """method, gamma, reg, tol, device, low_memory, block_size change nothing verify judges."""
     problem, doc = solved("emd")
-    base = verify(cli, tmp_path, problem, doc).json()["checks"]
+    base = verify_forged(problem, doc).json()["checks"]
     doc["method"] = "tnt"
     doc["settings"].update(gamma=1.0, reg=1e9, tol=1e9, low_memory=True, block_size=1, device="cpu",
                            method="tnt")
-    r = verify(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 0, r.stderr
     assert [(c["name"], c["holds"]) for c in r.json()["checks"]] == [(c["name"], c["holds"]) for c in base]
     assert r.json()["reported_settings"]["gamma"] == 1.0
 
 
-def test_suboptimal_explicit_plan_fails_whatever_method_it_claims(cli, tmp_path, solved, rng):
+def test_suboptimal_explicit_plan_fails_whatever_method_it_claims(cli, tmp_path, solved, rng, verify_forged):
     data = _clouds(rng, 8, 8)
     problem, doc = solved("emd", data=data)
     P = np.outer(data["a"], data["b"])  # feasible, not optimal
@@ -156,21 +151,21 @@ def test_suboptimal_explicit_plan_fails_whatever_method_it_claims(cli, tmp_path,
     doc["objective"] = float((C * P).sum())
     for method in ("emd", "tnt", "sinkhorn"):
         doc["method"] = doc["settings"]["method"] = method
-        r = verify(cli, tmp_path, problem, doc)
+        r = verify_forged(problem, doc)
         assert r.exit_code == 6 and "gap_within_lp_tol" in r.stderr, r.stderr
 
 
-def test_non_default_tolerances_are_accepted_when_verify_is_given_them(cli, tmp_path, solved):
+def test_non_default_tolerances_are_accepted_when_verify_is_given_them(cli, tmp_path, solved, verify_forged):
     problem, doc = solved("tnt", "--feas-tol", "1e-6", "--objective-rtol", "1e-7")
-    r = verify(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 6 and "setting_feas_tol" in r.stderr and "setting_objective_rtol" in r.stderr
-    assert verify(cli, tmp_path, problem, doc, "--feas-tol", "1e-6", "--objective-rtol", "1e-7").exit_code == 0
+    assert verify_forged(problem, doc, "--feas-tol", "1e-6", "--objective-rtol", "1e-7").exit_code == 0
     # a tighter verify than the solve also rejects it
-    r = verify(cli, tmp_path, problem, doc, "--feas-tol", "1e-7", "--objective-rtol", "1e-7")
+    r = verify_forged(problem, doc, "--feas-tol", "1e-7", "--objective-rtol", "1e-7")
     assert r.exit_code == 6 and "setting_feas_tol" in r.stderr
 
 
-def test_normalized_solution_needs_verify_normalize(cli, tmp_path, solved, rng):
+def test_normalized_solution_needs_verify_normalize(cli, tmp_path, solved, rng, verify_forged):
     data = _clouds(rng, 10, 7)
     data["b"] = 3 * data["b"]
     path = tmp_path / "unequal.npz"
@@ -181,12 +176,12 @@ def test_normalized_solution_needs_verify_normalize(cli, tmp_path, solved, rng):
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     assert doc["settings"]["normalize"] is True
-    r = verify(cli, tmp_path, path, doc)
+    r = verify_forged(path, doc)
     assert r.exit_code == 6 and "equal_masses" in r.stderr and "setting_normalize" in r.stderr
-    assert verify(cli, tmp_path, path, doc, "--normalize").exit_code == 0
+    assert verify_forged(path, doc, "--normalize").exit_code == 0
     # with the flag forged off, the certificate still refuses to judge the file as balanced
     doc["settings"]["normalize"] = False
-    r = verify(cli, tmp_path, path, doc)
+    r = verify_forged(path, doc)
     assert r.exit_code == 6 and "equal_masses" in r.stderr
 
 

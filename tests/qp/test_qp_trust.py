@@ -24,10 +24,6 @@ def _solve(cli, tmp_path, data, *args, name="p"):
     return path, r, (json.loads(r.stdout) if r.stdout.strip() else None)
 
 
-def _verify(cli, tmp_path, problem, doc, *args):
-    sol = tmp_path / "forged.json"
-    sol.write_text(json.dumps(doc))
-    return cli("verify", problem, sol, "-o", "-", "-q", *args)
 
 
 @pytest.mark.parametrize("extra, args", [
@@ -41,23 +37,23 @@ def test_hostile_files(hostile, extra, args):
     hostile("qp", dict(data, **extra), args=args, examples=30)
 
 
-def test_forged_documents_are_rejected(cli, tmp_path):
+def test_forged_documents_are_rejected(cli, tmp_path, verify_forged):
     path, r, doc = _solve(cli, tmp_path, SMALL, "--eps-abs", "1e-6", "--eps-rel", "1e-6")
     assert r.exit_code == 0 and doc["status"] == "optimal"
-    assert _verify(cli, tmp_path, path, doc).exit_code == 0
+    assert verify_forged(path, doc, "-q").exit_code == 0
 
     moved = json.loads(json.dumps(doc))
     moved["solution"]["x"] = [v + 1 for v in doc["solution"]["x"]]
-    assert _verify(cli, tmp_path, path, moved).exit_code == 6
+    assert verify_forged(path, moved, "-q").exit_code == 6
 
     for name in ("eps_abs", "eps_rel", "cert_tol", "obj_rtol", "obj_atol"):
         loose = json.loads(json.dumps(doc))
         loose["settings"][name] = 1e9
-        r = _verify(cli, tmp_path, path, loose)
+        r = verify_forged(path, loose, "-q")
         assert r.exit_code == 6 and f"setting_{name}" in r.stderr, (name, r.stderr)
     both = json.loads(json.dumps(moved))
     both["settings"].update(eps_abs=1e9, eps_rel=1e9)
-    assert _verify(cli, tmp_path, path, both).exit_code == 6
+    assert verify_forged(path, both, "-q").exit_code == 6
 
     for status in ("infeasible", "unbounded"):
         for kind in (None, status):
@@ -65,46 +61,46 @@ def test_forged_documents_are_rejected(cli, tmp_path):
             flipped["status"] = status
             if kind:
                 flipped["solution"]["certificate_kind"] = kind
-            r = _verify(cli, tmp_path, path, flipped)
+            r = verify_forged(path, flipped, "-q")
             assert r.exit_code == 6 and "status_claim" in r.stderr, (status, kind, r.stderr)
 
     for delta in (1e-6, -1.0):
         shifted = dict(doc, objective=doc["objective"] + delta)
-        r = _verify(cli, tmp_path, path, shifted)
+        r = verify_forged(path, shifted, "-q")
         assert r.exit_code == 6 and "objective_matches" in r.stderr
 
     for key in ("y", "z"):
         partial = json.loads(json.dumps(doc))
         del partial["solution"][key]
-        r = _verify(cli, tmp_path, path, partial)
+        r = verify_forged(path, partial, "-q")
         assert r.exit_code == 6 and f"has_{key}" in r.stderr
 
 
-def test_a_forged_infeasibility_certificate_is_rejected(cli, tmp_path):
+def test_a_forged_infeasibility_certificate_is_rejected(cli, tmp_path, verify_forged):
     infeasible = {"q": [1.0], "A": [[1.0], [1.0]], "l": [2.0, -1e20], "u": [1e20, 1.0]}
     path, r, doc = _solve(cli, tmp_path, infeasible)
     assert r.exit_code == 3 and doc["status"] == "infeasible"
-    assert _verify(cli, tmp_path, path, doc).exit_code == 0
+    assert verify_forged(path, doc, "-q").exit_code == 0
     wrong = json.loads(json.dumps(doc))
     wrong["solution"]["prim_inf_cert"] = [1.0, 1.0]
-    assert _verify(cli, tmp_path, path, wrong).exit_code == 6
+    assert verify_forged(path, wrong, "-q").exit_code == 6
     renamed = dict(doc, status="unbounded")
-    assert _verify(cli, tmp_path, path, renamed).exit_code == 6
+    assert verify_forged(path, renamed, "-q").exit_code == 6
     as_optimal = dict(doc, status="optimal")
-    r = _verify(cli, tmp_path, path, as_optimal)
+    r = verify_forged(path, as_optimal, "-q")
     assert r.exit_code == 6 and "has_x" in r.stderr
 
 
-def test_loose_tolerance_is_accepted_when_verify_is_given_it(cli, tmp_path):
+def test_loose_tolerance_is_accepted_when_verify_is_given_it(cli, tmp_path, verify_forged):
     data = FAMILIES["random"].generate(np.random.default_rng(3), n=20)
     path = tmp_path / "r.npz"
     np.savez(path, **{k: (v.toarray() if sp.issparse(v) else v) for k, v in data.items()})
     r = cli("qp", path, "--eps-abs", "0.3", "--eps-rel", "0.3", "--no-refine", "-o", "-", "-q")
     doc = json.loads(r.stdout)
     assert doc["status"] == "optimal"
-    strict = _verify(cli, tmp_path, path, doc)
+    strict = verify_forged(path, doc, "-q")
     assert strict.exit_code == 6 and "setting_eps_abs" in strict.stderr
-    assert _verify(cli, tmp_path, path, doc, "--eps-abs", "0.3", "--eps-rel", "0.3").exit_code == 0
+    assert verify_forged(path, doc, "-q", "--eps-abs", "0.3", "--eps-rel", "0.3").exit_code == 0
 
 
 def test_limits_come_from_the_caller_not_the_settings():

@@ -60,10 +60,6 @@ def solved(cli, tmp_path):
     return run
 
 
-def verify(cli, tmp_path, problem, doc, *options):
-    sol = tmp_path / "forged.json"
-    sol.write_text(json.dumps(doc))
-    return cli("verify", problem, sol, *options)
 
 
 def _shift_mean(by):
@@ -96,59 +92,59 @@ FORGERIES = {
 }
 
 
-def test_forged_documents_are_rejected(cli, tmp_path, solved):
+def test_forged_documents_are_rejected(cli, tmp_path, solved, verify_forged):
     problem, doc = solved()
-    r = verify(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 0, r.stderr
     assert all(c["holds"] is None or c["limit"] is not None for c in r.json()["checks"])
     for name, forge in FORGERIES.items():
         bad = json.loads(json.dumps(doc))
         forge(bad)
-        r = verify(cli, tmp_path, problem, bad)
+        r = verify_forged(problem, bad)
         assert r.exit_code == 6, f"forged {name} accepted: {r.stderr}"
         assert "status_claim" in r.stderr
 
 
-def test_what_was_solved_is_reported_not_trusted(cli, tmp_path, solved):
+def test_what_was_solved_is_reported_not_trusted(cli, tmp_path, solved, verify_forged):
     problem, doc = solved()
-    base = verify(cli, tmp_path, problem, doc).json()["checks"]
+    base = verify_forged(problem, doc).json()["checks"]
     doc["method"] = "naive"
     doc["settings"].update(seed=12345, bootstrap=7, max_oracle_calls=1, method="dgtz")
-    r = verify(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 0, r.stderr
     assert [(c["name"], c["value"], c["holds"]) for c in r.json()["checks"]] == \
            [(c["name"], c["value"], c["holds"]) for c in base]
 
 
-def test_non_default_limits_are_accepted_when_verify_is_given_them(cli, tmp_path, solved):
+def test_non_default_limits_are_accepted_when_verify_is_given_them(cli, tmp_path, solved, verify_forged):
     problem, doc = solved("--tol", "0.5", "--holdout", "0.2", "--seed", "3")
     assert doc["settings"]["tol"] == 0.5 and len(doc["solution"]["holdout_rows"]) == 60
-    r = verify(cli, tmp_path, problem, doc)
+    r = verify_forged(problem, doc)
     assert r.exit_code == 6 and "setting_tol" in r.stderr and "holdout_rows" in r.stderr
-    assert verify(cli, tmp_path, problem, doc, "--tol", "0.5", "--holdout", "0.2").exit_code == 0
+    assert verify_forged(problem, doc, "--tol", "0.5", "--holdout", "0.2").exit_code == 0
     # the held-out rows are those the seed draws: other rows of the same number are refused
     rows = set(doc["solution"]["holdout_rows"])
     doc["solution"]["holdout_rows"] = [i for i in range(300) if i not in rows][:60]
-    r = verify(cli, tmp_path, problem, doc, "--tol", "0.5", "--holdout", "0.2")
+    r = verify_forged(problem, doc, "--tol", "0.5", "--holdout", "0.2")
     assert r.exit_code == 6 and "holdout_rows_drawn" in r.stderr
 
 
-def test_verify_radius_judges_the_region(cli, tmp_path, solved):
+def test_verify_radius_judges_the_region(cli, tmp_path, solved, verify_forged):
     problem, doc = solved()
-    report = verify(cli, tmp_path, problem, doc).json()
+    report = verify_forged(problem, doc).json()
     assert report["limits"]["radius"]["source"] == "problem" and report["limits"]["radius"]["value"] >= 10
-    excess = verify(cli, tmp_path, problem, doc, "--radius", "1e6").json()
+    excess = verify_forged(problem, doc, "--radius", "1e6").json()
     slack = next(c for c in excess["checks"] if c["name"] == "region_slack")["value"]
     assert slack > 0
-    r = verify(cli, tmp_path, problem, doc, "--radius", str(max(1e6 - slack - 1e-3, 1e-3)))
+    r = verify_forged(problem, doc, "--radius", str(max(1e6 - slack - 1e-3, 1e-3)))
     assert r.exit_code == 6 and "region_slack" in r.stderr
 
 
-def test_certificate_draws_do_not_depend_on_the_document(cli, tmp_path, solved):
+def test_certificate_draws_do_not_depend_on_the_document(cli, tmp_path, solved, verify_forged):
     problem, doc = solved("--seed", "5")
-    a = verify(cli, tmp_path, problem, doc).json()
+    a = verify_forged(problem, doc).json()
     doc["settings"]["seed"] = 6
-    b = verify(cli, tmp_path, problem, doc).json()
+    b = verify_forged(problem, doc).json()
     value = {c["name"]: c["value"] for c in a["checks"]}
     assert value["alpha_hat"] == {c["name"]: c["value"] for c in b["checks"]}["alpha_hat"]
     assert value["objective_difference"] < 1e-9  # the solver used the same seeded draws
