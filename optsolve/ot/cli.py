@@ -56,8 +56,8 @@ def command(problem, plan_file, **params):
     certificate: marginal error, nonnegativity, and the certified gap to the LP optimum,
     judged by --feas-tol, --objective-rtol, --objective-atol, --lp-tol and --target-gap
     (`optsolve verify` takes the same options, and --normalize).
-    --time-limit applies to tnt and sinkhorn, rounding and certificate included; emd runs to
-    completion or --max-iter.
+    --time-limit applies to every method, rounding and certificate included (emd runs in a child
+    process stopped at the deadline, and then answers the north-west corner plan).
     --max-iter counts Newton steps for tnt, iterations for sinkhorn and emd.
     """
     if plan_file is not None:
