@@ -493,14 +493,7 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
     """The keys of a problem file, unvalidated, and the sha256 of its bytes."""
     label = file_label(path)
     if path == "-":
-        stream = stdin if stdin is not None else sys.stdin
-        most = memory.budget_bytes() // JSON_EXPANSION
-        data = stream.buffer.read(most + 1) if hasattr(stream, "buffer") else stream.read(most + 1)
-        if isinstance(data, str):
-            data = data.encode()
-        if len(data) > most:
-            raise memory.refusal(label, f"JSON text of more than {memory.human_bytes(most)}",
-                                 (most + 1) * JSON_EXPANSION)
+        data = read_json_bytes(stdin if stdin is not None else sys.stdin, label)
         return _parse_json(data, label), hashlib.sha256(data).hexdigest()
     ext = os.path.splitext(path)[1].lower()
     if os.path.isdir(path):
@@ -543,9 +536,23 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
-def _parse_json(data: bytes, label: str) -> dict:
+def read_json_bytes(stream, label: str) -> bytes:
+    """At most the memory budget's worth of JSON from ``stream`` (stdin, a pipe, a device: nothing to
+    measure first), refused past it."""
+    most = memory.budget_bytes() // JSON_EXPANSION
+    data = stream.buffer.read(most + 1) if hasattr(stream, "buffer") else stream.read(most + 1)
+    if isinstance(data, str):
+        data = data.encode()
+    if len(data) > most:
+        raise memory.refusal(label, f"JSON text of more than {memory.human_bytes(most)}", (most + 1) * JSON_EXPANSION)
+    return data
+
+
+def parse_json(data: bytes, label: str, *, what: str = "a JSON object", strict: bool = False):
+    """The JSON value of ``data``, its nesting checked before parsing; every failure an InputError
+    naming ``label``. ``strict``: NaN and Infinity, which JSON does not have, are refused too."""
     if not data.strip():
-        raise InputError(f"{label}: is empty; expected a JSON object.")
+        raise InputError(f"{label}: is empty; expected {what}.")
     depth = memory.text_nesting_depth(data)
     if depth > memory.MAX_NESTING:
         raise InputError(f"{label}: {_deepest_key(data, depth)}JSON nested {depth} deep; at most "
@@ -553,16 +560,31 @@ def _parse_json(data: bytes, label: str) -> dict:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{label}: is not UTF-8 text (byte {exc.start}); expected a JSON object.") from None
+        raise InputError(f"{label}: is not UTF-8 text (byte {exc.start}); expected {what}.") from None
     try:
-        doc = json.loads(text)
+        return json.loads(text, parse_constant=_reject_constant if strict else None)
     except json.JSONDecodeError as exc:
         raise InputError(f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}.") from None
     except RecursionError:
         raise InputError(f"{label}: JSON nested too deeply.") from None
+    except _NotJSON as exc:
+        raise InputError(f"{label}: {exc}; optsolve documents are strict JSON (null for non-finite "
+                         "values).") from None
     except ValueError:  # an integer literal of thousands of digits
         raise InputError(f"{label}: holds an integer of more than 4300 digits; expected numbers that fit a "
                          "64-bit float.") from None
+
+
+class _NotJSON(ValueError):
+    pass
+
+
+def _reject_constant(name: str):
+    raise _NotJSON(f"holds {name}, which is not JSON")
+
+
+def _parse_json(data: bytes, label: str) -> dict:
+    doc = parse_json(data, label)
     if not isinstance(doc, dict):
         raise InputError(f"{label}: the top level must be a JSON object of keys; found {_kind_of(doc)}.")
     out = {}

@@ -9,13 +9,10 @@ limits are checked not to be looser, and its claimed status is judged.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
 from optsolve.core.errors import InputError, OptsolveError, ParameterError
-from optsolve.core import memory
-from optsolve.core.problem import JSON_EXPANSION, file_label, read_raw
+from optsolve.core.problem import file_label, parse_json, read_json_bytes, read_raw
 from optsolve.core.registry import available_kinds, solver_module, solver_package
 from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, Status, dumps,
                                   write_atomic)
@@ -24,40 +21,19 @@ from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate
 def read_solution(path: str, stdin=None) -> dict:
     """A solution document, read within the memory budget and checked for its shape (not its claims)."""
     label = "Solution on stdin" if path == "-" else f"Solution file {path!r}"
-    most = memory.budget_bytes() // JSON_EXPANSION
     try:
         if path == "-":
-            stream = stdin if stdin is not None else sys.stdin
-            text = stream.read(most + 1)
+            data = read_json_bytes(stdin if stdin is not None else sys.stdin, label)
         else:
-            memory.require(label, f"parsing {memory.human_bytes(os.path.getsize(path))} of JSON",
-                           os.path.getsize(path) * JSON_EXPANSION)
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read(most + 1)  # bounded: a device or a pipe has no size to check first
+            with open(path, "rb") as fh:  # read as a stream: a device or a pipe has no size to check first
+                data = read_json_bytes(fh, label)
     except FileNotFoundError:
         raise InputError(f"{label}: no such file.") from None
-    except InputError:
-        raise
     except IsADirectoryError:
         raise InputError(f"{label}: is a directory, expected a file.") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise InputError(f"{label}: cannot be read ({exc}).") from None
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    if len(text) > most:
-        raise memory.refusal(label, f"JSON text of more than {memory.human_bytes(most)}", len(text) * JSON_EXPANSION)
-    if not text.strip():
-        raise InputError(f"{label}: is empty; expected an optsolve JSON document.")
-    depth = memory.text_nesting_depth(text)
-    if depth > memory.MAX_NESTING:
-        raise InputError(f"{label}: JSON nested {depth} deep; an optsolve document is at most "
-                         f"{memory.MAX_NESTING} levels deep.")
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}.") from None
-    except ValueError as exc:
-        raise InputError(f"{label}: {exc}; optsolve documents are strict JSON (null for non-finite values).") from None
+    doc = parse_json(data, label, what="an optsolve JSON document", strict=True)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA_ID:
         found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
         raise InputError(f"{label}: is not an optsolve solution document: expected 'schema' "
@@ -71,10 +47,6 @@ def read_solution(path: str, stdin=None) -> dict:
     if not isinstance(doc.get("settings"), dict):
         raise InputError(f"{label}: field 'settings' must be an object.")
     return doc
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"holds {name}, which is not JSON")
 
 
 # Statuses that claim an answer: the certificate must establish them.
