@@ -11,6 +11,7 @@ import sys
 import time
 import traceback
 
+from optsolve.core import guard
 from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
@@ -25,9 +26,15 @@ from optsolve.core.signals import handling, signal_name
 OUTPUT_OPTIONS = ("output", "arrays", "quiet", "verbose")
 
 
-def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILENT, stdin=None) -> Result:
-    """Solve the problem in ``path`` with solver options ``params``; never raises for bad input."""
-    t0 = time.perf_counter()
+def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILENT, stdin=None,
+               started: float | None = None, channel=None) -> Result:
+    """Solve the problem in ``path`` with solver options ``params``; never raises for bad input.
+
+    ``started`` (``time.perf_counter()``) is when the command started, from which its time limit
+    counts (default: now); ``channel`` (:class:`optsolve.core.guard.Channel`) is told the method,
+    the problem's SHA-256 and the stage as they become known."""
+    t0 = time.perf_counter() if started is None else started
+    tell = channel.send if channel is not None else (lambda word, value="": None)
     info = ProblemInfo(path=None if path == "-" else path)
     method = params.get("method")
     load_s = None
@@ -40,9 +47,13 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         scope.enter_context(started_at(t0))
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
+        tell("method", method)
         raw, info.sha256 = read_raw(path, stdin=stdin)
+        tell("sha256", info.sha256)
+        tell("stage", "checking the problem")
         problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
         load_s = time.perf_counter() - t0
+        tell("stage", "solving")
         with recording(want_history) as history:
             result = pkg.solve_problem(problem, progress=progress, **params)
         for warning in problem.warnings:
@@ -114,15 +125,56 @@ def verbosity_of(quiet: bool, verbose: int) -> int:
     return VERBOSE if verbose else NORMAL
 
 
-def run_command(kind: str, problem: str, params: dict) -> int:
-    """The body of ``optsolve KIND PROBLEM [options]``: returns the exit code."""
+def run_command(kind: str, problem: str, params: dict, *, started: float | None = None) -> int:
+    """The body of ``optsolve KIND PROBLEM [options]``: returns the exit code. ``started`` is when the
+    command started (``time.perf_counter()``); a ``--time-limit`` counts from there, and is backed
+    by :mod:`optsolve.core.guard` where it can be."""
+    started = time.perf_counter() if started is None else started
     output = params.pop("output", None)
     arrays = params.pop("arrays", None)
     verbosity = verbosity_of(params.pop("quiet", False), params.pop("verbose", 0))
+    limit = params.get("time_limit")
+    if limit is not None and params.get("engine") != "mpi" and guard.usable(problem):  # MPI ranks may not fork
+        def on_timeout(sha256, method, stage, signum):
+            return _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum)
+
+        return guard.run_watched(float(limit), started, lambda channel: _run_command(
+            kind, problem, params, output, arrays, verbosity, started, channel), on_timeout, f"optsolve {kind}")
+    return _run_command(kind, problem, params, output, arrays, verbosity, started, None)
+
+
+def _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum) -> int:
+    """The document the watcher writes when the solve is still running past the time limit."""
+    limit = float(params["time_limit"])
+    info = ProblemInfo(path=None if problem == "-" else problem, sha256=sha256)
+    method = method or params.get("method")
+    if signum is not None:
+        result = Result(kind, method, Status.INTERRUPTED,
+                        f"Stopped by {signal_name(signum)}; the solve was then still {stage}, in a step that "
+                        f"cannot be interrupted, when the time limit of {limit:g} s ran out, so no iterate is "
+                        "reported.", problem=info)
+    else:
+        result = Result(kind, method, Status.TIME_LIMIT,
+                        f"The time limit of {limit:g} s ran out while {stage}, inside a step that cannot be "
+                        f"interrupted; the solve was stopped {guard.GRACE_S:g} s later with no iterate to "
+                        "report. Give a longer --time-limit.", problem=info)
+    result.stats["time_s"] = {"total": time.perf_counter() - started}
+    try:
+        write_result(result, output, None)
+    except OSError as exc:
+        sys.stderr.write(f"optsolve {kind}: error: cannot write the result ({exc}).\n")
+        return Status.INTERNAL_ERROR.exit_code
+    sys.stderr.write(summary_line(kind, result) + "\n")
+    return 128 + signum if signum is not None else result.exit_code
+
+
+def _run_command(kind, problem, params, output, arrays, verbosity, started, channel) -> int:
     configure_logging(verbosity)
     progress = Progress(label=kind, verbosity=verbosity)
     with handling(f"optsolve {kind}") as signals:
-        result = solve_interruptible(signals, kind, problem, params, progress)
+        result = solve_interruptible(signals, kind, problem, params, progress, started=started, channel=channel)
+        if channel is not None:
+            channel.send("done")
         with signals.deferred():  # a signal now waits until the document and the line are out whole
             if signals.received is not None and result.status is Status.INTERRUPTED:
                 result.add_message(signals.describe())
@@ -140,13 +192,13 @@ def run_command(kind: str, problem: str, params: dict) -> int:
     return signals.exit_code or result.exit_code
 
 
-def solve_interruptible(signals, kind: str, problem: str, params: dict, progress: Progress) -> Result:
-    """:func:`solve_file`, where the first SIGINT, SIGTERM or SIGHUP interrupts the solve as Ctrl-C
-    does (the solver returns its best iterate, status interrupted)."""
+def solve_interruptible(signals, kind: str, problem: str, params: dict, progress: Progress, **options) -> Result:
+    """:func:`solve_file` (given ``options``), where the first SIGINT, SIGTERM or SIGHUP interrupts the
+    solve as Ctrl-C does (the solver returns its best iterate, status interrupted)."""
     result = None
     try:
         with signals.raising():
-            result = solve_file(kind, problem, params, progress=progress)
+            result = solve_file(kind, problem, params, progress=progress, **options)
     except KeyboardInterrupt:  # the signal came as the solve returned, outside the solver's own handling
         pass
     if result is None:

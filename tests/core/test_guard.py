@@ -1,0 +1,171 @@
+"""``--time-limit`` on the command line holds even through a step that cannot be interrupted: the
+document comes within a second of the limit, status time_limit, exit 5, and nothing the solve
+started is left running. Signals reach the watched solve once, and a second one stops all."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from optsolve.core.guard import GRACE_S
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="POSIX fork and signals")
+
+# An operator for `optsolve mvi --operator games.py:NAME`: a rotation of the plane, each of whose
+# evaluations after the first few takes a long time (a step the solver cannot cut short).
+GAMES = '''
+import os, signal, subprocess, time
+import numpy as np
+
+CALLS = [0]
+
+def _rot(z):
+    return np.array([z[1], -z[0]]) + 0.1 * np.asarray(z)
+
+def slow(z):
+    CALLS[0] += 1
+    if CALLS[0] > 3:
+        time.sleep(60)
+    return _rot(z)
+
+def deaf(z):
+    # blocks the stopping signals, as a native call that never returns to Python would ignore them
+    CALLS[0] += 1
+    if CALLS[0] > 3:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        time.sleep(60)
+    return _rot(z)
+
+def spawns(z):
+    CALLS[0] += 1
+    if CALLS[0] > 3:
+        p = subprocess.Popen(["sleep", "120"])
+        with open(os.environ["GAMES_PID_FILE"], "w") as f:
+            f.write(str(p.pid))
+        time.sleep(60)
+    return _rot(z)
+
+def quick(z):
+    return _rot(z)
+'''
+
+
+@pytest.fixture
+def games(tmp_path):
+    (tmp_path / "games.py").write_text(GAMES)
+    (tmp_path / "p.json").write_text(json.dumps({"z0": [1.0, 0.5]}))
+    return tmp_path
+
+
+def start(cwd, *args, env=None, **popen):
+    return subprocess.Popen([sys.executable, "-m", "optsolve", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, **(env or {})),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **popen)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def test_a_step_past_the_limit_is_stopped_and_the_document_written(games):
+    t = time.monotonic()
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "--time-limit", "1.5")
+    out, err = proc.communicate(timeout=60)
+    wall = time.monotonic() - t
+    assert proc.returncode == 5, err
+    doc = json.loads(out)  # one document on stdout, nothing else
+    assert doc["status"] == "time_limit" and "1.5 s" in doc["message"] and "solving" in doc["message"]
+    assert doc["problem"]["sha256"] and doc["stats"]["time_s"]["total"] < 1.5 + GRACE_S + 0.5
+    assert wall < 1.5 + GRACE_S + 1.5  # the interpreter's start included
+    assert "time_limit" in err and "Traceback" not in err
+
+
+def test_the_document_from_the_watcher_goes_to_the_output_file_and_verify_reads_it(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "--time-limit", "1", "-o", "s.json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5 and out == ""
+    doc = json.loads((games / "s.json").read_text())
+    assert doc["status"] == "time_limit" and doc["solution"] is None
+    proc = start(games, "verify", "p.json", "s.json", "--operator", "games.py:quick")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 7 and "holds no solution" in err and "Traceback" not in err  # nothing to certify
+
+
+def test_what_the_stopped_solve_started_is_stopped_too(games, tmp_path):
+    pid_file = tmp_path / "sleep.pid"
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:spawns", "--time-limit", "1",
+                 env={"GAMES_PID_FILE": str(pid_file)})
+    proc.communicate(timeout=60)
+    assert proc.returncode == 5
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
+
+
+def test_a_quick_solve_under_a_limit_is_the_same_as_without(games):
+    with_limit = start(games, "mvi", "p.json", "--operator", "games.py:quick", "--time-limit", "60")
+    without = start(games, "mvi", "p.json", "--operator", "games.py:quick")
+    (a, ea), (b, eb) = with_limit.communicate(timeout=60), without.communicate(timeout=60)
+    assert with_limit.returncode == without.returncode == 0, ea + eb
+    da, db = json.loads(a), json.loads(b)
+    assert da["status"] == db["status"] == "optimal" and da["solution"] == db["solution"]
+
+
+def wait_for_solving(proc, seconds=0.8):
+    time.sleep(seconds)  # past the third evaluation: inside the long one
+    assert proc.poll() is None
+
+
+def test_sigterm_reaches_the_watched_solve_once(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "--time-limit", "30")
+    wait_for_solving(proc)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    doc = json.loads(out)
+    assert doc["status"] == "interrupted" and "SIGTERM" in doc["message"]
+    assert "at once" not in err  # passed on once, not twice
+
+
+def test_ctrl_c_at_a_terminal_reaches_the_watched_solve_once(games):
+    # a terminal sends SIGINT to its foreground process group: here, the command's own group
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "--time-limit", "30", start_new_session=True)
+    wait_for_solving(proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert json.loads(out)["status"] == "interrupted" and "at once" not in err
+
+
+def test_a_second_signal_stops_a_solve_deaf_to_the_first(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:deaf", "--time-limit", "30")
+    wait_for_solving(proc)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert proc.poll() is None  # the solve cannot hear it: still running
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 143 and out == ""
+    assert "second signal" in err
+
+
+def test_a_signal_then_the_limit_ends_interrupted(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:deaf", "--time-limit", "2")
+    wait_for_solving(proc)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 129, err
+    doc = json.loads(out)
+    assert doc["status"] == "interrupted" and "SIGHUP" in doc["message"]
