@@ -1,6 +1,6 @@
 """``python -m optsolve`` runs the command line."""
 
-from optsolve.cli import main
+from optsolve.cli import run
 
 if __name__ == "__main__":
-    main()
+    run()

@@ -7,6 +7,7 @@ error produces a :class:`Result`, so a JSON document is always written.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import time
 import traceback
@@ -52,6 +53,9 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         tell("sha256", info.sha256)
         tell("stage", "checking the problem")
         problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
+        tell("stage", "importing the method's libraries")
+        for name in getattr(pkg, "SETUP_IMPORTS", {}).get(method, ()):  # setup, like reading the file
+            importlib.import_module(name)
         load_s = time.perf_counter() - t0
         tell("stage", "solving")
         with recording(want_history) as history:
@@ -125,16 +129,18 @@ def verbosity_of(quiet: bool, verbose: int) -> int:
     return VERBOSE if verbose else NORMAL
 
 
-def run_command(kind: str, problem: str, params: dict, *, started: float | None = None) -> int:
+def run_command(kind: str, problem: str, params: dict, *, started: float | None = None,
+                watched: bool = False) -> int:
     """The body of ``optsolve KIND PROBLEM [options]``: returns the exit code. ``started`` is when the
-    command started (``time.perf_counter()``); a ``--time-limit`` counts from there, and is backed
-    by :mod:`optsolve.core.guard` where it can be."""
+    command started (``time.perf_counter()``; default now): a ``--time-limit`` counts from there.
+    ``watched``: the process is this command alone, so that a limit can have the backstop of
+    :mod:`optsolve.core.guard` (a forked child watched by this process)."""
     started = time.perf_counter() if started is None else started
     output = params.pop("output", None)
     arrays = params.pop("arrays", None)
     verbosity = verbosity_of(params.pop("quiet", False), params.pop("verbose", 0))
     limit = params.get("time_limit")
-    if limit is not None and params.get("engine") != "mpi" and guard.usable(problem):  # MPI ranks may not fork
+    if watched and limit is not None and params.get("engine") != "mpi" and guard.usable(problem):  # MPI ranks may not fork
         def on_timeout(sha256, method, stage, signum):
             return _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum)
 

@@ -26,6 +26,8 @@ from optsolve.kmeans.problems import SCHEMA, prepare
 DEFAULT_METHOD = "sample-centre"
 # Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
 PRELOAD = ("sklearn.cluster", "optsolve.kmeans.estimators", "optsolve.kmeans.certificate")
+# Libraries a method imports, imported before its solve starts (scikit-learn's takes about a second).
+SETUP_IMPORTS = {"lloyd": ("sklearn.cluster",)}
 METHODS = ("sample-centre", "sample-window", "sort-window", "crdest", "labels", "lloyd")
 ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
 # kmeans's methods run in one pass: `--history` records the cost of the estimate and, with

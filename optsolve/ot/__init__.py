@@ -28,6 +28,8 @@ from optsolve.ot.problems import SCHEMA, prepare
 DEFAULT_METHOD = "tnt"
 # Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
 PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
+# Libraries a method imports, imported before its solve starts (POT's import takes about a second).
+SETUP_IMPORTS = {"emd": ("ot",), "sinkhorn": ("ot",)}
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
 FLOAT32_MAX_GAMMA = 2.0 ** 10
 GAMMA_RANGE = (2.0 ** -20, 2.0 ** 40)  # exponents of gamma * C / max C that float64 resolves
