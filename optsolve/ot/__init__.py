@@ -23,14 +23,17 @@ from optsolve.core.backend import get_backend
 from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import LazyArray, Result, Status
-from optsolve.ot.problems import SCHEMA, prepare
+from optsolve.ot.problems import SCHEMA, is_grid, pair_costs, prepare
 
-DEFAULT_METHOD = "tnt"
+DEFAULT_METHOD = "auto"
 # Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
 PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
 # Libraries a method imports, imported before its solve starts (POT's import takes about a second).
-SETUP_IMPORTS = {"emd": ("ot",), "sinkhorn": ("ot",)}
+SETUP_IMPORTS = {"emd": ("ot",), "sinkhorn": ("ot",), "exact": ("ot",), "auto": ("ot",)}
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
+DEFAULT_TARGET_GAP = 1e-3  # tnt without --gamma or --reg: the certified relative gap it stops at
+# tnt's gap test: U - D <= target max(U, GAP_FLOOR max C), so that a zero optimum is reached too
+GAP_FLOOR = 1e-3
 FLOAT32_MAX_GAMMA = 2.0 ** 10
 GAMMA_RANGE = (2.0 ** -20, 2.0 ** 40)  # exponents of gamma * C / max C that float64 resolves
 PCG_MODES = ("plain", "discounted")
@@ -44,6 +47,16 @@ def _emd(ot, s, backend, progress, deadline):
     if backend.device != "cpu":
         raise ParameterError("Method 'emd' runs on the CPU only; use '--device cpu' or another method.")
     return solve_emd(ot.a, ot.b, ot.C, max_iter=s["max_iter"], deadline=deadline)
+
+
+def _exact(ot, s, backend, progress, deadline):
+    from optsolve.ot.exact import solve_exact
+
+    if backend.device != "cpu":
+        raise ParameterError("Method 'exact' runs on the CPU only; use '--device cpu' or another method.")
+    res = solve_exact(ot, deadline=deadline, progress=progress)
+    return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
+            "message": res.message, "iterations": res.stats["rounds"], "extra": {"exact": res.stats}}
 
 
 def _sinkhorn(ot, s, backend, progress, deadline):
@@ -81,16 +94,18 @@ SKIP_FACTOR = 1000.0  # certified gaps were 0.03-0.1 x (entropic bias / cost) in
 
 
 def _gap_checker(ot, target: float, xp=np):
-    """``gap(f, g, reg)``: (U - D) / U of the rounded plan, the quantity --target-gap bounds.
+    """``gap(f, g, reg)``: (U - D) / max(U, GAP_FLOOR max C) of the rounded plan, the quantity
+    --target-gap bounds (the floor lets a zero optimum be reached).
 
     Rounding and the dual bound cost about a dozen O(nm) passes, so a stage is not evaluated
     (None) while the entropic bias bound reg * min(H(a), H(b)) exceeds SKIP_FACTOR * target * U,
-    with U the rounded cost at the first stage (an over-estimate of the optimum).
+    with U the rounded cost at the first stage (an over-estimate of the optimum), or the floor.
     """
-    from optsolve.ot.certificate import dual_bound_of, entropy
+    from optsolve.ot.certificate import GAP_FLOOR, dual_bound_of, entropy
     from optsolve.ot.rounding import round_problem
 
     h_min = min(entropy(ot.a), entropy(ot.b))
+    floor = GAP_FLOOR * (ot.max_cost() or 1.0)  # a zero optimum has a gap relative to max C
     first_cost = []
 
     def gap(f, g, reg):
@@ -101,19 +116,57 @@ def _gap_checker(ot, target: float, xp=np):
         rd.kernel = None  # kept for reuse while later stages run: not the n x m kernel
         gap.last = (f.copy(), g.copy(), reg, rd)
         if not first_cost:
-            first_cost.append(rd.objective)
-            if bias > SKIP_FACTOR * target * rd.objective:
+            first_cost.append(max(abs(rd.objective), floor))
+            if bias > SKIP_FACTOR * target * first_cost[0]:
                 return None
-        return (rd.objective - dual_bound_of(ot, rd.f, xp)) / max(abs(rd.objective), 1e-300)
+        return (rd.objective - dual_bound_of(ot, rd.f, xp)) / max(abs(rd.objective), floor)
 
     gap.last = None
     return gap
 
 
-METHODS = {"tnt": _tnt, "emd": _emd, "sinkhorn": _sinkhorn}
+METHODS = {"auto": None, "exact": _exact, "tnt": _tnt, "emd": _emd, "sinkhorn": _sinkhorn}
 ENTROPIC = ("tnt", "sinkhorn")
-DEFAULT_TOL = {"emd": None, "sinkhorn": 1e-9, "tnt": None}
-DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None}
+DEFAULT_TOL = {"emd": None, "sinkhorn": 1e-9, "tnt": None, "exact": None}
+DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None, "exact": None}
+
+
+def choose_method(problem, *, reg=None, gamma=None, target_gap=None, low_memory=None) -> str:
+    """What ``--method auto`` runs: ``tnt`` when an entropic temperature or a target gap is asked for,
+    and on images on a grid (whose separable kernel tnt uses); else ``exact``."""
+    if reg is not None or gamma is not None or target_gap is not None or is_grid(problem):
+        return "tnt"
+    return "exact"
+
+
+def _finish_if_short(ot, s, out, backend, progress, deadline):
+    """tnt under a target gap: when the rounded plan's certified gap is still above the target, finish
+    exactly (:mod:`optsolve.ot.exact`) from the pairs the entropic potentials make cheapest."""
+    from optsolve.ot.certificate import GAP_FLOOR, dual_bound_of
+    from optsolve.ot.exact import solve_exact
+    from optsolve.ot.rounding import round_problem
+
+    rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"], backend.xp)
+    out["rounded"] = rd
+    floor = GAP_FLOOR * (ot.max_cost() or 1.0)
+    gap = (rd.objective - dual_bound_of(ot, rd.f, backend.xp)) / max(abs(rd.objective), floor)
+    out.setdefault("extra", {})["entropic_certified_gap"] = gap
+    if gap <= s["target_gap"] or out["status"] in ("interrupted", "time_limit") or deadline.expired():
+        return out
+    if backend.device != "cpu":
+        return out  # the network simplex runs on the CPU: the GPU answer stays entropic
+    from optsolve.core.backend import to_numpy
+
+    res = solve_exact(ot, potentials=(to_numpy(rd.f), to_numpy(rd.g)), deadline=deadline, progress=progress)
+    extra = dict(out["extra"], exact=res.stats)
+    before = f"the entropic stage's certified gap was {gap:.3g} (target {s['target_gap']:g})"
+    if res.status != "optimal" and res.status != "time_limit":
+        out["message"] = (out.get("message") or "") + f" The exact finish failed ({res.message}); {before}."
+        return out
+    return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
+            "message": " ".join(m for m in (f"Finished exactly on the pairs the entropic potentials make cheapest: "
+                                            f"{before}.", res.message) if m),
+            "iterations": out.get("iterations"), "extra": extra}
 
 
 def _choice(name: str, value, choices):
@@ -137,12 +190,16 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
     if target_gap is not None and method != "tnt":
         raise ParameterError("The '--target-gap' option applies to '--method tnt' only.")
-    if low_memory and method != "tnt":
+    if low_memory and method not in ("tnt", "exact"):
         raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
-                             "'--method tnt'.")
+                             "'--method tnt' or '--method exact'.")
+    if method == "exact" and (reg is not None or gamma is not None):
+        raise ParameterError("Method 'exact' solves the unregularised LP: '--gamma' and '--reg' do not apply.")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     scale = cmax if cmax > 0 else 1.0
+    if method == "tnt" and reg is None and gamma is None and target_gap is None:
+        target_gap = DEFAULT_TARGET_GAP  # right by default: a certified gap, not a temperature
     if method in ENTROPIC:
         given = gamma
         if gamma is None:
@@ -203,6 +260,9 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     method = method or DEFAULT_METHOD
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
+    chosen = method == "auto"
+    if chosen:
+        method = choose_method(problem, reg=reg, gamma=gamma, target_gap=target_gap, low_memory=low_memory)
     if method != "tnt":
         import ot  # noqa: F401  (POT's import takes about a second: setup, like reading the file, not solving)
     deadline = Deadline.after(positive_option("time-limit", time_limit))
@@ -213,17 +273,19 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         raise ParameterError(f"The '--block-size' option must be a positive integer; got {block_size!r}.")
     if plan_threshold is not None and not (float(plan_threshold) >= 0):
         raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
-    if low_memory and method != "tnt":
+    if low_memory and method not in ("tnt", "exact"):
         raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
-                             "'--method tnt'.")
+                             "'--method tnt' or '--method exact'.")
     t0 = time.perf_counter()
-    ot = prepare(problem, normalize=normalize, low_memory=low_memory if method == "tnt" else False,
+    if method == "exact" and low_memory is None:  # point clouds are costed where needed, not as a matrix
+        low_memory = "C" not in problem and not is_grid(problem)
+    ot = prepare(problem, normalize=normalize, low_memory=low_memory if method in ("tnt", "exact") else False,
                  block_size=block_size, use=method)
     if ot.low_memory and block_size is None and backend.device == "gpu":
         from optsolve.ot.problems import auto_block
 
         ot.block = auto_block(ot.n, ot.m, xp=backend.xp)
-    if method != "tnt" and ot.grid is not None:
+    if method in ("emd", "sinkhorn") and ot.grid is not None:
         ot.C = ot.dense_cost(method)  # POT's solvers take the matrix
     if plan_needed and plan_threshold is None and ot.C is None:
         memory.require(problem.source, f"the dense {ot.n} x {ot.m} plan for --plan/--arrays (--plan-threshold T "
@@ -234,8 +296,12 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
                          objective_atol=objective_atol, lp_tol=lp_tol)
     s.update(seed=seed, normalize=bool(normalize), low_memory=ot.low_memory,
              block_size=ot.block if ot.low_memory else None, plan_threshold=plan_threshold)
+    if chosen:
+        s["method_rule"] = "auto"
     t_prep = time.perf_counter()
     out = METHODS[method](ot, s, backend, progress, deadline)
+    if method == "tnt" and s["target_gap"] is not None:
+        out = _finish_if_short(ot, s, out, backend, progress, deadline)
     t_solve = time.perf_counter()
 
     if method in ENTROPIC:
@@ -251,15 +317,25 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
             plan = plan()
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
     else:
-        P = out["plan"]
-        objective = float((ot.C * P).sum())
-        row, col = np.nonzero(P)
-        solution_plan = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": P[row, col]}
-        plan = P
-        if plan_threshold is not None:
-            import scipy.sparse as sp
+        import scipy.sparse as sp
 
-            plan = sp.csr_matrix(np.where(P > plan_threshold, P, 0.0))
+        if "coo" in out:
+            row, col, value = out["coo"]
+        else:
+            row, col = np.nonzero(out["plan"])
+            value = out["plan"][row, col]
+        objective = float(pair_costs(ot, row, col) @ value)
+        solution_plan = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": value}
+        keep = value > (plan_threshold or 0.0)
+        sparse = sp.csr_matrix((value[keep], (row[keep], col[keep])), shape=(ot.n, ot.m))
+        if plan_threshold is not None:
+            plan = sparse
+        elif "plan" in out:  # the dense plan the solver made
+            plan = out["plan"]
+        else:
+            plan = LazyArray((ot.n, ot.m), "float64", sparse.toarray)
+            if plan_needed:
+                plan = plan()
     t_round = time.perf_counter()
     solution = {"f": out["f"], "g": out["g"], "dual_bound": certificate.dual_bound_of(ot, out["f"], backend.xp),
                 "plan": solution_plan}
@@ -271,8 +347,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     result = Result("ot", method, Status(out["status"]), out.get("message", ""),
                     problem=problem.info(n=ot.n, m=ot.m), objective=objective, solution=solution,
                     stats=stats, settings=s, arrays={"plan": plan})
-    rounded = "" if method == "emd" else "; the plan is the rounded last iterate"
-    if method != "tnt":  # tnt's messages name the stage it returned
+    rounded = "" if method in ("emd", "exact") else "; the plan is the rounded last iterate"
+    if method not in ("tnt", "exact"):  # their messages name the stage they returned
         if result.status is Status.MAX_ITER:
             result.add_message(f"Iteration limit {s['max_iter']} reached{rounded}.")
         elif result.status is Status.TIME_LIMIT:

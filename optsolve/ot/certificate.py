@@ -36,6 +36,8 @@ FEAS_TOL = 1e-8
 OBJECTIVE_RTOL = 1e-9
 OBJECTIVE_ATOL = 1e-12
 LP_TOL = 1e-9
+# --target-gap is relative to max(|U|, GAP_FLOOR max C): a zero optimum has a reachable target too
+GAP_FLOOR = 1e-3
 
 LIMITS = (
     Limit("feas_tol", FEAS_TOL, "larger",
@@ -48,7 +50,8 @@ LIMITS = (
           "an explicit (coo) plan claimed optimal: dual infeasibility and complementary slackness "
           "relative to max C, and the gap relative to the cost"),
     Limit("target_gap", None, "larger",
-          "the certified relative gap (U - D)/U an optimal claim must meet; unset: reported, not judged"),
+          "the certified relative gap (U - D)/max(U, 1e-3 max C) an optimal claim must meet; unset: reported, "
+          "not judged"),
     Limit("normalize", False, "larger",
           "judge the problem with a and b scaled each to unit mass (required when their sums differ)"),
 )
@@ -343,8 +346,13 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
         checks.append(Check.at_most(name, value, lim["lp_tol"], note) if optimal else
                       Check.info(name, value, f"{note}; not judged: status {status!r} claims no optimum"))
     for name, tol in gap_limits:
-        note = f"U - D in cost units, limit {name} |U| + objective_atol max C"
-        checks.append(Check.at_most(f"gap_within_{name}", gap, tol * abs(U) + floor, note) if optimal else
+        if name == "target_gap":
+            note = f"U - D in cost units, limit {name} max(|U|, {GAP_FLOOR:g} max C) + objective_atol max C"
+            limit = tol * max(abs(U), GAP_FLOOR * scale) + floor
+        else:
+            note = f"U - D in cost units, limit {name} |U| + objective_atol max C"
+            limit = tol * abs(U) + floor
+        checks.append(Check.at_most(f"gap_within_{name}", gap, limit, note) if optimal else
                       Check.info(f"gap_within_{name}", gap, f"{note}; not judged: status {status!r} claims no optimum"))
     checks.append(Check.info("relative_gap", rel_gap, "(U - D) / U: certified distance to the LP optimum"))
     checks.append(Check.info("gap_upper_bound", gap if math.isfinite(gap) else None,

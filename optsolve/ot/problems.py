@@ -89,7 +89,7 @@ def _cost_range_rule(problem: Problem) -> None:
 
 # Peak numbers of n x m float64 arrays (the cost included) while solving with a dense cost, measured
 # with tracemalloc and rounded up; emd adds POT's graph of n m arcs, which tracemalloc does not see.
-DENSE_COPIES = {"tnt": 8, "emd": 13, "sinkhorn": 16, "certificate": 6}
+DENSE_COPIES = {"tnt": 8, "emd": 13, "sinkhorn": 16, "exact": 6, "certificate": 6}
 
 
 def require_dense(label: str, n: int, m: int, use: str, why: str = "") -> None:
@@ -196,7 +196,9 @@ class OTProblem:
             elif self.C is not None:
                 self._max_cost = float(self.C.max()) if self.C.size else 0.0
             else:
-                self._max_cost = max((float(blk.max()) for _, _, blk in self.blocks()), default=0.0)
+                self._max_cost = cloud_max_cost(self.x, self.y, self.cost)
+                if self._max_cost is None:
+                    self._max_cost = max((float(blk.max()) for _, _, blk in self.blocks()), default=0.0)
         return self._max_cost
 
     def dense_cost(self, use: str = "certificate") -> np.ndarray:
@@ -206,6 +208,50 @@ class OTProblem:
         require_dense(self.label, self.n, self.m, use, " of the grid" if self.grid is not None else
                       " of the point clouds")
         return cost_matrix(self.x, self.y, self.cost)
+
+
+def pair_costs(ot: "OTProblem", rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """C[rows, cols] for index arrays of equal length, from the matrix, the grid or the points."""
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    if ot.C is not None:
+        return ot.C[rows, cols]
+    d = np.asarray(ot.x, dtype=np.float64)[rows] - np.asarray(ot.y, dtype=np.float64)[cols]
+    if ot.cost == "l1":
+        return np.abs(d).sum(1)
+    sq = (d * d).sum(1)
+    return sq if ot.cost == "sqeuclidean" else np.sqrt(sq)
+
+
+def cloud_max_cost(x: np.ndarray, y: np.ndarray, cost: str) -> float | None:
+    """max over pairs of the cost between two point clouds, without a pass over all pairs; None
+    where no shortcut applies. The largest distance is between extreme points: for l1 it is
+    max over sign vectors s of max_i s.x_i - min_j s.y_j (2^d of them); for (squared) Euclidean
+    costs it is between vertices of the two convex hulls (dimension 1 to 3)."""
+    n, d = x.shape
+    if n == 0 or y.shape[0] == 0:
+        return 0.0
+    if cost == "l1":
+        if d > 12:
+            return None
+        signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * d, indexing="ij")).reshape(d, -1)
+        return float(max(((x @ signs).max(0) - (y @ signs).min(0)).max(), 0.0))
+    if cost not in ("sqeuclidean", "euclidean") or d > 3:
+        return None
+    ends = []
+    for pts in (x, y):
+        if d == 1 or pts.shape[0] <= d + 1:
+            ends.append(pts if d > 1 else pts[[pts[:, 0].argmin(), pts[:, 0].argmax()]])
+            continue
+        try:
+            from scipy.spatial import ConvexHull
+
+            ends.append(pts[ConvexHull(pts).vertices])
+        except Exception:  # flat or degenerate clouds: no hull, so no shortcut
+            return None
+    if ends[0].shape[0] * ends[1].shape[0] > 4_000_000:
+        return None
+    top = float(cost_matrix(ends[0], ends[1], "sqeuclidean").max())
+    return top if cost == "sqeuclidean" else float(np.sqrt(top))
 
 
 def cost_matrix(x, y, cost: str, xp=np):

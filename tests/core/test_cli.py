@@ -46,7 +46,7 @@ def test_solve_example_stdout_is_one_json_document(cli):
     doc = r.json()
     assert SCHEMA_FIELDS <= set(doc)
     assert doc["schema"] == "optsolve.solution/1"
-    assert doc["status"] == "optimal" and doc["command"] == "ot" and doc["method"] == "tnt"
+    assert doc["status"] == "optimal" and doc["command"] == "ot" and doc["method"] == "exact"
     assert doc["problem"]["size"] == {"n": 1024, "m": 1024}
     assert len(doc["problem"]["sha256"]) == 64
     assert doc["certificate"]["holds"] is True
@@ -164,7 +164,7 @@ def test_internal_error_has_traceback_only_with_verbose(cli, small_ot, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(optsolve.ot.METHODS, "tnt", broken)
+    monkeypatch.setitem(optsolve.ot.METHODS, "exact", broken)
     path, _ = small_ot
     r = cli("ot", path)
     assert r.exit_code == 1

@@ -111,7 +111,7 @@ def test_grid_certificate_catches_a_tampered_solution():
 
 def test_grid_problem_streams_its_plan_in_blocks():
     ot, matrix_problem = _pair("sqeuclidean")
-    res = optsolve.ot.solve(ot.a.reshape(9, 9), ot.b.reshape(9, 9), cost="sqeuclidean", block_size=4)
+    res = optsolve.ot.solve(ot.a.reshape(9, 9), ot.b.reshape(9, 9), cost="sqeuclidean", block_size=4, gamma=1024.0)
     f = np.array([-np.inf if v is None else v for v in res.solution["f"]])
     g = np.array([-np.inf if v is None else v for v in res.solution["g"]])
     dense = prepare(matrix_problem)

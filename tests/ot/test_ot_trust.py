@@ -288,7 +288,7 @@ def test_dense_cost_from_points_is_checked_against_the_budget(cli, tmp_path, rng
         assert r.exit_code == 7, r.stderr
         assert "the 200 x 150 cost matrix of the point clouds" in r.stderr and "memory budget of 1.0 MB" in r.stderr
         assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1
-    r = cli("ot", path, "--memory-limit", "1M")  # tnt streams the costs instead
+    r = cli("ot", path, "--memory-limit", "1M")  # exact prices pairs from the points instead
     assert r.exit_code == 0, r.stderr
     assert r.json()["settings"]["low_memory"] is True
     sol = tmp_path / "s.json"
@@ -386,13 +386,13 @@ def test_plan_file_of_a_streamed_problem_is_checked_against_the_budget(cli, tmp_
     path = tmp_path / "clouds.npz"
     save_problem(str(path), _clouds(rng, 200, 150))
     out = tmp_path / "plan.npz"
-    r = cli("ot", path, "--low-memory", "--plan", out, "--memory-limit", "200K")  # the plan alone is 234 KB
+    r = cli("ot", path, "--method", "tnt", "--low-memory", "--plan", out, "--memory-limit", "200K")  # the plan alone is 234 KB
     assert r.exit_code == 7 and "the dense 200 x 150 plan for --plan/--arrays" in r.stderr, r.stderr
     assert not out.exists()
-    r = cli("ot", path, "--low-memory", "--plan", out, "--plan-threshold", "0", "--memory-limit", "200K")
+    r = cli("ot", path, "--method", "tnt", "--low-memory", "--plan", out, "--plan-threshold", "0", "--memory-limit", "200K")
     assert r.exit_code == 7 and "entries above --plan-threshold 0" in r.stderr, r.stderr
     assert not out.exists()
-    r = cli("ot", path, "--low-memory", "--plan", out, "--plan-threshold", "1e-4", "--memory-limit", "200K")
+    r = cli("ot", path, "--method", "tnt", "--low-memory", "--plan", out, "--plan-threshold", "1e-4", "--memory-limit", "200K")
     assert r.exit_code == 0 and out.exists(), r.stderr
 
 

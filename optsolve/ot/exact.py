@@ -1,0 +1,418 @@
+"""The transport LP solved exactly on a set of candidate pairs, and proven optimal over all pairs.
+
+An optimal plan of an n x m transport problem uses at most n + m - 1 pairs, most of them
+between near points. The LP is solved by POT's network simplex on a sparse cost holding only
+candidate pairs (POT >= 0.9.7 takes a sparse cost); its dual potentials (u, v) are then
+priced over *every* pair: a pair with reduced cost ``C_ij - u_i - v_j < 0`` could improve the
+plan, and joins the candidates, and the LP is solved again. When no pair's reduced cost is
+below ``-tol max C``, the plan is an optimum of the full LP and (u, v) a dual solution: the
+certified gap is the network simplex's own accuracy. This is the shielding idea of Schmitzer,
+"A sparse multiscale algorithm for dense optimal transport" (J. Math. Imaging Vis. 2016): a
+small candidate set, with a proof that nothing outside it matters.
+
+Candidates: each point's nearest neighbours (``scipy.spatial.cKDTree``) for point clouds in
+low dimension, else each row's and each column's cheapest pairs (a blocked pass over the cost),
+or the pairs an entropic plan puts mass on; always with the support of one feasible plan (the
+north-west corner rule along an ordering of the points), so that the restricted LP is
+feasible. Pricing: for the squared Euclidean cost, min_i |x_i - y_j|^2 - u_i is a nearest-
+neighbour query among the lifted points (x_i, sqrt(W - u_i)), W = max u (a k-d tree, no
+O(n m) pass); for other costs, a pass over the cost in column blocks.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optsolve.core.progress import stdout_to_stderr
+from optsolve.ot.problems import pair_costs
+
+KD_MAX_DIM = 8  # k-d trees beyond this dimension are slower than a blocked pass
+NEIGHBOURS = 16  # candidates per point from the k-d tree
+CHEAPEST = 12  # candidates per row and per column from a blocked pass
+POOL = 4  # the reserve: POOL times as many near pairs, priced before any pass over all pairs
+COARSE_MIN = 400  # squared Euclidean clouds with at least this many points start from a coarser problem
+COARSE_RATIO = 8  # points per cell of the coarser problem
+DENSE_PAIRS = 200_000  # problems with at most this many pairs are solved on all of them at once
+PRICE_ADD = 8  # per violated column or row: pairs added from the lifted k-d tree query
+PRICE_TOL = 1e-10  # reduced costs above -PRICE_TOL max C count as nonnegative
+MAX_ROUNDS = 60
+NETWORK_SIMPLEX_ITER = 10 ** 10
+
+
+@dataclass
+class ExactResult:
+    rows: np.ndarray  # plan entries, in the full problem's indices
+    cols: np.ndarray
+    values: np.ndarray
+    f: np.ndarray  # duals, cost units (0 where a mass is 0)
+    g: np.ndarray
+    status: str
+    message: str
+    stats: dict = field(default_factory=dict)
+
+
+class Subproblem:
+    """The rows and columns with positive mass, their masses, and costs of index pairs."""
+
+    def __init__(self, ot):
+        self.ot = ot
+        self.I = np.flatnonzero(ot.a > 0)
+        self.J = np.flatnonzero(ot.b > 0)
+        self.a = ot.a[self.I]
+        self.b = ot.b[self.J] * (self.a.sum() / ot.b[self.J].sum())
+        self.n, self.m = self.I.size, self.J.size
+        self.x = None if ot.x is None else np.asarray(ot.x, dtype=np.float64)[self.I]
+        self.y = None if ot.y is None else np.asarray(ot.y, dtype=np.float64)[self.J]
+        self.scale = ot.max_cost() or 1.0
+
+    def pair_costs(self, r: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """C for the pairs (r, c) of the subproblem's indices."""
+        return pair_costs(self.ot, self.I[r], self.J[c])
+
+    def blocks(self):
+        """(j0, j1, C block over the subproblem's rows and its columns j0:j1)."""
+        yield from self.ot.blocks(rows=None if self.n == self.ot.n else self.I,
+                                  cols=None if self.m == self.ot.m else self.J)
+
+    def use_tree(self) -> bool:
+        return self.x is not None and self.ot.cost is not None and self.x.shape[1] <= KD_MAX_DIM
+
+
+# --------------------------------------------------------------------------- candidates
+
+def _order(points: np.ndarray) -> np.ndarray:
+    """An ordering of points along their first principal direction (ties by the next)."""
+    centred = points - points.mean(0)
+    if points.shape[1] == 1:
+        return np.argsort(centred[:, 0], kind="stable")
+    _, _, vt = np.linalg.svd(centred[: min(len(points), 20000)], full_matrices=False)
+    proj = centred @ vt.T
+    return np.lexsort(proj.T[::-1][-2:] if proj.shape[1] > 1 else proj.T)
+
+
+def north_west_pairs(a: np.ndarray, b: np.ndarray, order_a=None, order_b=None):
+    """The support of the north-west corner plan (at most n + m - 1 pairs) along the given orderings."""
+    order_a = np.arange(a.size) if order_a is None else order_a
+    order_b = np.arange(b.size) if order_b is None else order_b
+    ca, cb = np.cumsum(a[order_a]), np.cumsum(b[order_b])
+    cb[-1] = ca[-1] = max(ca[-1], cb[-1])
+    # the plan's k-th entry covers the mass interval between consecutive breakpoints of both sums
+    points = np.unique(np.concatenate([ca, cb]))
+    mids = np.concatenate([[0.0], points[:-1]]) + np.diff(np.concatenate([[0.0], points])) / 2
+    i = np.minimum(np.searchsorted(ca, mids, side="right"), a.size - 1)
+    j = np.minimum(np.searchsorted(cb, mids, side="right"), b.size - 1)
+    return order_a[i], order_b[j]
+
+
+def _cheapest_pairs(sub: Subproblem, k: int, u=None, v=None):
+    """Each row's and each column's k cheapest pairs, by a blocked pass over the cost (less the
+    potentials u, v where given), with their rank (0 the cheapest) in their row or column."""
+    n, m = sub.n, sub.m
+    kr, kc = min(k, m), min(k, n)
+    best_val = np.full((n, kr), np.inf)
+    best_idx = np.zeros((n, kr), dtype=np.int64)
+    rows, cols, ranks = [], [], []
+    for j0, j1, Cb in sub.blocks():
+        Cb = np.asarray(Cb)
+        if u is not None:
+            Cb = Cb - u[:, None] - v[None, j0:j1]
+        w = j1 - j0
+        part = np.argpartition(Cb, kc - 1, axis=0)[:kc] if kc < n else np.broadcast_to(np.arange(n)[:, None], (n, w))
+        order = np.argsort(np.take_along_axis(Cb, part, 0), axis=0)
+        part = np.take_along_axis(part, order, 0)
+        rows.append(part.ravel())
+        cols.append(np.broadcast_to(np.arange(j0, j1)[None, :], part.shape).ravel())
+        ranks.append(np.broadcast_to(np.arange(part.shape[0])[:, None], part.shape).ravel())
+        kb = min(kr, w)
+        local = np.argpartition(Cb, kb - 1, axis=1)[:, :kb] if kb < w else np.broadcast_to(np.arange(w), (n, w))
+        vals = np.take_along_axis(Cb, local, 1)
+        merged_val = np.concatenate([best_val, vals], 1)
+        merged_idx = np.concatenate([best_idx, local + j0], 1)
+        keep = np.argpartition(merged_val, kr - 1, axis=1)[:, :kr] if merged_val.shape[1] > kr else \
+            np.broadcast_to(np.arange(merged_val.shape[1]), merged_val.shape)
+        best_val = np.take_along_axis(merged_val, keep, 1)
+        best_idx = np.take_along_axis(merged_idx, keep, 1)
+    order = np.argsort(best_val, axis=1)
+    best_val, best_idx = np.take_along_axis(best_val, order, 1), np.take_along_axis(best_idx, order, 1)
+    finite = np.isfinite(best_val)
+    rows.append(np.broadcast_to(np.arange(n)[:, None], best_idx.shape)[finite])
+    cols.append(best_idx[finite])
+    ranks.append(np.broadcast_to(np.arange(best_idx.shape[1]), best_idx.shape)[finite])
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(ranks)
+
+
+def _neighbour_pairs(sub: Subproblem, k: int):
+    """Each point's k nearest points of the other side (k-d trees)."""
+    from scipy.spatial import cKDTree
+
+    p = 1 if sub.ot.cost == "l1" else 2
+    kr, kc = min(k, sub.m), min(max(k // 3, 1), sub.n)
+    _, near = cKDTree(sub.y).query(sub.x, k=kr, p=p)
+    near = near.reshape(sub.n, kr)
+    _, back = cKDTree(sub.x).query(sub.y, k=kc, p=p)
+    back = back.reshape(sub.m, kc)
+    rows = [np.repeat(np.arange(sub.n), kr), back.ravel()]
+    cols = [near.ravel(), np.repeat(np.arange(sub.m), kc)]
+    ranks = [np.tile(np.arange(kr), sub.n), 3 * np.tile(np.arange(kc), sub.m)]
+    return np.concatenate(rows), np.concatenate(cols), np.concatenate(ranks)
+
+
+def cheap_pricing(sub: Subproblem) -> bool:
+    """Whether a pass of :func:`violations` over all pairs costs about as little as pricing a pool."""
+    return sub.use_tree() and sub.ot.cost == "sqeuclidean"
+
+
+def initial_candidates(sub: Subproblem, potentials=None):
+    """Candidate pairs (subproblem indices), near pairs and the support of one feasible plan, and a
+    reserve pool of further near pairs (None where pricing all pairs is cheap). With
+    ``potentials`` (u, v on the subproblem), the pairs of least reduced cost C_ij - u_i - v_j."""
+    pool_k = 1 if cheap_pricing(sub) else POOL
+    if potentials is not None and cheap_pricing(sub):  # least reduced costs by lifted k-d tree queries
+        u, v = potentials
+        per_col = _lifted_min(sub.x, u, sub.y, NEIGHBOURS)
+        per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
+        nr, nc = north_west_pairs(sub.a, sub.b, _order(sub.x), _order(sub.y))
+        return (np.concatenate([per_col.ravel(), np.repeat(np.arange(sub.n), per_row.shape[1]), nr]),
+                np.concatenate([np.repeat(np.arange(sub.m), per_col.shape[1]), per_row.ravel(), nc]), None)
+    if potentials is not None:
+        r, c, rank = _cheapest_pairs(sub, CHEAPEST * pool_k, *potentials)
+        nr, nc = north_west_pairs(sub.a, sub.b)
+        first = rank < CHEAPEST
+        pool = None if pool_k == 1 else (r[~first], c[~first])
+        return np.concatenate([r[first], nr]), np.concatenate([c[first], nc]), pool
+    if sub.use_tree():
+        r, c, rank = _neighbour_pairs(sub, NEIGHBOURS * pool_k)
+        order_a, order_b = _order(sub.x), _order(sub.y)
+        first = rank < NEIGHBOURS
+    else:
+        r, c, rank = _cheapest_pairs(sub, CHEAPEST * pool_k)
+        order_a = order_b = None
+        if sub.x is not None and sub.y is not None:
+            order_a, order_b = _order(sub.x), _order(sub.y)
+        first = rank < CHEAPEST
+    nr, nc = north_west_pairs(sub.a, sub.b, order_a, order_b)
+    pool = None if pool_k == 1 else (r[~first], c[~first])
+    return np.concatenate([r[first], nr]), np.concatenate([c[first], nc]), pool
+
+
+def balanced_cells(points: np.ndarray, size: int) -> np.ndarray:
+    """Each point's cell in a balanced k-d partition: cells are split at the median of their widest
+    coordinate until they hold at most ``size`` points (cells adapt to the density)."""
+    n = points.shape[0]
+    label = np.zeros(n, dtype=np.int64)
+    cells = 1
+    while n > size * cells:
+        order = np.lexsort((points[np.arange(n), 0], label))  # placeholder order, refined below
+        lo = np.full((cells, points.shape[1]), np.inf)
+        hi = np.full((cells, points.shape[1]), -np.inf)
+        np.minimum.at(lo, label, points)
+        np.maximum.at(hi, label, points)
+        axis = (hi - lo).argmax(1)[label]
+        order = np.lexsort((points[np.arange(n), axis], label))
+        counts = np.bincount(label, minlength=cells)
+        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - start[label[order]]
+        label = 2 * label + (rank >= (counts[label] + 1) // 2)
+        cells *= 2
+    _, label = np.unique(label, return_inverse=True)
+    return label
+
+
+def _coarse(points: np.ndarray, masses: np.ndarray, label: np.ndarray):
+    """The cells' masses and barycentres."""
+    mass = np.bincount(label, weights=masses)
+    centre = np.stack([np.bincount(label, weights=masses * points[:, k]) for k in range(points.shape[1])], 1)
+    return centre / np.maximum(mass, 1e-300)[:, None], mass
+
+
+def coarse_candidates(sub: Subproblem, deadline=None):
+    """Candidate pairs from the exact solution of a coarser problem (Merigot 2011; Schmitzer 2016):
+    the points are grouped into cells of at most COARSE_RATIO points (:func:`balanced_cells`), the
+    cells' problem is solved (coarsened again where it is large), and every pair of points whose
+    cells the coarse plan links is a candidate. Those pairs hold a feasible plan (each cell's
+    mass spread in proportion over its coarse pairs). None below COARSE_MIN points, or off the
+    squared Euclidean cost in low dimension."""
+    from optsolve.ot.problems import OTProblem
+
+    if min(sub.n, sub.m) < COARSE_MIN or not cheap_pricing(sub):
+        return None
+    lab_x, lab_y = balanced_cells(sub.x, COARSE_RATIO), balanced_cells(sub.y, COARSE_RATIO)
+    xc, ac = _coarse(sub.x, sub.a, lab_x)
+    yc, bc = _coarse(sub.y, sub.b, lab_y)
+    coarse = OTProblem(a=ac / ac.sum(), b=bc / bc.sum(), C=None, mass=1.0, x=xc, y=yc, cost=sub.ot.cost,
+                       block=sub.ot.block, label=sub.ot.label)
+    res = solve_exact(coarse, deadline=deadline)
+    if res.status != "optimal":
+        return None
+    members_x = np.argsort(lab_x, kind="stable")
+    members_y = np.argsort(lab_y, kind="stable")
+    start_x = np.concatenate([[0], np.cumsum(np.bincount(lab_x))])
+    start_y = np.concatenate([[0], np.cumsum(np.bincount(lab_y))])
+    rows, cols = [], []
+    for cx, cy in zip(res.rows, res.cols):  # a few points each side: the block of their pairs
+        ix = members_x[start_x[cx]:start_x[cx + 1]]
+        iy = members_y[start_y[cy]:start_y[cy + 1]]
+        rows.append(np.repeat(ix, iy.size))
+        cols.append(np.tile(iy, ix.size))
+    # and each point's pairs of least reduced cost under the coarse duals (v from its cell, u = v^c)
+    v = res.g[lab_y]
+    near = _lifted_min(sub.y, v, sub.x, 1)[:, 0]
+    u = sub.pair_costs(np.arange(sub.n), near) - v[near]
+    per_col = _lifted_min(sub.x, u, sub.y, NEIGHBOURS)
+    per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
+    rows += [per_col.ravel(), np.repeat(np.arange(sub.n), per_row.shape[1])]
+    cols += [np.repeat(np.arange(sub.m), per_col.shape[1]), per_row.ravel()]
+    return np.concatenate(rows), np.concatenate(cols), res.stats
+
+
+# --------------------------------------------------------------------------- pricing
+
+def _lifted_min(P: np.ndarray, w: np.ndarray, Q: np.ndarray, k: int):
+    """For each q in Q the k indices i with the smallest |P_i - q|^2 - w_i, by one k-d tree query."""
+    from scipy.spatial import cKDTree
+
+    top = float(w.max())
+    lifted = np.hstack([P, np.sqrt(np.maximum(top - w, 0.0))[:, None]])
+    _, idx = cKDTree(lifted).query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=min(k, P.shape[0]))
+    return idx.reshape(Q.shape[0], -1)
+
+
+def violations(sub: Subproblem, u: np.ndarray, v: np.ndarray, tol: float):
+    """Pairs (r, c) with reduced cost below ``-tol`` (several per column and row at most), and the
+    most negative reduced cost over all pairs."""
+    if sub.use_tree() and sub.ot.cost == "sqeuclidean":
+        per_col = _lifted_min(sub.x, u, sub.y, PRICE_ADD)  # columns' best rows
+        per_row = _lifted_min(sub.y, v, sub.x, PRICE_ADD)
+        r = np.concatenate([per_col.ravel(), np.repeat(np.arange(sub.n), per_row.shape[1])])
+        c = np.concatenate([np.repeat(np.arange(sub.m), per_col.shape[1]), per_row.ravel()])
+        reduced = sub.pair_costs(r, c) - u[r] - v[c]
+        worst = float(reduced.min(initial=0.0))
+        bad = reduced < -tol
+        return r[bad], c[bad], worst
+    rows, cols = [], []
+    row_min = np.full(sub.n, np.inf)
+    row_arg = np.zeros(sub.n, dtype=np.int64)
+    worst = 0.0
+    for j0, j1, Cb in sub.blocks():
+        R = np.asarray(Cb) - u[:, None] - v[None, j0:j1]
+        arg = R.argmin(0)
+        cmin = R[arg, np.arange(j1 - j0)]
+        bad = np.flatnonzero(cmin < -tol)
+        rows.append(arg[bad])
+        cols.append(bad + j0)
+        worst = min(worst, float(cmin.min(initial=0.0)))
+        barg = R.argmin(1)
+        bmin = R[np.arange(sub.n), barg]
+        better = bmin < row_min
+        row_min[better] = bmin[better]
+        row_arg[better] = barg[better] + j0
+    bad = np.flatnonzero(row_min < -tol)
+    rows.append(bad)
+    cols.append(row_arg[bad])
+    return np.concatenate(rows), np.concatenate(cols), worst
+
+
+# --------------------------------------------------------------------------- the loop
+
+def _network_simplex(sub: Subproblem, r: np.ndarray, c: np.ndarray):
+    """POT's network simplex on the candidate pairs, costs divided by max C: (plan coo, u, v, code)."""
+    import ot as pot
+    import scipy.sparse as sp
+
+    if r.size == sub.n * sub.m:  # every pair: the dense solver
+        M = np.zeros((sub.n, sub.m))
+        M[r, c] = sub.pair_costs(r, c) / sub.scale
+    else:
+        M = sp.coo_matrix((sub.pair_costs(r, c) / sub.scale, (r, c)), shape=(sub.n, sub.m))
+    with stdout_to_stderr(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        G, log = pot.emd(sub.a, sub.b, M, numItermax=NETWORK_SIMPLEX_ITER, log=True)
+    G = sp.coo_matrix(G)
+    return G, np.asarray(log["u"], dtype=np.float64) * sub.scale, np.asarray(log["v"], dtype=np.float64) * \
+        sub.scale, int(log.get("result_code", 1))
+
+
+def _unique_pairs(r, c, m):
+    key = np.unique(r.astype(np.int64) * m + c.astype(np.int64))
+    return key // m, key % m
+
+
+def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, max_rounds: int = MAX_ROUNDS,
+                progress=None) -> ExactResult:
+    """The exact optimum of the transport LP of ``ot`` (an :class:`optsolve.ot.problems.OTProblem`).
+
+    ``potentials``: (f, g) in cost units, e.g. an entropic solution's: the first candidates are the
+    pairs of least reduced cost under them (None: near pairs, see the module's notes); the
+    support of a feasible plan is always added. ``deadline``: an
+    :class:`optsolve.ot.deadline.Deadline`; the loop stops between rounds when it has passed, and
+    the plan is then the last round's (feasible, optimal on its candidates; status ``time_limit``).
+    """
+    t0 = time.perf_counter()
+    sub = Subproblem(ot)
+    stats = {"rounds": 0, "candidates": [], "violations": [], "network_simplex_s": 0.0, "pricing_s": 0.0}
+    sub_potentials = None
+    if potentials is not None:
+        sub_potentials = (np.asarray(potentials[0], dtype=np.float64)[sub.I],
+                          np.asarray(potentials[1], dtype=np.float64)[sub.J])
+    coarse = None if potentials is not None else coarse_candidates(sub, deadline)
+    if coarse is not None:
+        r, c, stats["coarse"] = coarse
+        pool = None
+    elif potentials is None and sub.n * sub.m <= DENSE_PAIRS:  # small: every pair is a candidate
+        r = np.repeat(np.arange(sub.n), sub.m)
+        c = np.tile(np.arange(sub.m), sub.n)
+        pool = None
+    else:
+        r, c, pool = initial_candidates(sub, sub_potentials)
+    stats["candidates_s"] = time.perf_counter() - t0
+    status, message, worst = "optimal", "", 0.0
+    G = u = v = None
+    for round_ in range(1, max_rounds + 1):
+        r, c = _unique_pairs(r, c, sub.m)
+        t = time.perf_counter()
+        G, u, v, code = _network_simplex(sub, r, c)
+        stats["network_simplex_s"] += time.perf_counter() - t
+        stats["rounds"] = round_
+        stats["candidates"].append(int(r.size))
+        if code != 1:
+            status = "numerical_error"
+            message = (f"The network simplex on {r.size} candidate pairs ended with POT result code {code} "
+                       "(not optimal).")
+            break
+        t = time.perf_counter()
+        vr = np.zeros(0, dtype=np.int64)
+        if pool is not None:  # the reserve first: a pass over all pairs only once it has nothing to add
+            pr, pc = pool
+            bad = sub.pair_costs(pr, pc) - u[pr] - v[pc] < -tol * sub.scale
+            vr, vc = pr[bad], pc[bad]
+            pool = (pr[~bad], pc[~bad])
+            stats["pool_rounds"] = stats.get("pool_rounds", 0) + 1
+        if vr.size == 0:
+            vr, vc, worst = violations(sub, u, v, tol * sub.scale)
+            stats["full_pricing_passes"] = stats.get("full_pricing_passes", 0) + 1
+        stats["pricing_s"] += time.perf_counter() - t
+        stats["violations"].append(int(vr.size))
+        if progress is not None:
+            progress.update(round_, candidates=int(r.size), priced_in=int(vr.size), reduced=worst / sub.scale)
+        if vr.size == 0:
+            break
+        if deadline is not None and deadline.expired():
+            status = "time_limit"
+            message = (f"Time limit reached after {round_} rounds of the exact solve: the plan is optimal on its "
+                       f"{r.size} candidate pairs, but {vr.size} other pairs still have negative reduced costs.")
+            break
+        r, c = np.concatenate([r, vr]), np.concatenate([c, vc])
+    else:
+        status = "max_iter"
+        message = (f"{max_rounds} rounds of the exact solve ran without every reduced cost reaching "
+                   f"{-tol:g} max C (most negative {worst / sub.scale:.3g} max C).")
+    stats["most_negative_reduced_cost"] = worst
+    f = np.zeros(ot.n)
+    g = np.zeros(ot.m)
+    f[sub.I], g[sub.J] = u, v
+    return ExactResult(sub.I[G.row], sub.J[G.col], G.data.astype(np.float64), f, g, status, message, stats)

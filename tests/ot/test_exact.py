@@ -1,0 +1,179 @@
+"""The exact method (network simplex on candidate pairs, priced over all pairs) against POT's dense
+emd, on clouds and matrices of several shapes; its pieces on their own; the default method."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import ot as pot
+import pytest
+
+import optsolve.ot
+from optsolve.core.problem import save_problem
+from optsolve.ot import exact
+from optsolve.ot.problems import SCHEMA, cloud_max_cost, cost_matrix, prepare
+
+
+def _mixture(rng, n, d=2):
+    centres = rng.random((5, d))
+    return centres[rng.integers(0, 5, n)] + 0.05 * rng.standard_normal((n, d))
+
+
+def _clouds(kind, n, m, d, rng):
+    if kind == "uniform":
+        return rng.random((n, d)), rng.random((m, d))
+    return _mixture(rng, n, d), _mixture(rng, m, d)[:, ::-1]
+
+
+def _reference(a, b, C):
+    return pot.emd2(a, b, C, numItermax=10 ** 8)
+
+
+def _check_exact(res, a, b, C):
+    P = res.arrays["plan"]
+    P = P() if callable(P) else P
+    P = np.asarray(P.toarray() if hasattr(P, "toarray") else P)
+    assert res.status.value == "optimal", res.message
+    assert np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum() < 1e-9
+    opt = _reference(a, b, C)
+    assert res.objective == pytest.approx(opt, rel=1e-9, abs=1e-12 * C.max())
+    assert res.certificate.holds
+    gap = res.certificate["gap_upper_bound"].value
+    assert gap <= 1e-9 * max(abs(opt), 1e-3 * C.max())
+
+
+@pytest.mark.parametrize("kind", ["uniform", "mixture"])
+@pytest.mark.parametrize("n, m, d, cost", [(300, 200, 2, "sqeuclidean"), (700, 650, 2, "sqeuclidean"),
+                                           (500, 500, 3, "sqeuclidean"), (400, 300, 2, "euclidean"),
+                                           (300, 300, 2, "l1"), (200, 250, 12, "sqeuclidean")])
+def test_exact_on_clouds_matches_dense_emd(kind, n, m, d, cost):
+    rng = np.random.default_rng(n + m + d)
+    x, y = _clouds(kind, n, m, d, rng)
+    a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost=cost)
+    assert res.method == "exact"
+    _check_exact(res, a, b, cost_matrix(x, y, cost))
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (1, 5), (7, 1), (40, 60), (450, 500)])
+def test_exact_on_matrices_matches_dense_emd(n, m):
+    rng = np.random.default_rng(n * m)
+    C = rng.random((n, m)) ** 3 * 10
+    a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
+    res = optsolve.ot.solve(a, b, C)
+    _check_exact(res, a, b, C)
+
+
+def test_zero_masses_duplicated_points_and_a_zero_optimum():
+    rng = np.random.default_rng(5)
+    x = rng.random((600, 2))
+    x[300:] = x[:300]  # every point twice
+    a = rng.dirichlet(np.ones(600))
+    a[::7] = 0.0
+    a /= a.sum()
+    res = optsolve.ot.solve(a, a, x=x, y=x, cost="sqeuclidean")
+    C = cost_matrix(x, x, "sqeuclidean")
+    _check_exact(res, a, a, C)
+    assert res.objective == pytest.approx(0.0, abs=1e-15)
+
+
+def test_huge_costs_off_a_sparse_support():
+    rng = np.random.default_rng(8)
+    n = 120
+    C = np.full((n, n), 1e8)
+    support = rng.random((n, n)) < 0.08
+    support[np.arange(n), np.arange(n)] = True
+    C[support] = rng.random(support.sum())
+    a = b = np.full(n, 1.0 / n)
+    res = optsolve.ot.solve(a, b, C)
+    _check_exact(res, a, b, C)
+
+
+def test_north_west_pairs_hold_a_feasible_plan():
+    rng = np.random.default_rng(2)
+    a, b = rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(45))
+    oa, ob = rng.permutation(30), rng.permutation(45)
+    r, c = exact.north_west_pairs(a, b, oa, ob)
+    assert r.size <= 30 + 45 - 1
+    C = np.full((30, 45), 1e6)
+    C[r, c] = 0.0  # only these pairs are affordable: the LP must still carry all mass on them
+    assert pot.emd2(a, b, C) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_balanced_cells_hold_at_most_the_cell_size():
+    rng = np.random.default_rng(3)
+    pts = np.vstack([rng.random((900, 2)) * 0.01, rng.random((100, 2)) + 5])  # very uneven density
+    label = exact.balanced_cells(pts, 8)
+    counts = np.bincount(label)
+    assert counts.max() <= 8 and counts.min() >= 1 and label.max() + 1 == counts.size
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5])
+@pytest.mark.parametrize("cost", ["sqeuclidean", "euclidean", "l1"])
+def test_cloud_max_cost_is_the_largest_cost(d, cost):
+    rng = np.random.default_rng(d)
+    x, y = rng.standard_normal((300, d)), rng.random((200, d)) * 3
+    value = cloud_max_cost(x, y, cost)
+    exact_max = cost_matrix(x, y, cost).max()
+    assert value is None or value == pytest.approx(exact_max, rel=1e-12)
+    if d <= 3 or cost == "l1":
+        assert value is not None
+
+
+def test_pricing_finds_the_pairs_that_restricted_duals_miss():
+    rng = np.random.default_rng(4)
+    x, y = rng.random((500, 2)), rng.random((500, 2))
+    a = b = np.full(500, 1 / 500)
+    ot = prepare(SCHEMA.validate({"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}, source="t"),
+                 low_memory=True)
+    sub = exact.Subproblem(ot)
+    r = np.arange(500)  # the identity matching alone: feasible, far from optimal
+    G, u, v, code = exact._network_simplex(sub, r, r)
+    assert code == 1
+    vr, vc, worst = exact.violations(sub, u, v, 1e-12)
+    C = cost_matrix(x, y, "sqeuclidean")
+    reduced = C - u[:, None] - v[None, :]
+    assert worst == pytest.approx(min(reduced.min(), 0.0), abs=1e-12)  # the lifted k-d tree finds the worst
+    assert vr.size > 0 and np.all(reduced[vr, vc] < -1e-12)
+
+
+def test_time_limit_returns_the_last_rounds_plan(monkeypatch):
+    rng = np.random.default_rng(6)
+    x, y = _clouds("mixture", 800, 800, 2, rng)
+    a = b = np.full(800, 1 / 800)
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", time_limit=1e-6)
+    assert res.status.value in ("optimal", "time_limit")
+    P = res.arrays["plan"]()
+    assert np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum() < 1e-9  # feasible whatever the status
+    if res.status.value == "time_limit":
+        assert "negative reduced costs" in res.message
+
+
+def test_default_command_is_exact_on_clouds_and_verifies(cli, tmp_path):
+    rng = np.random.default_rng(9)
+    x, y = _clouds("uniform", 800, 700, 2, rng)
+    path = tmp_path / "p.npz"
+    save_problem(str(path), {"a": np.full(800, 1 / 800), "b": np.full(700, 1 / 700), "x": x, "y": y,
+                             "cost": "sqeuclidean"})
+    r = cli("ot", path, "-o", tmp_path / "s.json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["method"] == "exact" and doc["settings"]["method_rule"] == "auto"
+    assert doc["stats"]["exact"]["rounds"] >= 1
+    assert cli("verify", path, tmp_path / "s.json").exit_code == 0
+    doc["solution"]["plan"]["value"][0] *= 1.5  # a forged plan fails
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    assert cli("verify", path, tmp_path / "f.json").exit_code == 6
+
+
+def test_auto_picks_tnt_for_a_temperature_or_a_grid(cli, tmp_path):
+    rng = np.random.default_rng(10)
+    a, b = rng.dirichlet(np.ones(64)).reshape(8, 8), rng.dirichlet(np.ones(64)).reshape(8, 8)
+    assert optsolve.ot.solve(a, b, cost="sqeuclidean").method == "tnt"
+    x = rng.random((50, 2))
+    w = np.full(50, 0.02)
+    assert optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", gamma=256.0).method == "tnt"
+    assert optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", target_gap=1e-2).method == "tnt"
+    with pytest.raises(Exception, match="'--gamma' and '--reg' do not apply"):
+        optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", method="exact", gamma=256.0)
