@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from optsolve.core.history import trace
 from optsolve.core.progress import stdout_to_stderr
 from optsolve.ot.problems import pair_costs
 
@@ -35,7 +36,9 @@ NEIGHBOURS = 16  # candidates per point from the k-d tree
 CHEAPEST = 12  # candidates per row and per column from a blocked pass
 POOL = 4  # the reserve: POOL times as many near pairs, priced before any pass over all pairs
 COARSE_MIN = 400  # squared Euclidean clouds with at least this many points start from a coarser problem
-COARSE_RATIO = 8  # points per cell of the coarser problem
+COARSE_RATIO = 4  # points per cell of the coarser problem
+COARSE_ROUNDS = 2  # pricing rounds of a coarser problem (its plan only guides the finer one)
+CELL_NEIGHBOURS = 5  # a coarse link's cells and this many nearest cells of each end (1: the cells alone)
 DENSE_PAIRS = 200_000  # problems with at most this many pairs are solved on all of them at once
 PRICE_ADD = 8  # per violated column or row: pairs added from the lifted k-d tree query
 PRICE_TOL = 1e-10  # reduced costs above -PRICE_TOL max C count as nonnegative
@@ -151,9 +154,9 @@ def _neighbour_pairs(sub: Subproblem, k: int):
 
     p = 1 if sub.ot.cost == "l1" else 2
     kr, kc = min(k, sub.m), min(max(k // 3, 1), sub.n)
-    _, near = cKDTree(sub.y).query(sub.x, k=kr, p=p)
+    _, near = cKDTree(sub.y).query(sub.x, k=kr, p=p, workers=-1)
     near = near.reshape(sub.n, kr)
-    _, back = cKDTree(sub.x).query(sub.y, k=kc, p=p)
+    _, back = cKDTree(sub.x).query(sub.y, k=kc, p=p, workers=-1)
     back = back.reshape(sub.m, kc)
     rows = [np.repeat(np.arange(sub.n), kr), back.ravel()]
     cols = [near.ravel(), np.repeat(np.arange(sub.m), kc)]
@@ -246,19 +249,29 @@ def coarse_candidates(sub: Subproblem, deadline=None):
     yc, bc = _coarse(sub.y, sub.b, lab_y)
     coarse = OTProblem(a=ac / ac.sum(), b=bc / bc.sum(), C=None, mass=1.0, x=xc, y=yc, cost=sub.ot.cost,
                        block=sub.ot.block, label=sub.ot.label)
-    res = solve_exact(coarse, deadline=deadline)
-    if res.status != "optimal":
+    res = solve_exact(coarse, deadline=deadline, max_rounds=COARSE_ROUNDS, record=False)  # a guide: not exact
+    if res.status not in ("optimal", "max_iter"):
         return None
     members_x = np.argsort(lab_x, kind="stable")
     members_y = np.argsort(lab_y, kind="stable")
     start_x = np.concatenate([[0], np.cumsum(np.bincount(lab_x))])
     start_y = np.concatenate([[0], np.cumsum(np.bincount(lab_y))])
-    rows, cols = [], []
-    for cx, cy in zip(res.rows, res.cols):  # a few points each side: the block of their pairs
-        ix = members_x[start_x[cx]:start_x[cx + 1]]
-        iy = members_y[start_y[cy]:start_y[cy + 1]]
-        rows.append(np.repeat(ix, iy.size))
-        cols.append(np.tile(iy, ix.size))
+    cx, cy = res.rows, res.cols
+    if CELL_NEIGHBOURS > 1:  # each link widened to the nearest cells of either end
+        from scipy.spatial import cKDTree
+
+        ky, kx = min(CELL_NEIGHBOURS, yc.shape[0]), min(CELL_NEIGHBOURS, xc.shape[0])
+        near_y = cKDTree(yc).query(yc, k=ky)[1].reshape(yc.shape[0], -1)
+        near_x = cKDTree(xc).query(xc, k=kx)[1].reshape(xc.shape[0], -1)
+        cx, cy = (np.concatenate([np.repeat(cx, ky), near_x[cx].ravel()]),
+                  np.concatenate([near_y[cy].ravel(), np.repeat(cy, kx)]))
+        cx, cy = _unique_pairs(cx, cy, yc.shape[0])
+    size_x, size_y = np.diff(start_x)[cx], np.diff(start_y)[cy]
+    total = size_x * size_y  # every pair of points of the two cells
+    link = np.repeat(np.arange(cx.size), total)
+    offset = np.arange(total.sum()) - np.repeat(np.cumsum(total) - total, total)
+    rows = [members_x[start_x[cx][link] + offset // size_y[link]]]
+    cols = [members_y[start_y[cy][link] + offset % size_y[link]]]
     # and each point's pairs of least reduced cost under the coarse duals (v from its cell, u = v^c)
     v = res.g[lab_y]
     near = _lifted_min(sub.y, v, sub.x, 1)[:, 0]
@@ -278,7 +291,7 @@ def _lifted_min(P: np.ndarray, w: np.ndarray, Q: np.ndarray, k: int):
 
     top = float(w.max())
     lifted = np.hstack([P, np.sqrt(np.maximum(top - w, 0.0))[:, None]])
-    _, idx = cKDTree(lifted).query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=min(k, P.shape[0]))
+    _, idx = cKDTree(lifted).query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=min(k, P.shape[0]), workers=-1)
     return idx.reshape(Q.shape[0], -1)
 
 
@@ -338,12 +351,14 @@ def _network_simplex(sub: Subproblem, r: np.ndarray, c: np.ndarray):
 
 
 def _unique_pairs(r, c, m):
-    key = np.unique(r.astype(np.int64) * m + c.astype(np.int64))
+    key = r.astype(np.int64) * m + c.astype(np.int64)
+    key.sort()
+    key = key[np.concatenate([[True], key[1:] != key[:-1]])] if key.size else key
     return key // m, key % m
 
 
 def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, max_rounds: int = MAX_ROUNDS,
-                progress=None) -> ExactResult:
+                progress=None, record: bool = True) -> ExactResult:
     """The exact optimum of the transport LP of ``ot`` (an :class:`optsolve.ot.problems.OTProblem`).
 
     ``potentials``: (f, g) in cost units, e.g. an entropic solution's: the first candidates are the
@@ -351,6 +366,7 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     support of a feasible plan is always added. ``deadline``: an
     :class:`optsolve.ot.deadline.Deadline`; the loop stops between rounds when it has passed, and
     the plan is then the last round's (feasible, optimal on its candidates; status ``time_limit``).
+    ``record``: each round is a row of ``--history`` (not for the coarser problems).
     """
     t0 = time.perf_counter()
     sub = Subproblem(ot)
@@ -397,6 +413,11 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
             stats["full_pricing_passes"] = stats.get("full_pricing_passes", 0) + 1
         stats["pricing_s"] += time.perf_counter() - t
         stats["violations"].append(int(vr.size))
+        stats.setdefault("most_negative", []).append(worst / sub.scale)
+        if record:
+            trace(round_, max(-worst / sub.scale, 0.0), evaluations=int(r.size),
+                  measure="most negative reduced cost over all pairs / max C",
+                  evaluations_of="candidate pairs of the round's network simplex", priced_in=int(vr.size))
         if progress is not None:
             progress.update(round_, candidates=int(r.size), priced_in=int(vr.size), reduced=worst / sub.scale)
         if vr.size == 0:

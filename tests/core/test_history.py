@@ -13,7 +13,8 @@ COLUMNS = ("iteration", "evaluations", "residual", "time_s")
 
 # command, generator arguments, solve options
 CASES = {
-    "ot tnt": ("ot", ["--family", "clouds", "--n", "60"], []),
+    "ot exact": ("ot", ["--family", "clouds", "--n", "60"], []),
+    "ot tnt": ("ot", ["--family", "clouds", "--n", "60"], ["--method", "tnt"]),
     "ot sinkhorn": ("ot", ["--family", "clouds", "--n", "60"], ["--method", "sinkhorn", "--reg", "0.05"]),
     "qp admm": ("qp", ["--family", "random", "--n", "40"], []),
     "qp distributed": ("qp", ["--family", "chain", "--n", "80"], ["--method", "distributed"]),
