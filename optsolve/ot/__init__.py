@@ -303,8 +303,9 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
     if method == "tnt" and s["target_gap"] is not None:
         out = _finish_if_short(ot, s, out, backend, progress, deadline)
     t_solve = time.perf_counter()
+    entropic_plan = method in ENTROPIC and "coo" not in out  # tnt's exact finish answers an explicit plan
 
-    if method in ENTROPIC:
+    if entropic_plan:
         rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"], backend.xp)
         out["f"], out["g"] = rd.f, rd.g
         objective = rd.objective
@@ -341,7 +342,7 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
                 "plan": solution_plan}
     stats = {"iterations": out.get("iterations"), "device": backend.device, "dtype": s["dtype"],
              "time_s": {"prepare": t_prep - t0, "solve": t_solve - t_prep, "round": t_round - t_solve}}
-    if method in ENTROPIC:
+    if entropic_plan:
         stats["marginal_error_before_rounding"] = rd.marginal_error_before
     stats.update(out.get("extra", {}))
     result = Result("ot", method, Status(out["status"]), out.get("message", ""),
