@@ -131,10 +131,10 @@ DEFAULT_TOL = {"emd": None, "sinkhorn": 1e-9, "tnt": None, "exact": None}
 DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None, "exact": None}
 
 
-def choose_method(problem, *, reg=None, gamma=None, target_gap=None, low_memory=None) -> str:
+def choose_method(problem, *, reg=None, gamma=None, target_gap=None, gpu: bool = False) -> str:
     """What ``--method auto`` runs: ``tnt`` when an entropic temperature or a target gap is asked for,
-    and on images on a grid (whose separable kernel tnt uses); else ``exact``."""
-    if reg is not None or gamma is not None or target_gap is not None or is_grid(problem):
+    on images on a grid (whose separable kernel tnt uses) and on a GPU; else ``exact`` (CPU)."""
+    if reg is not None or gamma is not None or target_gap is not None or gpu or is_grid(problem):
         return "tnt"
     return "exact"
 
@@ -262,7 +262,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     chosen = method == "auto"
     if chosen:
-        method = choose_method(problem, reg=reg, gamma=gamma, target_gap=target_gap, low_memory=low_memory)
+        method = choose_method(problem, reg=reg, gamma=gamma, target_gap=target_gap,
+                               gpu=get_backend(device).device == "gpu")
     if method != "tnt":
         import ot  # noqa: F401  (POT's import takes about a second: setup, like reading the file, not solving)
     deadline = Deadline.after(positive_option("time-limit", time_limit))

@@ -10,13 +10,20 @@ certified gap is the network simplex's own accuracy. This is the shielding idea 
 "A sparse multiscale algorithm for dense optimal transport" (J. Math. Imaging Vis. 2016): a
 small candidate set, with a proof that nothing outside it matters.
 
-Candidates: each point's nearest neighbours (``scipy.spatial.cKDTree``) for point clouds in
-low dimension, else each row's and each column's cheapest pairs (a blocked pass over the cost),
-or the pairs an entropic plan puts mass on; always with the support of one feasible plan (the
-north-west corner rule along an ordering of the points), so that the restricted LP is
-feasible. Pricing: for the squared Euclidean cost, min_i |x_i - y_j|^2 - u_i is a nearest-
-neighbour query among the lifted points (x_i, sqrt(W - u_i)), W = max u (a k-d tree, no
-O(n m) pass); for other costs, a pass over the cost in column blocks.
+Candidates, always with the support of one feasible plan (the north-west corner rule along an
+ordering of the points), so that the restricted LP is feasible:
+
+* squared Euclidean clouds in low dimension, coarse to fine (Merigot 2011; Schmitzer 2016):
+  the points are grouped into cells of a few points, the cells' problem is solved the same
+  way, and the pairs of points whose cells its plan links (or neighbouring cells) are the
+  candidates, with each point's pairs of least reduced cost under the coarse duals;
+* other clouds in low dimension: each point's nearest neighbours (``scipy.spatial.cKDTree``);
+* a matrix, or potentials given (an entropic solution's): each row's and each column's pairs
+  of least cost, or reduced cost, by a pass over the cost in column blocks.
+
+Pricing: for the squared Euclidean cost, min_i |x_i - y_j|^2 - u_i is a nearest-neighbour query
+among the lifted points (x_i, sqrt(W - u_i)), W = max u (a k-d tree, no O(n m) pass); for other
+costs, a reserve of further near pairs first, then a pass over the cost in column blocks.
 """
 
 from __future__ import annotations
@@ -94,7 +101,7 @@ def _order(points: np.ndarray) -> np.ndarray:
         return np.argsort(centred[:, 0], kind="stable")
     _, _, vt = np.linalg.svd(centred[: min(len(points), 20000)], full_matrices=False)
     proj = centred @ vt.T
-    return np.lexsort(proj.T[::-1][-2:] if proj.shape[1] > 1 else proj.T)
+    return np.lexsort((proj[:, 1], proj[:, 0]))  # by the first coordinate, then the second
 
 
 def north_west_pairs(a: np.ndarray, b: np.ndarray, order_a=None, order_b=None):
