@@ -123,7 +123,7 @@ def solve_options(func):
                      help="Iteration limit (status max_iter, exit 5, best iterate written)."),
         click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
                      metavar="SECONDS", help="Wall-clock limit from the command's start (status time_limit, exit 5); a "
-                          "step that cannot be interrupted is stopped 0.8 s past it."),
+                          "step that cannot be interrupted is stopped 0.7 s past it."),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
                      show_default=True, envvar="OPTSOLVE_DEVICE",
                      help="Where to compute; auto uses a GPU when cupy sees one."),

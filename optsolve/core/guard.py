@@ -9,12 +9,10 @@ process, watched by the command's own process:
 * the child reads, solves and writes the document as the command always does, and tells the
   watcher the problem's SHA-256 once read and ``done`` once its result is final (the document
   is then written whatever the clock says: it is never cut in half);
-* reading and checking the problem file and importing the libraries the method needs are never
-  cut short (they take a time bounded by the file's size, within the memory budget): the solver
-  then finds its time spent and returns at once. Once the solve has started, if the child is
-  not done :data:`GRACE_S` seconds after the limit (or after the solve's start, if that came
-  later), the watcher kills it (and the processes it started) and writes the document itself:
-  status ``time_limit``, no solution, a message naming the limit and the step that ran past it;
+* if the child is not done :data:`GRACE_S` seconds after the limit, whatever it is doing
+  (reading the file, importing a library, a native solver's call), the watcher kills it (and
+  the processes it started) and writes the document itself: status ``time_limit``, no
+  solution, a message naming the limit and the stage that ran past it;
 * SIGINT, SIGTERM and SIGHUP sent to the command are passed on to the child, which handles them
   as :mod:`optsolve.core.signals` says; a second one stops both at once. The child runs in a
   process group of its own, so that a terminal's Ctrl-C reaches it once, through the watcher.
@@ -35,7 +33,7 @@ import time
 
 from optsolve.core.signals import SIGNALS, signal_name
 
-GRACE_S = 0.8  # after the limit (or the solve's start, if later), before the watcher stops a child not done
+GRACE_S = 0.7  # after the limit, before the watcher stops a child that is not done
 
 
 def usable(problem: str) -> bool:
@@ -103,8 +101,7 @@ def _exit_code(status: int) -> int:
 
 def run_watched(limit: float, started: float, child, on_timeout, label: str) -> int:
     """Run ``child(channel)`` (which returns an exit code) in a forked process; return its exit code,
-    or, when it is not done ``GRACE_S`` after ``started + limit`` (or after it said ``stage solving``,
-    if later), kill it and return
+    or, when it is not done ``GRACE_S`` after ``started + limit``, kill it and return
     ``on_timeout(sha256, method, stage, signum)`` (the watcher writes the document; ``signum`` is
     the signal received before, or None)."""
     read_fd, write_fd = os.pipe()
@@ -160,11 +157,11 @@ def _watch(pid: int, read_fd: int, limit_at: float, on_timeout, label: str) -> i
             previous[signum] = before
             signal.signal(signum, forward)
     sha256, method, stage, done, buffer = None, None, "reading the problem", False, b""
-    kill_at = None  # set once the solve starts
+    kill_at = limit_at + GRACE_S
     try:
         while not done:
-            wait = None if kill_at is None else kill_at - time.perf_counter()
-            if wait is not None and wait <= 0:
+            wait = kill_at - time.perf_counter()
+            if wait <= 0:
                 break
             try:
                 ready, _, _ = select.select([read_fd], [], [], wait)
@@ -184,8 +181,6 @@ def _watch(pid: int, read_fd: int, limit_at: float, on_timeout, label: str) -> i
                     sha256 = value or None
                 elif word == "stage":
                     stage = value
-                    if value == "solving" and kill_at is None:
-                        kill_at = max(limit_at, time.perf_counter()) + GRACE_S
                 elif word == "method":
                     method = value or None
                 elif word == "done":
