@@ -72,8 +72,11 @@ def _init_pool_worker():
 
 def solve_one(kind: str, index: int, path: str, params: dict) -> Solved:
     """Solve one file (in a worker) and return its document."""
-    from optsolve.core.runner import solve_file
+    from optsolve.core.runner import solve_file, watched_solve
 
+    doc = watched_solve(kind, path, params)  # a --time-limit with the watcher's backstop, where it can run
+    if doc is not None:
+        return Solved(index, path, doc)
     result = solve_file(kind, path, dict(params))
     return Solved(index, path, result.to_dict())
 

@@ -149,8 +149,8 @@ def run_command(kind: str, problem: str, params: dict, *, started: float | None 
     return _run_command(kind, problem, params, output, arrays, verbosity, started, None)
 
 
-def _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum) -> int:
-    """The document the watcher writes when the solve is still running past the time limit."""
+def timeout_result(kind, problem, params, started, sha256, method, stage, signum=None) -> Result:
+    """The result the watcher (:mod:`optsolve.core.guard`) reports for a solve it stopped past the limit."""
     limit = float(params["time_limit"])
     info = ProblemInfo(path=None if problem == "-" else problem, sha256=sha256)
     method = method or params.get("method")
@@ -165,6 +165,42 @@ def _write_timeout(kind, problem, params, output, verbosity, started, sha256, me
                         f"interrupted; the solve was stopped {guard.GRACE_S:g} s later with no iterate to "
                         "report. Give a longer --time-limit.", problem=info)
     result.stats["time_s"] = {"total": time.perf_counter() - started}
+    return result
+
+
+def watched_solve(kind: str, path: str, params: dict) -> dict | None:
+    """:func:`solve_file` of one batch file under its ``--time-limit``, backed by the watcher: the
+    document (a dict), or None where the watcher cannot run here (no time limit, no fork, not
+    the process's main thread)."""
+    import json
+    import tempfile
+    import threading
+
+    limit = params.get("time_limit")
+    if limit is None or not guard.usable(path) or threading.current_thread() is not threading.main_thread():
+        return None
+    started = time.perf_counter()
+    with tempfile.TemporaryFile() as tmp:
+        def child(channel):
+            result = solve_file(kind, path, dict(params), started=started, channel=channel)
+            channel.send("done")
+            tmp.write(result.to_json(indent=None).encode())
+            tmp.flush()
+            return 0
+
+        def on_timeout(sha256, method, stage, signum):
+            tmp.write(timeout_result(kind, path, params, started, sha256, method, stage).to_json(indent=None).encode())
+            return 0
+
+        guard.run_watched(float(limit), started, child, on_timeout, f"optsolve batch {kind}")
+        tmp.seek(0)
+        text = tmp.read()
+    return json.loads(text) if text else None
+
+
+def _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum) -> int:
+    """The document the watcher writes when the solve is still running past the time limit."""
+    result = timeout_result(kind, problem, params, started, sha256, method, stage, signum)
     try:
         write_result(result, output, None)
     except OSError as exc:

@@ -189,3 +189,24 @@ def test_a_limit_shorter_than_the_setup_still_ends_within_a_second(tmp_path):
     assert doc["status"] == "time_limit" and doc["stats"]["time_s"]["total"] < 1e-3 + GRACE_S + 0.5
     assert wall < GRACE_S + 1.5
     assert doc["solution"] is None or doc["certificate"]["holds"]  # a solution, if any, is the solver's own
+
+
+def test_batch_files_under_a_limit_have_the_same_backstop(games):
+    (games / "q.json").write_text(json.dumps({"z0": [0.5, 1.0]}))
+    t = time.monotonic()
+    proc = start(games, "batch", "mvi", "p.json", "q.json", "-j", "2", "--operator", "games.py:slow",
+                 "--time-limit", "1.5")
+    out, err = proc.communicate(timeout=120)
+    wall = time.monotonic() - t
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert len(lines) == 2 and all(d["status"] == "time_limit" for d in lines), err
+    assert all("ran out while solving" in d["message"] and d["problem"]["sha256"] for d in lines)
+    assert proc.returncode == 5 and wall < 1.5 + GRACE_S + 6  # two workers' start included
+
+
+def test_batch_files_within_the_limit_are_solved_as_without(games):
+    proc = start(games, "batch", "mvi", "p.json", "--operator", "games.py:quick", "--time-limit", "60")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "optimal" and doc["certificate"]["holds"]
