@@ -32,8 +32,6 @@ PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
 SETUP_IMPORTS = {"emd": ("ot",), "sinkhorn": ("ot",), "exact": ("ot",), "auto": ("ot",)}
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
 DEFAULT_TARGET_GAP = 1e-3  # tnt without --gamma or --reg: the certified relative gap it stops at
-# tnt's gap test: U - D <= target max(U, GAP_FLOOR max C), so that a zero optimum is reached too
-GAP_FLOOR = 1e-3
 FLOAT32_MAX_GAMMA = 2.0 ** 10
 GAMMA_RANGE = (2.0 ** -20, 2.0 ** 40)  # exponents of gamma * C / max C that float64 resolves
 PCG_MODES = ("plain", "discounted")

@@ -191,3 +191,37 @@ def test_tnt_short_of_its_target_finishes_exactly(kind):
     assert res.solution["plan"]["format"] == "coo" and res.stats["exact"]["rounds"] >= 1
     assert res.stats["entropic_certified_gap"] > 1e-9
     _check_exact(res, a, b, C)
+
+
+@pytest.mark.parametrize("d", [1, 2, 5])
+def test_certificate_ctransform_by_kd_tree_equals_the_dense_minimum(d):
+    from optsolve.ot.certificate import sq_ctransform
+
+    rng = np.random.default_rng(d)
+    x, y = rng.standard_normal((400, d)), rng.random((300, d))
+    w = rng.standard_normal(400) * 3
+    dense = (cost_matrix(x, y, "sqeuclidean") - w[:, None]).min(0)
+    np.testing.assert_allclose(sq_ctransform(x, w, y), dense, rtol=0, atol=1e-12)
+
+
+def test_certificate_of_clouds_without_a_pass_over_all_pairs_agrees_with_the_matrix():
+    from optsolve.ot import certificate
+
+    rng = np.random.default_rng(12)
+    x, y = _clouds("mixture", 500, 400, 2, rng)
+    a, b = rng.dirichlet(np.ones(500)), rng.dirichlet(np.ones(400))
+    a[::9] = 0.0
+    a /= a.sum()
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean")
+    clouds = SCHEMA.validate({"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}, source="t")
+    matrix = SCHEMA.validate({"a": a, "b": b, "C": cost_matrix(x, y, "sqeuclidean")}, source="t")
+    kw = dict(method="exact", objective=res.objective, status="optimal")
+    by_tree = certificate.check(clouds, res.solution, **kw)
+    by_blocks = certificate.check(matrix, res.solution, **kw)
+    assert by_tree.holds and by_blocks.holds
+    for name in ("marginal_l1", "objective_matches", "dual_lower_bound", "dual_feasibility",
+                 "complementary_slackness"):
+        assert by_tree[name].value == pytest.approx(by_blocks[name].value, rel=1e-9, abs=1e-13), name
+    moved = dict(res.solution, g=[v + 1e-3 if v is not None else v for v in res.solution["g"]])
+    assert not certificate.check(clouds, moved, **kw).holds  # dual infeasible: found without the matrix
+    assert not certificate.check(matrix, moved, **kw).holds
