@@ -50,6 +50,7 @@ DENSE_PAIRS = 200_000  # problems with at most this many pairs are solved on all
 PRICE_ADD = 8  # per violated column or row: pairs added from the lifted k-d tree query
 PRICE_TOL = 1e-10  # reduced costs above -PRICE_TOL max C count as nonnegative
 MAX_ROUNDS = 60
+WORKERS = -1  # threads of the k-d tree queries (-1: every core)
 NETWORK_SIMPLEX_ITER = 10 ** 10
 
 
@@ -161,9 +162,9 @@ def _neighbour_pairs(sub: Subproblem, k: int):
 
     p = 1 if sub.ot.cost == "l1" else 2
     kr, kc = min(k, sub.m), min(max(k // 3, 1), sub.n)
-    _, near = cKDTree(sub.y).query(sub.x, k=kr, p=p, workers=-1)
+    _, near = cKDTree(sub.y).query(sub.x, k=kr, p=p, workers=WORKERS)
     near = near.reshape(sub.n, kr)
-    _, back = cKDTree(sub.x).query(sub.y, k=kc, p=p, workers=-1)
+    _, back = cKDTree(sub.x).query(sub.y, k=kc, p=p, workers=WORKERS)
     back = back.reshape(sub.m, kc)
     rows = [np.repeat(np.arange(sub.n), kr), back.ravel()]
     cols = [near.ravel(), np.repeat(np.arange(sub.m), kc)]
@@ -298,7 +299,7 @@ def _lifted_min(P: np.ndarray, w: np.ndarray, Q: np.ndarray, k: int):
 
     top = float(w.max())
     lifted = np.hstack([P, np.sqrt(np.maximum(top - w, 0.0))[:, None]])
-    _, idx = cKDTree(lifted).query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=min(k, P.shape[0]), workers=-1)
+    _, idx = cKDTree(lifted).query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=min(k, P.shape[0]), workers=WORKERS)
     return idx.reshape(Q.shape[0], -1)
 
 
