@@ -85,6 +85,7 @@ def _tnt(ot, s, backend, progress, deadline):
             "iterations": res.stats.newton_steps,
             "extra": {"stages": res.stats.stages, "newton_steps": res.stats.newton_steps,
                       "cg_iterations": res.stats.cg_iterations, "sinkhorn_sweeps": res.stats.sinkhorn_sweeps,
+                      "fallbacks": res.stats.fallbacks,
                       "passes": res.passes, "final_gamma": res.gamma, "stage_log": res.stats.stage_log}}
 
 

@@ -27,6 +27,12 @@ marginals and the Sinkhorn sweeps then use products with it, rescaled by
 ``exp(u - u0)``, ``exp(v - v0)`` (rebuilt when those factors grow large). Log-sum-exp
 passes are used where no plan is built (stage starts, the final row update).
 
+Safeguards (counted in ``TNTStats.fallbacks``, reported per stage in the stage log): the line search's test
+is evaluated without cancellation; a truncated plan is not trusted for steps that would grow what it dropped
+(those use the whole plan); plain CG that meets rounding-level curvature hands over to the discounted loop;
+a failed Newton step is followed by a resynchronisation, then Sinkhorn sweeps; a failed stage is retried at a
+smaller gamma. A stage that stalls at the rounding floor of the dtype ends there and says so.
+
 The kernel is the dense cost in memory (:class:`DenseKernel`) or, in low-memory mode,
 point clouds whose cost is recomputed in column blocks (:class:`StreamedKernel`); both
 offer the same log-sum-exp passes and products. All array code goes through the
@@ -59,8 +65,26 @@ CG_CAP = 5000
 CHI_SWEEPS = 100
 ARMIJO = 0.99  # 1 - sigma, sigma = 0.01
 ALPHA_MIN = 1e-9
-STALL_STEPS = 3  # Newton steps without a decrease of the error before a stage is declared failed
+STALL_STEPS = 3  # Newton steps without a new lowest error before a fallback
+PROGRESS = 0.99  # a new lowest error: below this fraction of the last one
+PRECISION_MARGIN = 10.0
 NEWTON_CAP = 500  # per stage
+# A truncated plan drops entries below threshold = 1e-3 tol / (n m). Rescaled by exp(du_i) exp(dv_j), they sum to
+# at most threshold sum_i exp(du_i) sum_j exp(dv_j) = 1e-3 tol mean(exp(du)) mean(exp(dv)). Where that growth
+# factor exceeds SPARSE_GROWTH (the dropped mass could reach 0.1 tol) the plan is rebuilt, and a line search uses
+# the whole plan (see Plan.scalings, _line_search).
+SPARSE_GROWTH = 100.0
+# Fallbacks, counted by kind in TNTStats.fallbacks. A failed Newton step (no descent direction, no step
+# accepted, STALL_STEPS steps without a new lowest error) is followed by a resynchronisation (exact column
+# update, fresh plan), the next ones by FALLBACK_SWEEPS, 2 FALLBACK_SWEEPS, ... Sinkhorn sweeps; FALLBACKS_MAX
+# failures without a new lowest error end the stage: at the precision limit when the error is within
+# PRECISION_MARGIN of tolerance_floor, else as failed. A failed stage is retried at the geometric mean of its
+# gamma and the last completed one (RETREATS_MAX times in a solve, while the two differ by more than the
+# factor RETREAT_MIN_RATIO); only then does the solve end on the last completed stage.
+FALLBACKS_MAX = 4
+FALLBACK_SWEEPS = 10
+RETREATS_MAX = 6
+RETREAT_MIN_RATIO = 1.01
 # Passes over the kernel (products, log-sum-exps) between two looks at the deadline: a loop stops when
 # the next stretch would not fit (see optsolve.ot.deadline).
 STAGE_START_PASSES = 3  # column update, building the plan, a first sweep
@@ -81,6 +105,14 @@ class TNTStats:
     cg_iterations: int = 0
     sinkhorn_sweeps: int = 0
     stage_log: list = field(default_factory=list)
+    # what the safeguards did, by kind: "full_plan_search" (a line search on the whole plan, as its truncated
+    # copy is trusted only within SPARSE_GROWTH), "discounted_cg" (plain CG met rounding-level curvature and the
+    # discounted loop took over), "resync" and "sinkhorn" (fallbacks after a failed Newton step), "lower_gamma"
+    # (a failed stage retried at a smaller gamma)
+    fallbacks: dict = field(default_factory=dict)
+
+    def count(self, kind: str, k: int = 1):
+        self.fallbacks[kind] = self.fallbacks.get(kind, 0) + k
 
 
 # --------------------------------------------------------------------------- kernels
@@ -129,6 +161,9 @@ class Kernel:
     """Products with the built plan: from its truncated sparse copy when there is one, else ``_matvec`` etc."""
 
     sparse = None
+    # Looks at the marginals through the whole plan, where the truncated copy is not to be trusted, before the
+    # plan is rebuilt instead: worth it where a whole product costs less than a build (DenseKernel).
+    whole_looks = 0
     _retry_gamma = 0.0  # no truncation attempt below this gamma (raised when one found the plan too dense)
 
     def _may_truncate(self, gamma) -> bool:
@@ -140,6 +175,13 @@ class Kernel:
         degenerate plans of L1 costs do not thin out at all), and always for the rest of this stage."""
         density = nnz / max(entries_seen, 1)
         self._retry_gamma = gamma * max(density * self.n * self.m / max(budget, 1.0), 1.0 + 1e-9)
+
+    def full_matvec(self, y):
+        """P y with the whole built plan, also when a truncated copy exists."""
+        return self._matvec(y)
+
+    def full_rmatvec(self, x):
+        return self._rmatvec(x)
 
     def matvec(self, y):
         if self.sparse is not None:
@@ -166,6 +208,8 @@ class DenseKernel(Kernel):
 
     ``passes`` counts O(nm) sweeps: a log-sum-exp costs 4, building the plan 2, a product 1.
     """
+
+    whole_looks = 2  # the column update after a long step and the check that follows, at one pass each
 
     def __init__(self, xp, C, dtype):
         self.xp = xp
@@ -505,29 +549,44 @@ class Plan:
     def rebuild(self, u, v):
         self.K.build(u, v, self.gamma)
         self.u0, self.v0 = u.copy(), v.copy()
+        self.looks = 0
 
     def scalings(self, u, v):
+        """(exp(u - u0), exp(v - v0), whole): whole when the products must use the whole plan, as the rescaling
+        grows what the truncated copy dropped beyond SPARSE_GROWTH. A rescaling beyond the shift limit, or more
+        such looks than the kernel's ``whole_looks``, rebuild it at (u, v) instead."""
         xp = self.K.xp
         du, dv = u - self.u0, v - self.v0
-        if float(xp.abs(du).max()) > self.shift_limit or float(xp.abs(dv).max()) > self.shift_limit:
-            self.rebuild(u, v)
-            du, dv = u - self.u0, v - self.v0
-        return xp.exp(du), xp.exp(dv)
+        if float(xp.abs(du).max()) <= self.shift_limit and float(xp.abs(dv).max()) <= self.shift_limit:
+            x, y = xp.exp(du), xp.exp(dv)
+            if self.K.sparse is None or _growth(x, y) <= SPARSE_GROWTH:
+                return x, y, False
+            if self.looks < self.K.whole_looks:
+                self.looks += 1
+                return x, y, True
+        self.rebuild(u, v)
+        return xp.exp(u - self.u0), xp.exp(v - self.v0), False
 
     def log_marginals(self, u, v, rows=True, cols=True):
         """log r_P and log c_P at (u, v) from products; log-sum-exp where a product underflows."""
-        xp = self.K.xp
-        x, y = self.scalings(u, v)
+        xp, K = self.K.xp, self.K
+        x, y, whole = self.scalings(u, v)
+        matvec, rmatvec = (K.full_matvec, K.full_rmatvec) if whole else (K.matvec, K.rmatvec)
         out = []
         if rows:
-            r = x * self.K.matvec(y)
-            lr = xp.log(r) if bool((r > 0).all()) else self.K.log_rows(u, v, self.gamma)
+            r = x * matvec(y)
+            lr = xp.log(r) if bool((r > 0).all()) else K.log_rows(u, v, self.gamma)
             out.append(lr)
         if cols:
-            c = y * self.K.rmatvec(x)
-            lc = xp.log(c) if bool((c > 0).all()) else self.K.log_cols(u, v, self.gamma)
+            c = y * rmatvec(x)
+            lc = xp.log(c) if bool((c > 0).all()) else K.log_cols(u, v, self.gamma)
             out.append(lc)
         return out
+
+
+def _growth(x, y) -> float:
+    """mean(x) mean(y): the factor by which the rescaling diag(x) P diag(y) can raise the mass a truncation dropped."""
+    return float(x.mean()) * float(y.mean())
 
 
 # --------------------------------------------------------------------------- PCG
@@ -545,7 +604,9 @@ def _l1(xp, z) -> float:
 def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expired=None):
     """Approximately solve (D_{rP} - P D_{ch}^{-1} P^T) x = -g to L1 residual <= target.
 
-    Returns (x, iterations). x is a descent direction (-g . x > 0) unless none was found.
+    Returns (x, iterations, fell_back). x is a descent direction (-g . x > 0) unless none was found.
+    ``mode="plain"`` falls back to the discounted loop (fell_back true) when rounding shows S as indefinite
+    before the target is met: at high gamma S is so ill-conditioned that plain CG then stalls.
     ``expired(passes)``: true when ``passes`` more passes would run past the time limit; then stop
     with the best iterate so far, leaving time for the rest of the Newton step.
     """
@@ -570,7 +631,7 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
     best_x, best_res = x0, _l1(xp, rP * x0 - Qx0 - b)
     iterations = 0
     if best_res <= target and float(b @ x0) > 0:
-        return x0, 0
+        return x0, 0, False
 
     def run(rho, own_target):
         """CG on S_rho from x0; returns (best x, best true residual, converged, negative curvature)."""
@@ -608,12 +669,17 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
             rz = rz_new
         return bx, bres, False, False
 
-    if mode == "plain":
-        x, res, _, _ = run(1.0, 0.0)
+    discounted = mode != "plain"
+    if not discounted:
+        x, res, _, negative = run(1.0, 0.0)
         if res < best_res:
-            best_x = x
-        # x0 = -g / M with M > 0 is always a descent direction: the fallback
-        return (best_x if float(b @ best_x) > 0 else x0), iterations
+            best_x, best_res = x, res
+        if not (negative and best_res > target):
+            # x0 = -g / M with M > 0 is always a descent direction: the fallback
+            return (best_x if float(b @ best_x) > 0 else x0), iterations, False
+        # S is singular and, at high gamma, so ill-conditioned that rounding makes it look indefinite before
+        # the target is met: the discounted loop, whose S_rho is definite, takes over (rho persists from its
+        # last use, as in the discounted mode)
 
     while best_res > target and iterations < cap and not (
             expired is not None and expired(CG_ITERATION_PASSES + STEP_TAIL_PASSES)):
@@ -623,11 +689,11 @@ def pcg(K, rP, ch, g, target: float, state: PCGState, mode: str, cap: int, expir
             best_x, best_res = x, res
         if negative:
             state.rho = 0.0
-            return (best_x if float(b @ best_x) > 0 else x0), iterations
+            return (best_x if float(b @ best_x) > 0 else x0), iterations, not discounted
         if converged:
             break
     state.rho = max(0.0, 1.0 - 4.0 * (1.0 - state.rho))
-    return (best_x if float(b @ best_x) > 0 else x0), iterations
+    return (best_x if float(b @ best_x) > 0 else x0), iterations, not discounted
 
 
 # --------------------------------------------------------------------------- projection
@@ -647,17 +713,31 @@ def _chi_sinkhorn(plan: Plan, log_rh, log_ch, rh, tol, u, v, stats, expired=None
         r = xp.exp(lr)
         if float(((rh - r) ** 2 / r).sum()) <= limit:
             return u, v, lr
-        u = u + (log_rh - lr)
-        (lc,) = plan.log_marginals(u, v, rows=False)
-        v = v + (log_ch - lc)
-        stats.sinkhorn_sweeps += 1
+        u, v = _sweep(plan, log_rh, log_ch, u, v, stats, lr)
     (lr,) = plan.log_marginals(u, v, cols=False)
     return u, v, lr
 
 
-def tolerance_floor(K) -> float:
-    """The smallest L1 marginal error worth asking for: rounding noise of sums in the working dtype."""
-    return 4.0 * math.sqrt(max(K.n, K.m)) * float(np.finfo(K.dtype).eps)
+def _sweep(plan: Plan, log_rh, log_ch, u, v, stats, lr=None):
+    """One log-domain Sinkhorn sweep, rows then columns, from the log row marginals ``lr`` (computed when None)."""
+    if lr is None:
+        (lr,) = plan.log_marginals(u, v, cols=False)
+    u = u + (log_rh - lr)
+    (lc,) = plan.log_marginals(u, v, rows=False)
+    v = v + (log_ch - lc)
+    stats.sinkhorn_sweeps += 1
+    return u, v
+
+
+def tolerance_floor(K, gamma: float = 0.0) -> float:
+    """The smallest L1 marginal error worth asking for in the working dtype at temperature gamma.
+
+    Two roundings: of the sums (about sqrt(n) eps), and of the exponents u_i + v_j - gamma C_ij, which are of
+    size gamma (C scaled to max 1), so that every entry of the plan carries a relative error of about
+    eps gamma; over a row's m entries that averages to eps gamma / sqrt(m) of the row's mass.
+    """
+    eps = float(np.finfo(K.dtype).eps)
+    return 4.0 * eps * (math.sqrt(max(K.n, K.m)) + gamma / math.sqrt(min(K.n, K.m)))
 
 
 def _timed_lse(K, deadline: Deadline, log_marginal, *args):
@@ -670,27 +750,95 @@ def _timed_lse(K, deadline: Deadline, log_marginal, *args):
     return out
 
 
+def _line_search(K, rh, ch, rP, cP, du, dv, slope, stats, expired):
+    """Armijo (sigma = 0.01) on the dual F(u, v) = sum P - r_hat . u - c_hat . v along (du, dv).
+
+    Returns (alpha, a, b, P b, r_P, c_P, rmatvec) with a = expm1(alpha du), b = expm1(alpha dv) and the products
+    the accepted trial used, or (reason, None, ...) with reason 'time_limit' or why no step was found.
+
+    The test is written as ``excess <= (1 - sigma) alpha slope`` with
+    ``excess = F(alpha) - F(0) + alpha slope = (a - alpha du).r_P + (b - alpha dv).c_P + a.(P b)``, a sum of
+    second-order terms: forming sum P(alpha) - sum P(0) instead loses everything below eps * sum P, which is
+    where the Newton decrement (about err^2) lies at the end of a stage.
+
+    A truncated plan is trusted only for trial steps whose growth factor (:func:`_growth`) stays within
+    SPARSE_GROWTH: beyond, the dropped entries (which couple the blocks of a nearly one-to-one plan, and whose
+    absence makes the Newton step huge along them) would grow unseen, and a step that blows the true dual up
+    would pass. Such trials use the whole built plan, with its own r_P, c_P and slope.
+    """
+    xp = K.xp
+    full = None  # (r_P, c_P, slope) of the whole plan, once needed
+    alpha = 1.0
+    while True:
+        with np.errstate(over="ignore", invalid="ignore"):
+            a, b = xp.expm1(alpha * du), xp.expm1(alpha * dv)
+            whole = K.sparse is not None and not (1.0 + float(a.mean())) * (1.0 + float(b.mean())) <= SPARSE_GROWTH
+            if whole and full is None:
+                stats.count("full_plan_search")
+                fr, fc = K.full_matvec(xp.ones(K.m, dtype=K.dtype)), K.full_rmatvec(xp.ones(K.n, dtype=K.dtype))
+                full = (fr, fc, float((rh - fr) @ du) + float((ch - fc) @ dv))
+                if not full[2] > 0:
+                    return "no descent direction on the whole plan", None, None, None, None, None, None
+            tr, tc, ts, matvec, rmatvec = ((*full, K.full_matvec, K.full_rmatvec) if whole
+                                           else (rP, cP, slope, K.matvec, K.rmatvec))
+            Pb = matvec(b)
+            excess = float((a - alpha * du) @ tr) + float((b - alpha * dv) @ tc) + float(a @ Pb)
+        if math.isfinite(excess) and excess <= ARMIJO * alpha * ts:
+            return alpha, a, b, Pb, tr, tc, rmatvec
+        alpha /= 2.0
+        if alpha < ALPHA_MIN:
+            return f"line search failed (step below {ALPHA_MIN:g})", None, None, None, None, None, None
+        if expired is not None and expired(1):
+            return "time_limit", None, None, None, None, None, None
+
+
+def _fallback(K, plan, gamma, log_rh, log_ch, rh, tol, u, v, stats, failures, expired):
+    """After a failed Newton step: resynchronise first (an exact column update by log-sum-exp and a fresh plan,
+    for a plan whose products drifted from the potentials), then Sinkhorn sweeps (each lowers the dual), more
+    with every failure in a row. Returns (u, v, log r_P), ending on a column update like the sweeps."""
+    xp = K.xp
+    v = v + (log_ch - K.log_cols(u, v, gamma))
+    plan.rebuild(u, v)
+    if failures == 1:
+        stats.count("resync")
+        return _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
+    stats.count("sinkhorn")
+    for _ in range(FALLBACK_SWEEPS * (failures - 1)):
+        if expired is not None and expired(SWEEP_PASSES):
+            break
+        u, v = _sweep(plan, log_rh, log_ch, u, v, stats)
+    (lr,) = plan.log_marginals(u, v, cols=False)
+    return u, v, lr
+
+
 def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts: dict,
             deadline: Deadline, newton_budget: int | None):
     """Project (u, v) onto the marginals (rh, ch) at temperature gamma to L1 row error <= tol.
 
-    Returns (u, v, deltas, reason) where reason is None or 'time_limit' / 'max_iter' when a limit
-    stopped it early. Raises StageFailed when no progress is possible.
+    Returns (u, v, deltas, reason) where reason is None, or 'time_limit' / 'max_iter' when a limit
+    stopped it early, or 'precision: ...' when the error stalled within PRECISION_MARGIN of the rounding floor
+    (:func:`tolerance_floor`) above tol: then (u, v) is the best iterate. A failed Newton step (no descent
+    direction, no step accepted, or STALL_STEPS steps without a new lowest error) is followed by a fallback
+    (:func:`_fallback`); raises StageFailed after FALLBACKS_MAX of them without a new lowest error, or after
+    NEWTON_CAP steps.
     """
     xp = K.xp
     expired = deadline.expired if deadline.end is not None else None
-    tol = max(tol, tolerance_floor(K))
+    floor = tolerance_floor(K, gamma)
+    tol = max(tol, floor)
     if opts.get("truncate", True):
         # entries below this carry less than 1e-3 tol of mass in all: drop them from the built plan
         K.threshold = max(1e-3 * tol / (K.n * K.m), float(np.finfo(K.dtype).tiny))
     log_rh, log_ch = xp.log(rh), xp.log(ch)
+    ones_m = xp.ones(K.m, dtype=K.dtype)
     v = v + (log_ch - _timed_lse(K, deadline, K.log_cols, u, v, gamma))
     plan = Plan(K, gamma, opts["shift_limit"])
     plan.rebuild(u, v)
     u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
     err = _l1(xp, xp.exp(lr) - rh)
     deltas = []
-    steps = stalled = 0
+    steps = stalled = failures = 0
+    best = (err, u, v)  # the lowest error so far, and its iterate
     while err > tol:
         if not math.isfinite(err):
             raise StageFailed("non-finite marginal error")
@@ -698,50 +846,61 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
             return u, v, deltas, "time_limit"
         if newton_budget is not None and steps >= newton_budget:
             return u, v, deltas, "max_iter"
+        if steps >= NEWTON_CAP:
+            raise StageFailed(f"no convergence in {NEWTON_CAP} Newton steps, error {err:.2e} > tolerance {tol:.2e}")
+        steps += 1
         eta = min(max(err, 0.9 * tol / err), 0.9)
         plan.rebuild(u, v)
-        rP = K.matvec(xp.ones(K.m, dtype=K.dtype))
+        rP = K.matvec(ones_m)  # and c_P = c_hat after the column update (a whole-plan line search measures it)
         g = rP - rh
-        x, its = pcg(K, rP, ch, g, eta * err, state, opts["pcg"], CG_CAP, expired)
+        x, its, discounted = pcg(K, rP, ch, g, eta * err, state, opts["pcg"], CG_CAP, expired)
         stats.cg_iterations += its
+        if discounted:
+            stats.count("discounted_cg")
         du = x
         dv = -K.rmatvec(x) / ch
-        slope = -float(g @ du)
-        if not slope > 0:
-            raise StageFailed("no descent direction")
-        total0 = float(rP.sum())  # sum of P, 1 up to rounding after the column update
-        alpha = 1.0
-        while True:
-            with np.errstate(over="ignore", invalid="ignore"):
-                eu, ev = xp.exp(alpha * du), xp.exp(alpha * dv)
-                Pev = K.matvec(ev)
-                total = float(eu @ Pev)
-            if math.isfinite(total) and total - total0 <= ARMIJO * alpha * slope:
-                break
-            alpha /= 2.0
-            if alpha < ALPHA_MIN:
-                raise StageFailed("line search failed")
-            if expired is not None and expired(1):  # (u, v) is still the iterate before this step
-                return u, v, deltas, "time_limit"
-        u = u + alpha * du
-        v = v + alpha * dv
-        r_new = eu * Pev
-        c_new = ev * K.rmatvec(eu)
-        err_pre = _l1(xp, c_new - ch) + _l1(xp, r_new - rh)
-        (lc,) = plan.log_marginals(u, v, rows=False)
-        v = v + (log_ch - lc)
-        u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
-        err_new = _l1(xp, xp.exp(lr) - rh)
-        deltas.append((err - err_pre) / ((1.0 - eta) * err))
-        stalled = stalled + 1 if err_new >= err else 0
-        if stalled >= STALL_STEPS:
-            raise StageFailed(f"no progress in {STALL_STEPS} Newton steps at error {err_new:.2e} "
-                              f"(the precision limit of {np.dtype(K.dtype).name}?)")
-        if steps >= NEWTON_CAP:
-            raise StageFailed(f"no convergence in {NEWTON_CAP} Newton steps")
-        err = err_new
-        steps += 1
-        stats.newton_steps += 1
+        slope = -float(g @ du)  # -F'(0) of the dual along (du, dv)
+        if slope > 0:
+            alpha, a, b, Pb, rP, cP, rmatvec = _line_search(K, rh, ch, rP, ch, du, dv, slope, stats, expired)
+        else:
+            alpha = "no descent direction"
+        if alpha == "time_limit":  # (u, v) is still the iterate before this step
+            return u, v, deltas, "time_limit"
+        if isinstance(alpha, str):
+            failure = alpha
+            deltas.append(0.0)  # no step: the schedule slows down
+        else:
+            stats.newton_steps += 1
+            u = u + alpha * du
+            v = v + alpha * dv
+            r_new = (1.0 + a) * (Pb + rP)  # exp(alpha du) * P exp(alpha dv)
+            c_new = (1.0 + b) * (rmatvec(a) + cP)
+            err_pre = _l1(xp, c_new - ch) + _l1(xp, r_new - rh)
+            (lc,) = plan.log_marginals(u, v, rows=False)
+            v = v + (log_ch - lc)
+            u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
+            err_new = _l1(xp, xp.exp(lr) - rh)
+            deltas.append((err - err_pre) / ((1.0 - eta) * err))
+            err = err_new
+            if err < PROGRESS * best[0]:
+                best, stalled, failures = (err, u, v), 0, 0
+                continue
+            stalled += 1
+            if stalled < STALL_STEPS:
+                continue
+            failure, stalled = f"no new lowest error in {STALL_STEPS} Newton steps", 0
+        failures += 1
+        if failures > FALLBACKS_MAX:
+            what = (f"{failure}, also after {FALLBACKS_MAX} fallbacks (resync, Sinkhorn sweeps): lowest error "
+                    f"{best[0]:.2e} > tolerance {tol:.2e}; {np.dtype(K.dtype).name} resolves about {floor:.1e} "
+                    f"at gamma={gamma:g}")
+            if best[0] <= PRECISION_MARGIN * floor:
+                return best[1], best[2], deltas, f"precision: {what}"
+            raise StageFailed(what)
+        u, v, lr = _fallback(K, plan, gamma, log_rh, log_ch, rh, tol, u, v, stats, failures, expired)
+        err = _l1(xp, xp.exp(lr) - rh)
+        if err < PROGRESS * best[0]:
+            best, failures = (err, u, v), 0
     return u, v, deltas, None
 
 
@@ -751,6 +910,10 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
 def entropy(p) -> float:
     q = p[p > 0]
     return float(-(q * np.log(q)).sum())
+
+
+def _counts_since(counts: dict, before: dict) -> dict:
+    return {k: n - before.get(k, 0) for k, n in counts.items() if n > before.get(k, 0)}
 
 
 @dataclass
@@ -812,6 +975,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     q = Q_START
     u = v = u_prev = v_prev = None
     best = None  # (u, v, gamma) of the last completed stage
+    retreats = []  # stages failed since the last completed one: {"gamma", "reason", "time_s", "fallbacks"}
 
     def finish(u_, v_, gamma_, status_, message_):
         f = np.full(a.shape, -np.inf)
@@ -832,9 +996,13 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
             if u is None:
                 u, v = xp.log(rh), xp.log(ch)
             budget = None if max_iter is None else max(0, max_iter - stats.newton_steps)
+            steps0, fallbacks0 = stats.newton_steps, dict(stats.fallbacks)
             try:
                 u_new, v_new, deltas, reason = project(K, gamma, rh, ch, stage_tol, u, v, state, stats, opts,
                                                        deadline, budget)
+                limited = None  # why the stage ended above its tolerance, where float64 ran out
+                if reason is not None and reason.startswith("precision: "):
+                    limited, reason = reason[len("precision: "):], None
                 if reason is None:
                     u_new = u_new + (xp.log(rh) - _timed_lse(K, deadline, K.log_rows, u_new, v_new, gamma))
                     if not (bool(xp.isfinite(u_new).all()) and bool(xp.isfinite(v_new).all())):
@@ -844,9 +1012,22 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                 if best is None:
                     return finish(u, v, gamma, "numerical_error",
                                   f"The first stage failed ({exc}); the plan is that stage's rounded iterate.")
+                retreats.append({"gamma": gamma, "reason": str(exc), "time_s": time.perf_counter() - t_stage,
+                                 "fallbacks": _counts_since(stats.fallbacks, fallbacks0)})
+                if (stats.fallbacks.get("lower_gamma", 0) < RETREATS_MAX and gamma > best[2] * RETREAT_MIN_RATIO
+                        and not deadline.expired(STAGE_START_PASSES)):
+                    # a smaller increase from the last completed stage, warm-started with its potentials f = u / gamma
+                    retry = math.sqrt(best[2] * gamma)
+                    log.info(f"{msg}; retrying at gamma={retry:g}")
+                    stats.count("lower_gamma")
+                    u, v = best[0] * (retry / best[2]), best[1] * (retry / best[2])
+                    gamma, q = retry, Q_MIN
+                    continue
+                tried = (f" {len(retreats) - 1} retries at smaller gamma did not get past it;"
+                         if len(retreats) > 1 else "")
                 log.warning(f"{msg}; returning the solution at gamma={best[2]:g}")
                 return finish(*best, "optimal_inaccurate" if target_gap is None else "numerical_error",
-                              f"The stage at gamma={gamma:g} failed ({exc}); returned the solution of the "
+                              f"The stage at gamma={gamma:g} failed ({exc});{tried} returned the solution of the "
                               f"previous stage, gamma={best[2]:g}.")
             if reason is not None:
                 if best is None:
@@ -856,8 +1037,18 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                                              f"completed stage, gamma={best[2]:g}.")
             stats.stages += 1
             best = (u_new, v_new, gamma)
-            entry = {"gamma": gamma, "newton_steps": len(deltas), "time_s": time.perf_counter() - t_stage,
-                     "tol": stage_tol}
+            entry = {"gamma": gamma, "newton_steps": stats.newton_steps - steps0,
+                     "time_s": time.perf_counter() - t_stage, "tol": stage_tol}
+            used = _counts_since(stats.fallbacks, fallbacks0)
+            if retreats:
+                used["lower_gamma"] = len(retreats)
+                entry["retried_after"] = retreats
+                retreats = []
+            if used:
+                entry["fallbacks"] = used
+            if limited is not None:
+                entry["precision_limited"] = limited
+                log.warning(f"stage gamma={gamma:g} ended at the precision limit: {limited}")
             gap = None
             if target_gap is not None and gap_fn is not None and not last and deadline.expired(deadline.finish_passes):
                 stats.stage_log.append(entry)
@@ -877,7 +1068,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                       cg_iterations=stats.cg_iterations, relative_gap=gap)
             progress.update(stats.stages, gamma=gamma, newton=stats.newton_steps, cg=stats.cg_iterations,
                             **({} if gap is None else {"gap": gap}))
-            log.info(f"stage {stats.stages}: gamma={gamma:g} newton={len(deltas)} tol={stage_tol:.2e} "
+            log.info(f"stage {stats.stages}: gamma={gamma:g} newton={entry['newton_steps']} tol={stage_tol:.2e} "
                      f"time={entry['time_s']:.3f}s" + ("" if gap is None else f" gap={gap:.3e}"))
             if target_gap is not None and gap is not None and gap <= target_gap:
                 return finish(u_new, v_new, gamma, "optimal", "")
@@ -887,6 +1078,14 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
                     return finish(u_new, v_new, gamma, "max_iter",
                                   f"gamma reached {gamma:g} before the relative gap{reached} met the "
                                   f"target {target_gap:g}.")
+                if limited is not None:
+                    return finish(u_new, v_new, gamma, "optimal_inaccurate",
+                                  f"The last stage ended at the precision limit ({limited}).")
+                floor = tolerance_floor(K, gamma)
+                if tol is not None and tol < floor:
+                    return finish(u_new, v_new, gamma, "optimal",
+                                  f"The tolerance {tol:g} is below what {np.dtype(K.dtype).name} resolves at "
+                                  f"gamma={gamma:g}; the last stage was solved to {floor:.1e}.")
                 return finish(u_new, v_new, gamma, "optimal", "")
             if deadline.expired(STAGE_START_PASSES):
                 return finish(u_new, v_new, gamma, "time_limit",
