@@ -55,14 +55,15 @@ def command(problem, plan_file, **params):
     """Optimal transport between masses a and b with cost C (or points x, y and a cost name, or
     two images a, b on one grid with an l1 or sqeuclidean cost).
 
-    Writes the plan's cost, dual potentials f and g, the plan (sparse entries for emd,
+    Writes the plan's cost, dual potentials f and g, the plan (sparse entries for exact and emd,
     rounded potentials for tnt and sinkhorn; as a matrix with --plan or --arrays) and a
     certificate: marginal error, nonnegativity, and the certified gap to the LP optimum,
     judged by --feas-tol, --objective-rtol, --objective-atol, --lp-tol and --target-gap
     (`optsolve verify` takes the same options, and --normalize).
     --time-limit applies to every method, rounding and certificate included (emd runs in a child
     process stopped at the deadline, and then answers the north-west corner plan).
-    --max-iter counts Newton steps for tnt, iterations for sinkhorn and emd.
+    --max-iter counts Newton steps for tnt, pricing rounds for exact (default 60), iterations for
+    sinkhorn and emd.
     """
     if plan_file is not None:
         if params.get("arrays") not in (None, plan_file):

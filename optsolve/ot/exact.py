@@ -412,7 +412,9 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
         vr = np.zeros(0, dtype=np.int64)
         if pool is not None:  # the reserve first: a pass over all pairs only once it has nothing to add
             pr, pc = pool
-            bad = sub.pair_costs(pr, pc) - u[pr] - v[pc] < -tol * sub.scale
+            reduced = sub.pair_costs(pr, pc) - u[pr] - v[pc]
+            worst = float(reduced.min(initial=0.0))
+            bad = reduced < -tol * sub.scale
             vr, vc = pr[bad], pc[bad]
             pool = (pr[~bad], pc[~bad])
             stats["pool_rounds"] = stats.get("pool_rounds", 0) + 1

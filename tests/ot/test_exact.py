@@ -225,3 +225,14 @@ def test_certificate_of_clouds_without_a_pass_over_all_pairs_agrees_with_the_mat
     moved = dict(res.solution, g=[v + 1e-3 if v is not None else v for v in res.solution["g"]])
     assert not certificate.check(clouds, moved, **kw).holds  # dual infeasible: found without the matrix
     assert not certificate.check(matrix, moved, **kw).holds
+
+
+def test_max_iter_bounds_the_pricing_rounds():
+    rng = np.random.default_rng(13)
+    x, y = _clouds("mixture", 600, 600, 2, rng)
+    w = np.full(600, 1 / 600)
+    res = optsolve.ot.solve(w, w, x=x, y=y, cost="euclidean", max_iter=1)
+    assert res.stats["exact"]["rounds"] == 1
+    if res.status.value == "max_iter":  # a feasible plan, optimal on its candidates only
+        assert "most negative" in res.message and res.stats["exact"]["most_negative"][-1] < 0
+        assert res.certificate.holds  # feasible; no optimality claimed
