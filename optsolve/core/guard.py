@@ -17,10 +17,11 @@ process, watched by the command's own process:
   as :mod:`optsolve.core.signals` says; a second one stops both at once. The child runs in a
   process group of its own, so that a terminal's Ctrl-C reaches it once, through the watcher.
 
-The limit counts from the command's start (:data:`optsolve.cli.STARTED`). Without a time limit,
-without ``fork``, under ``--engine mpi`` (an MPI rank may not fork), or when the problem is typed
-at a terminal (``-`` on a tty, which a background process group may not read), the command runs
-in one process as before.
+The limit counts from the command's start (:data:`optsolve.cli.STARTED`). ``optsolve batch``
+watches each file's solve the same way, in its worker (:func:`optsolve.core.runner.watched_solve`).
+Without a time limit, without ``fork``, under ``--engine mpi`` (an MPI rank may not fork), when the
+problem is typed at a terminal (``-`` on a tty, which a background process group may not read),
+and for calls from Python (the API, Click's test runner), the solve runs in one process as before.
 """
 
 from __future__ import annotations
