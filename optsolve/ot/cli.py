@@ -13,7 +13,7 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
 @click.command("ot", context_settings=CONTEXT_SETTINGS)
 @solve_options
 @click.option("--method", type=click.Choice(sorted(METHODS)), default=DEFAULT_METHOD, show_default=True,
-              help="auto: tnt given --gamma, --reg or --target-gap and on images on a grid, else exact. "
+              help="auto: tnt given --gamma, --reg or --target-gap, on images on a grid and on a GPU, else exact. "
                    "exact: the LP optimum by the network simplex (POT) on candidate pairs, priced over all "
                    "pairs. tnt: MDOT truncated Newton (entropic, rounded). emd: dense network simplex (POT). "
                    "sinkhorn: log-domain Sinkhorn (POT), rounded.")
