@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 
-from optsolve.core.signals import SIGNALS, signal_name
+from optsolve.core.signals import SIGNALS, stop_at_once
 
 GRACE_S = 0.7  # after the limit, before the watcher stops a child that is not done
 
@@ -85,9 +85,13 @@ def _descendants(pid: int) -> list[int]:
 def _kill_all(pid: int) -> None:
     """Kill the child's process group, and whatever it started outside the group."""
     victims = _descendants(pid)
-    for target in (lambda: os.killpg(pid, signal.SIGKILL), *(lambda p=p: os.kill(p, signal.SIGKILL) for p in victims)):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for victim in victims:
         try:
-            target()
+            os.kill(victim, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
 
@@ -140,13 +144,7 @@ def _watch(pid: int, read_fd: int, limit_at: float, on_timeout, label: str) -> i
     def forward(signum, frame):
         received.append(signum)
         if len(received) > 1:  # a second signal: stop everything at once, write nothing more
-            _kill_all(pid)
-            try:
-                os.write(2, f"{label}: stopped at once by a second signal ({signal_name(signum)}); "
-                            f"nothing more is written.\n".encode())
-            except OSError:
-                pass
-            os._exit(128 + signum)
+            stop_at_once(label, signum, lambda: _kill_all(pid))
         try:
             os.killpg(pid, signum)
         except (ProcessLookupError, PermissionError):

@@ -51,6 +51,22 @@ def kill_children() -> None:
             pass
 
 
+def stop_at_once(label: str, signum: int, kill) -> None:
+    """A second signal: say so on stderr, ``kill()`` the processes started, exit with 128 + ``signum``
+    and write nothing more."""
+    try:
+        sys.stdout.flush()  # lines already printed whole (deferred sections end with a full line)
+    except Exception:
+        pass
+    try:
+        os.write(2, f"{label}: stopped at once by a second signal ({signal_name(signum)}); "
+                    f"nothing more is written.\n".encode())
+    except OSError:
+        pass
+    kill()
+    os._exit(128 + signum)
+
+
 class Handling:
     """The signal state of one command (see the module's notes); ``label`` starts its stderr lines."""
 
@@ -97,17 +113,7 @@ class Handling:
 
     def stop(self, signum: int) -> None:
         """Stop now: kill the worker processes, exit with 128 + ``signum``."""
-        try:
-            sys.stdout.flush()  # lines already printed whole (deferred sections end with a full line)
-        except Exception:
-            pass
-        try:
-            os.write(2, f"{self.label}: stopped at once by a second signal ({signal_name(signum)}); "
-                        f"nothing more is written.\n".encode())
-        except OSError:
-            pass
-        kill_children()
-        os._exit(128 + signum)
+        stop_at_once(self.label, signum, kill_children)
 
     @contextlib.contextmanager
     def raising(self):
