@@ -52,7 +52,8 @@ def _exact(ot, s, backend, progress, deadline):
 
     if backend.device != "cpu":
         raise ParameterError("Method 'exact' runs on the CPU only; use '--device cpu' or another method.")
-    res = solve_exact(ot, deadline=deadline, progress=progress, max_rounds=s["max_iter"] or MAX_ROUNDS)
+    res = solve_exact(ot, deadline=deadline, progress=progress, max_rounds=s["max_iter"] or MAX_ROUNDS,
+                      target=s["target_gap"])
     return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
             "message": res.message, "iterations": res.stats["rounds"], "extra": {"exact": res.stats}}
 
@@ -134,9 +135,10 @@ DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None, "exact":
 
 
 def choose_method(problem, *, reg=None, gamma=None, target_gap=None, gpu: bool = False) -> str:
-    """What ``--method auto`` runs: ``tnt`` when an entropic temperature or a target gap is asked for,
-    on images on a grid (whose separable kernel tnt uses) and on a GPU; else ``exact`` (CPU)."""
-    if reg is not None or gamma is not None or target_gap is not None or gpu or is_grid(problem):
+    """What ``--method auto`` runs: ``tnt`` when an entropic temperature is asked for, on images on a
+    grid (whose separable kernel tnt uses) and on a GPU; else ``exact`` (CPU), which stops at the
+    target gap (``DEFAULT_TARGET_GAP`` unless ``--target-gap`` is given)."""
+    if reg is not None or gamma is not None or gpu or is_grid(problem):
         return "tnt"
     return "exact"
 
@@ -192,8 +194,8 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     target_gap = positive_option("target-gap", target_gap)
     if reg is not None and gamma is not None:
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
-    if target_gap is not None and method != "tnt":
-        raise ParameterError("The '--target-gap' option applies to '--method tnt' only.")
+    if target_gap is not None and method not in ("tnt", "exact"):
+        raise ParameterError("The '--target-gap' option applies to '--method tnt' and '--method exact' only.")
     if low_memory and method not in ("tnt", "exact"):
         raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
                              "'--method tnt' or '--method exact'.")
@@ -303,6 +305,8 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
              block_size=ot.block if ot.low_memory else None, plan_threshold=plan_threshold)
     if chosen:
         s["method_rule"] = "auto"
+        if method == "exact" and s["target_gap"] is None:  # right by default: the default target, as tnt's
+            s["target_gap"] = DEFAULT_TARGET_GAP
     t_prep = time.perf_counter()
     out = METHODS[method](ot, s, backend, progress, deadline)
     if method == "tnt" and s["target_gap"] is not None:

@@ -47,11 +47,11 @@ LIMITS = (
     Limit("objective_atol", OBJECTIVE_ATOL, "larger",
           "absolute floor of every cost comparison, as a fraction of max C (costs per unit mass)"),
     Limit("lp_tol", LP_TOL, "larger",
-          "an explicit (coo) plan claimed optimal: dual infeasibility and complementary slackness "
-          "relative to max C, and the gap relative to the cost"),
+          "an explicit (coo) plan claimed optimal with no target gap: dual infeasibility and complementary "
+          "slackness relative to max C, and the gap relative to the cost"),
     Limit("target_gap", None, "larger",
-          "the certified relative gap (U - D)/max(U, 1e-3 max C) an optimal claim must meet; unset: reported, "
-          "not judged"),
+          "the certified relative gap (U - D)/max(U, 1e-3 max C) an optimal claim must meet; unset: the "
+          "default target (1e-3) for a document that claims a target gap, else reported, not judged"),
     Limit("normalize", False, "larger",
           "judge the problem with a and b scaled each to unit mass (required when their sums differ)"),
 )
@@ -205,7 +205,7 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     return rows, cols, U, neg, cmax, infeasible, cs
 
 
-LIFTED_MAX_DIM = 8  # squared Euclidean clouds up to this dimension: c-transforms by k-d tree queries
+LIFTED_MAX_DIM = 8  # squared Euclidean clouds up to this dimension: c-transforms without the matrix
 
 
 def _lifted(ot) -> bool:
@@ -215,23 +215,17 @@ def _lifted(ot) -> bool:
 
 
 def sq_ctransform(P: np.ndarray, w: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """``min_i |P_i - Q_j|^2 - w_i`` for every row Q_j, without the |P| x |Q| costs: the nearest
-    point to (Q_j, 0) among the lifted points (P_i, sqrt(W - w_i)), W = max w, is the minimiser
-    (|P_i - Q_j|^2 + W - w_i is the lifted squared distance). The value is recomputed from the
-    points for the minimiser found."""
-    from scipy.spatial import cKDTree
+    """``min_i |P_i - Q_j|^2 - w_i`` for every row Q_j, without the |P| x |Q| costs: the minimiser is a
+    vertex of the convex hull of the points (P_i, (|P_i|^2 - w_i) / 2), reached by a walk along its
+    edges (:mod:`optsolve.ot.legendre`). The value is recomputed from the points at the minimiser."""
+    from optsolve.ot.legendre import Envelope
 
-    P, Q = np.asarray(P, dtype=np.float64), np.asarray(Q, dtype=np.float64)
-    top = float(w.max())
-    tree = cKDTree(np.hstack([P, np.sqrt(np.maximum(top - w, 0.0))[:, None]]))
-    _, idx = tree.query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=1, workers=-1)
-    d = P[idx] - Q
-    return (d * d).sum(1) - w[idx]
+    return Envelope(P, w).ctransform(Q)
 
 
 def _coo_lifted_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     """:func:`_block_measures` of an explicit plan on squared Euclidean clouds, from its entries and
-    k-d tree c-transforms (dual feasibility: max_j g_j - min_i (C_ij - f_i)), in O((n + m) log n)."""
+    c-transforms by :func:`sq_ctransform` (dual feasibility: max_j g_j - min_i (C_ij - f_i)), in O((n + m) log n)."""
     spec = solution["plan"]
     P = _coo_plan(spec, ot.n, ot.m).tocoo()
     i, j, p = P.row, P.col, P.data
@@ -274,7 +268,7 @@ def dual_bound_of(ot, f, xp=np) -> float:
         gt = min_apply(np.where(ia, -f, np.inf), C1, C2)
         ft = min_apply(np.where(ib, -gt, np.inf), C1, C2)
         return float(ft[ia] @ ot.a[ia] + gt[ib] @ ot.b[ib])
-    if _lifted(ot):  # two c-transforms by k-d tree queries
+    if _lifted(ot):  # two c-transforms without the matrix (sq_ctransform)
         x, y = np.asarray(ot.x)[ia], np.asarray(ot.y)[ib]
         gt = sq_ctransform(x, np.asarray(fs, dtype=np.float64), y)
         ft = sq_ctransform(y, gt, x)
@@ -339,8 +333,11 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
           limits: dict | None = None, status: str | None = "optimal", **extra) -> Certificate:
     """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`).
 
-    ``settings`` (the document's, untrusted) only picks the device the checks run on; ``method`` is
-    not used: the plan's format and the claimed ``status`` decide which checks apply.
+    ``settings`` (the document's, untrusted) picks the device the checks run on, and whether the
+    document claims a target gap (``settings.target_gap`` set): such a claim is judged against the
+    ``target_gap`` limit, or the default target where that is unset, never the document's value.
+    ``method`` is not used: the plan's format, that claim and the claimed ``status`` decide which
+    checks apply (an explicit plan without a target claims the LP optimum).
     """
     lim = resolve(limits)
     settings = settings or {}
@@ -361,11 +358,18 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     f = solution_vector(solution, "f", ot.n)
     g = solution_vector(solution, "g", ot.m)
     spec = solution.get("plan")
-    exact = isinstance(spec, dict) and spec.get("format") == "coo"  # an explicit plan claims the LP optimum
+    coo = isinstance(spec, dict) and spec.get("format") == "coo"
+    if lim["target_gap"] is None and settings.get("target_gap") is not None:
+        # the document claims a target gap (which one is not taken from it): judged at the default's
+        from optsolve.ot import DEFAULT_TARGET_GAP
+
+        lim["target_gap"] = DEFAULT_TARGET_GAP
+    # an explicit plan claims the LP optimum, unless a target gap is claimed: then it claims that
+    exact = coo and lim["target_gap"] is None
     measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
-    if exact and _lifted(ot):
+    if coo and _lifted(ot):
         measure = _coo_lifted_measures
-    rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, exact, xp)
+    rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, coo, xp)
     D = dual_bound_of(ot, f, xp)
     scale = cmax if cmax > 0 else 1.0
     floor = lim["objective_atol"] * scale
@@ -398,11 +402,14 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
         gap_limits.append(("lp_tol", lim["lp_tol"]))
     if lim["target_gap"] is not None:
         gap_limits.append(("target_gap", lim["target_gap"]))
-    lp = [("dual_feasibility", infeasible / scale, "max(f_i + g_j - C_ij, 0) / max C"),
-          ("complementary_slackness", cs / scale, "sum P_ij |C_ij - f_i - g_j| / max C")] if exact else []
-    for name, value, note in lp:
-        checks.append(Check.at_most(name, value, lim["lp_tol"], note) if optimal else
-                      Check.info(name, value, f"{note}; not judged: status {status!r} claims no optimum"))
+    # an explicit plan's potentials are feasible when it claims either; complementary slackness is
+    # the LP optimum's alone
+    lp = [("dual_feasibility", infeasible / scale, "max(f_i + g_j - C_ij, 0) / max C", True),
+          ("complementary_slackness", cs / scale, "sum P_ij |C_ij - f_i - g_j| / max C", exact)] if coo else []
+    for name, value, note, judged in lp:
+        checks.append(Check.at_most(name, value, lim["lp_tol"], note) if optimal and judged else
+                      Check.info(name, value, f"{note}; not judged: " + (
+                          f"status {status!r} claims no optimum" if not optimal else "a target gap is claimed")))
     for name, tol in gap_limits:
         if name == "target_gap":
             note = f"U - D in cost units, limit {name} max(|U|, {GAP_FLOOR:g} max C) + objective_atol max C"

@@ -13,18 +13,20 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
 @click.command("ot", context_settings=CONTEXT_SETTINGS)
 @solve_options
 @click.option("--method", type=click.Choice(sorted(METHODS)), default=DEFAULT_METHOD, show_default=True,
-              help="auto: tnt given --gamma, --reg or --target-gap, on images on a grid and on a GPU, else exact. "
-                   "exact: the LP optimum by the network simplex (POT) on candidate pairs, priced over all "
-                   "pairs. tnt: MDOT truncated Newton (entropic, rounded). emd: dense network simplex (POT). "
-                   "sinkhorn: log-domain Sinkhorn (POT), rounded.")
+              help="auto: tnt given --gamma or --reg, on images on a grid and on a GPU, else exact to "
+                   "--target-gap (1e-3 unless given). exact: the network simplex (POT) on candidate pairs, priced "
+                   "over all pairs, to the LP optimum or --target-gap. tnt: MDOT truncated Newton (entropic, "
+                   "rounded). emd: dense network simplex (POT). sinkhorn: log-domain Sinkhorn (POT), rounded.")
 @click.option("--gamma", type=POSITIVE, default=None,
               help="Final temperature gamma_f = max(C)/reg of the entropic methods [default: tnt runs to "
                    "--target-gap 1e-3; sinkhorn: 1024].")
 @click.option("--reg", type=POSITIVE, default=None,
               help="Entropic regularisation in cost units (instead of --gamma).")
 @click.option("--target-gap", type=POSITIVE, default=None, metavar="REL",
-              help="tnt: raise gamma stage by stage until the certified relative gap (U - D)/max(U, 1e-3 max C) "
-                   "<= REL, then finish exactly if the stages stop short [default: 1e-3 without --gamma/--reg].")
+              help="Stop once the certified relative gap (U - D)/max(U, 1e-3 max C) <= REL. tnt raises gamma "
+                   "stage by stage, then finishes exactly if the stages stop short; exact stops pricing (and "
+                   "measures the gap against U itself unless U is about 0) [default: 1e-3 for tnt without "
+                   "--gamma/--reg and for auto; exact alone: the LP optimum].")
 @click.option("--tol", type=POSITIVE, default=None,
               help="L1 marginal tolerance before rounding [tnt: H/gamma^1.5/2; sinkhorn: 1e-9].")
 @click.option("--pcg", type=click.Choice(PCG_MODES), default=DEFAULT_PCG, show_default=True,

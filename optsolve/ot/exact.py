@@ -21,9 +21,9 @@ ordering of the points), so that the restricted LP is feasible:
 * a matrix, or potentials given (an entropic solution's): each row's and each column's pairs
   of least cost, or reduced cost, by a pass over the cost in column blocks.
 
-Pricing: for the squared Euclidean cost, min_i |x_i - y_j|^2 - u_i is a nearest-neighbour query
-among the lifted points (x_i, sqrt(W - u_i)), W = max u (a k-d tree, no O(n m) pass); for other
-costs, a reserve of further near pairs first, then a pass over the cost in column blocks.
+Pricing: for the squared Euclidean cost, min_i |x_i - y_j|^2 - u_i is a walk on a convex hull
+(:mod:`optsolve.ot.legendre`, no O(n m) pass); for other costs, a reserve of further near pairs
+first, then a pass over the cost in column blocks.
 """
 
 from __future__ import annotations
@@ -39,17 +39,18 @@ from optsolve.core.progress import stdout_to_stderr
 from optsolve.ot.problems import pair_costs
 
 KD_MAX_DIM = 8  # k-d trees beyond this dimension are slower than a blocked pass
-NEIGHBOURS = 16  # candidates per point from the k-d tree
+NEIGHBOURS = 16  # candidates per point: nearest points, or pairs of least reduced cost
 CHEAPEST = 12  # candidates per row and per column from a blocked pass
 POOL = 4  # the reserve: POOL times as many near pairs, priced before any pass over all pairs
 COARSE_MIN = 400  # squared Euclidean clouds with at least this many points start from a coarser problem
 COARSE_RATIO = 4  # points per cell of the coarser problem
 COARSE_ROUNDS = 2  # pricing rounds of a coarser problem (its plan only guides the finer one)
-CELL_NEIGHBOURS = 9  # a coarse link's cells and this many nearest cells of each end (1: the cells alone)
+CELL_NEIGHBOURS = 3  # a coarse link's cells and this many nearest cells of each end (1: the cells alone)
 DENSE_PAIRS = 200_000  # problems with at most this many pairs are solved on all of them at once
-PRICE_ADD = 8  # per violated column or row: pairs added from the lifted k-d tree query
+PRICE_ADD = 8  # per violated column or row: pairs of least reduced cost added
 PRICE_TOL = 1e-10  # reduced costs above -PRICE_TOL max C count as nonnegative
 MAX_ROUNDS = 60
+STOP_FLOOR = 1e-9  # a target gap is relative to max(U, STOP_FLOOR max C): zero optima stop too
 WORKERS = -1  # threads of the k-d tree queries (-1: every core)
 NETWORK_SIMPLEX_ITER = 10 ** 10
 
@@ -182,7 +183,7 @@ def initial_candidates(sub: Subproblem, potentials=None):
     reserve pool of further near pairs (None where pricing all pairs is cheap). With
     ``potentials`` (u, v on the subproblem), the pairs of least reduced cost C_ij - u_i - v_j."""
     pool_k = 1 if cheap_pricing(sub) else POOL
-    if potentials is not None and cheap_pricing(sub):  # least reduced costs by lifted k-d tree queries
+    if potentials is not None and cheap_pricing(sub):  # least reduced costs by hull walks
         u, v = potentials
         per_col = _lifted_min(sub.x, u, sub.y, NEIGHBOURS)
         per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
@@ -282,10 +283,10 @@ def coarse_candidates(sub: Subproblem, deadline=None):
     cols = [members_y[start_y[cy][link] + offset % size_y[link]]]
     # and each point's pairs of least reduced cost under the coarse duals (v from its cell, u = v^c)
     v = res.g[lab_y]
-    near = _lifted_min(sub.y, v, sub.x, 1)[:, 0]
+    per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
+    near = per_row[:, 0]
     u = sub.pair_costs(np.arange(sub.n), near) - v[near]
     per_col = _lifted_min(sub.x, u, sub.y, NEIGHBOURS)
-    per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
     rows += [per_col.ravel(), np.repeat(np.arange(sub.n), per_row.shape[1])]
     cols += [np.repeat(np.arange(sub.m), per_col.shape[1]), per_row.ravel()]
     return np.concatenate(rows), np.concatenate(cols), res.stats
@@ -294,18 +295,16 @@ def coarse_candidates(sub: Subproblem, deadline=None):
 # --------------------------------------------------------------------------- pricing
 
 def _lifted_min(P: np.ndarray, w: np.ndarray, Q: np.ndarray, k: int):
-    """For each q in Q the k indices i with the smallest |P_i - q|^2 - w_i, by one k-d tree query."""
-    from scipy.spatial import cKDTree
+    """For each q in Q, k indices i of small |P_i - q|^2 - w_i, the least first
+    (:meth:`optsolve.ot.legendre.Envelope.nearest`)."""
+    from optsolve.ot.legendre import Envelope
 
-    top = float(w.max())
-    lifted = np.hstack([P, np.sqrt(np.maximum(top - w, 0.0))[:, None]])
-    _, idx = cKDTree(lifted).query(np.hstack([Q, np.zeros((Q.shape[0], 1))]), k=min(k, P.shape[0]), workers=WORKERS)
-    return idx.reshape(Q.shape[0], -1)
+    return Envelope(P, w).nearest(Q, k)
 
 
 def violations(sub: Subproblem, u: np.ndarray, v: np.ndarray, tol: float):
-    """Pairs (r, c) with reduced cost below ``-tol`` (several per column and row at most), and the
-    most negative reduced cost over all pairs."""
+    """Pairs (r, c) with reduced cost below ``-tol`` (several per column and row at most), the most
+    negative reduced cost over all pairs, and each column's and each row's least reduced cost."""
     if sub.use_tree() and sub.ot.cost == "sqeuclidean":
         per_col = _lifted_min(sub.x, u, sub.y, PRICE_ADD)  # columns' best rows
         per_row = _lifted_min(sub.y, v, sub.x, PRICE_ADD)
@@ -314,15 +313,20 @@ def violations(sub: Subproblem, u: np.ndarray, v: np.ndarray, tol: float):
         reduced = sub.pair_costs(r, c) - u[r] - v[c]
         worst = float(reduced.min(initial=0.0))
         bad = reduced < -tol
-        return r[bad], c[bad], worst
+        split = per_col.size
+        col_min = reduced[:split].reshape(sub.m, -1).min(1)  # the k-d tree's first answer is the least
+        row_min = reduced[split:].reshape(sub.n, -1).min(1)
+        return r[bad], c[bad], worst, col_min, row_min
     rows, cols = [], []
     row_min = np.full(sub.n, np.inf)
     row_arg = np.zeros(sub.n, dtype=np.int64)
+    col_min = np.zeros(sub.m)
     worst = 0.0
     for j0, j1, Cb in sub.blocks():
         R = np.asarray(Cb) - u[:, None] - v[None, j0:j1]
         arg = R.argmin(0)
         cmin = R[arg, np.arange(j1 - j0)]
+        col_min[j0:j1] = cmin
         bad = np.flatnonzero(cmin < -tol)
         rows.append(arg[bad])
         cols.append(bad + j0)
@@ -335,7 +339,31 @@ def violations(sub: Subproblem, u: np.ndarray, v: np.ndarray, tol: float):
     bad = np.flatnonzero(row_min < -tol)
     rows.append(bad)
     cols.append(row_arg[bad])
-    return np.concatenate(rows), np.concatenate(cols), worst
+    return np.concatenate(rows), np.concatenate(cols), worst, col_min, row_min
+
+
+def certified_gap(sub: Subproblem, G, u: np.ndarray, v: np.ndarray, col_min: np.ndarray, row_min: np.ndarray):
+    """(U, U - D, f, g): the plan's cost, its distance to a dual bound D <= OPT, and feasible
+    potentials (f, g) whose value is D.
+
+    ``col_min`` and ``row_min`` are each column's and each row's least reduced cost. On squared
+    Euclidean clouds ``g = v + col_min`` is u's c-transform and f is g's (:mod:`optsolve.ot.legendre`),
+    the bound of two c-transforms. Otherwise each v_j is lowered by its column's most negative
+    reduced cost, or each u_i by its row's, whichever bounds better (no further pass over the cost).
+    """
+    U = float(sub.pair_costs(G.row, G.col) @ G.data)
+    if cheap_pricing(sub):
+        from optsolve.ot.legendre import Envelope
+
+        g = v + col_min
+        f = Envelope(sub.y, g).ctransform(sub.x)
+        return U, U - float(sub.a @ f + sub.b @ g), f, g
+    lower_cols = float(sub.b @ np.minimum(col_min, 0.0))
+    lower_rows = float(sub.a @ np.minimum(row_min, 0.0))
+    D = float(sub.a @ u + sub.b @ v) + max(lower_cols, lower_rows)
+    if lower_rows > lower_cols:
+        return U, U - D, u + np.minimum(row_min, 0.0), v
+    return U, U - D, u, v + np.minimum(col_min, 0.0)
 
 
 # --------------------------------------------------------------------------- the loop
@@ -366,7 +394,7 @@ def _unique_pairs(r, c, m):
 
 
 def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, max_rounds: int = MAX_ROUNDS,
-                progress=None, record: bool = True) -> ExactResult:
+                target: float | None = None, progress=None, record: bool = True) -> ExactResult:
     """The exact optimum of the transport LP of ``ot`` (an :class:`optsolve.ot.problems.OTProblem`).
 
     ``potentials``: (f, g) in cost units, e.g. an entropic solution's: the first candidates are the
@@ -374,6 +402,11 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     support of a feasible plan is always added. ``deadline``: an
     :class:`optsolve.ot.deadline.Deadline`; the loop stops between rounds when it has passed, and
     the plan is then the last round's (feasible, optimal on its candidates; status ``time_limit``).
+    ``target``: stop as soon as the plan's certified gap (:func:`certified_gap`) is at most
+    ``target max(U, STOP_FLOOR max C)``: relative to the cost itself unless the optimum is about 0,
+    which meets ``--target-gap`` (measured against max(U, GAP_FLOOR max C), a far larger floor);
+    the potentials returned are then the feasible ones of that bound (None: run until no reduced
+    cost is below ``-tol max C``).
     ``record``: each round is a row of ``--history`` (not for the coarser problems).
     """
     t0 = time.perf_counter()
@@ -418,9 +451,16 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
             vr, vc = pr[bad], pc[bad]
             pool = (pr[~bad], pc[~bad])
             stats["pool_rounds"] = stats.get("pool_rounds", 0) + 1
+        met = False
         if vr.size == 0:
-            vr, vc, worst = violations(sub, u, v, tol * sub.scale)
+            vr, vc, worst, col_min, row_min = violations(sub, u, v, tol * sub.scale)
             stats["full_pricing_passes"] = stats.get("full_pricing_passes", 0) + 1
+            if target is not None and vr.size:
+                U, gap, f_b, g_b = certified_gap(sub, G, u, v, col_min, row_min)
+                stats["certified_gap"] = gap / max(abs(U), STOP_FLOOR * sub.scale)
+                met = stats["certified_gap"] <= target
+                if met:  # the feasible potentials of that bound
+                    u, v = f_b, g_b
         stats["pricing_s"] += time.perf_counter() - t
         stats["violations"].append(int(vr.size))
         stats.setdefault("most_negative", []).append(worst / sub.scale)
@@ -430,6 +470,10 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
                   evaluations_of="candidate pairs of the round's network simplex", priced_in=int(vr.size))
         if progress is not None:
             progress.update(round_, candidates=int(r.size), priced_in=int(vr.size), reduced=worst / sub.scale)
+        if met:
+            message = (f"Certified gap {stats['certified_gap']:.3g} (target {target:g}) after {round_} rounds: "
+                       f"{vr.size} pairs still price below zero, by at most {-worst / sub.scale:.3g} max C.")
+            break
         if vr.size == 0:
             break
         if deadline is not None and deadline.expired():

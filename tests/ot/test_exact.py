@@ -51,8 +51,7 @@ def test_exact_on_clouds_matches_dense_emd(kind, n, m, d, cost):
     rng = np.random.default_rng(n + m + d)
     x, y = _clouds(kind, n, m, d, rng)
     a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
-    res = optsolve.ot.solve(a, b, x=x, y=y, cost=cost)
-    assert res.method == "exact"
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost=cost, method="exact")  # no target: the LP optimum
     _check_exact(res, a, b, cost_matrix(x, y, cost))
 
 
@@ -61,7 +60,7 @@ def test_exact_on_matrices_matches_dense_emd(n, m):
     rng = np.random.default_rng(n * m)
     C = rng.random((n, m)) ** 3 * 10
     a, b = rng.dirichlet(np.ones(n)), rng.dirichlet(np.ones(m))
-    res = optsolve.ot.solve(a, b, C)
+    res = optsolve.ot.solve(a, b, C, method="exact")
     _check_exact(res, a, b, C)
 
 
@@ -72,7 +71,7 @@ def test_zero_masses_duplicated_points_and_a_zero_optimum():
     a = rng.dirichlet(np.ones(600))
     a[::7] = 0.0
     a /= a.sum()
-    res = optsolve.ot.solve(a, a, x=x, y=x, cost="sqeuclidean")
+    res = optsolve.ot.solve(a, a, x=x, y=x, cost="sqeuclidean")  # the default's target: exact at 0 too
     C = cost_matrix(x, x, "sqeuclidean")
     _check_exact(res, a, a, C)
     assert res.objective == pytest.approx(0.0, abs=1e-15)
@@ -121,21 +120,33 @@ def test_cloud_max_cost_is_the_largest_cost(d, cost):
         assert value is not None
 
 
-def test_pricing_finds_the_pairs_that_restricted_duals_miss():
+@pytest.mark.parametrize("kind", ["uniform", "mixture"])
+@pytest.mark.parametrize("cost, spread", [("sqeuclidean", -1.0), ("sqeuclidean", np.inf), ("euclidean", None)])
+def test_pricing_finds_the_pairs_that_restricted_duals_miss(monkeypatch, kind, cost, spread):
+    from optsolve.ot import legendre
+
+    if spread is not None:  # -1: the hull walk always; inf: the lifted k-d tree always
+        monkeypatch.setattr(legendre, "TREE_SPREAD", spread)
     rng = np.random.default_rng(4)
-    x, y = rng.random((500, 2)), rng.random((500, 2))
-    a = b = np.full(500, 1 / 500)
-    ot = prepare(SCHEMA.validate({"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}, source="t"),
-                 low_memory=True)
+    x, y = _clouds(kind, 500, 450, 2, rng)
+    a, b = np.full(500, 1 / 500), np.full(450, 1 / 450)
+    ot = prepare(SCHEMA.validate({"a": a, "b": b, "x": x, "y": y, "cost": cost}, source="t"), low_memory=True)
     sub = exact.Subproblem(ot)
-    r = np.arange(500)  # the identity matching alone: feasible, far from optimal
-    G, u, v, code = exact._network_simplex(sub, r, r)
+    r, c = exact.north_west_pairs(sub.a, sub.b)  # one feasible plan's pairs alone: far from optimal
+    G, u, v, code = exact._network_simplex(sub, r, c)
     assert code == 1
-    vr, vc, worst = exact.violations(sub, u, v, 1e-12)
-    C = cost_matrix(x, y, "sqeuclidean")
-    reduced = C - u[:, None] - v[None, :]
-    assert worst == pytest.approx(min(reduced.min(), 0.0), abs=1e-12)  # the lifted k-d tree finds the worst
+    vr, vc, worst, col_min, row_min = exact.violations(sub, u, v, 1e-12)
+    reduced = cost_matrix(x, y, cost) - u[:, None] - v[None, :]
+    assert worst == pytest.approx(min(reduced.min(), 0.0), abs=1e-12)
+    np.testing.assert_allclose(col_min, reduced.min(0), rtol=0, atol=1e-12)  # every column's least, exactly
+    np.testing.assert_allclose(row_min, reduced.min(1), rtol=0, atol=1e-12)
     assert vr.size > 0 and np.all(reduced[vr, vc] < -1e-12)
+    assert set(np.flatnonzero(reduced.min(0) < -1e-12)) <= set(vc)  # each violated column gets a pair
+    U, gap, f, g = exact.certified_gap(sub, G, u, v, col_min, row_min)
+    assert U == pytest.approx(float((cost_matrix(x, y, cost)[G.row, G.col] * G.data).sum()), rel=1e-12)
+    assert (cost_matrix(x, y, cost) - f[:, None] - g[None, :]).min() >= -1e-12  # feasible potentials
+    assert U - float(a @ f + b @ g) == pytest.approx(gap, rel=1e-9, abs=1e-14)
+    assert gap >= U - pot.emd2(a, b, cost_matrix(x, y, cost)) - 1e-12  # a bound, not below the true gap
 
 
 def test_time_limit_returns_the_last_rounds_plan(monkeypatch):
@@ -167,14 +178,14 @@ def test_default_command_is_exact_on_clouds_and_verifies(cli, tmp_path):
     assert cli("verify", path, tmp_path / "f.json").exit_code == 6
 
 
-def test_auto_picks_tnt_for_a_temperature_or_a_grid(cli, tmp_path):
+def test_auto_picks_tnt_for_a_temperature_or_a_grid_and_exact_for_a_target(cli, tmp_path):
     rng = np.random.default_rng(10)
     a, b = rng.dirichlet(np.ones(64)).reshape(8, 8), rng.dirichlet(np.ones(64)).reshape(8, 8)
     assert optsolve.ot.solve(a, b, cost="sqeuclidean").method == "tnt"
     x = rng.random((50, 2))
     w = np.full(50, 0.02)
     assert optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", gamma=256.0).method == "tnt"
-    assert optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", target_gap=1e-2).method == "tnt"
+    assert optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", target_gap=1e-2).method == "exact"
     with pytest.raises(Exception, match="'--gamma' and '--reg' do not apply"):
         optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", method="exact", gamma=256.0)
 
@@ -212,7 +223,7 @@ def test_certificate_of_clouds_without_a_pass_over_all_pairs_agrees_with_the_mat
     a, b = rng.dirichlet(np.ones(500)), rng.dirichlet(np.ones(400))
     a[::9] = 0.0
     a /= a.sum()
-    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean")
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", method="exact")
     clouds = SCHEMA.validate({"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}, source="t")
     matrix = SCHEMA.validate({"a": a, "b": b, "C": cost_matrix(x, y, "sqeuclidean")}, source="t")
     kw = dict(method="exact", objective=res.objective, status="optimal")
@@ -236,3 +247,35 @@ def test_max_iter_bounds_the_pricing_rounds():
     if res.status.value == "max_iter":  # a feasible plan, optimal on its candidates only
         assert "most negative" in res.message and res.stats["exact"]["most_negative"][-1] < 0
         assert res.certificate.holds  # feasible; no optimality claimed
+
+
+@pytest.mark.parametrize("target", [None, 1e-2, 1e-6])
+def test_the_default_stops_at_its_target_gap_and_is_that_close_to_emd(cli, tmp_path, target):
+    rng = np.random.default_rng(700 + 650 + 2)  # a case whose first round leaves pairs to price in
+    x, y = _clouds("mixture", 700, 650, 2, rng)
+    a, b = rng.dirichlet(np.ones(700)), rng.dirichlet(np.ones(650))
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", target_gap=target)
+    asked = target or 1e-3
+    assert res.method == "exact" and res.settings["target_gap"] == asked
+    assert res.status.value == "optimal", res.message
+    C = cost_matrix(x, y, "sqeuclidean")
+    opt = _reference(a, b, C)
+    assert opt - 1e-12 <= res.objective <= opt * (1 + asked)  # relative to the cost itself, not the floor
+    cert = res.certificate
+    assert cert.holds and cert["gap_within_target_gap"].holds
+    assert cert["gap_upper_bound"].value >= res.objective - opt - 1e-12
+    names = {c.name for c in cert.checks}
+    assert "gap_within_lp_tol" not in names  # the target was asked for, not the LP optimum
+    if target is None:
+        assert res.stats["exact"]["rounds"] == 1 and "Certified gap" in res.message
+    path = tmp_path / "p.npz"
+    save_problem(str(path), {"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"})
+    args = ["ot", path, "-o", tmp_path / "s.json"] + (["--target-gap", str(target)] if target else [])
+    assert cli(*args).exit_code == 0
+    assert cli("verify", path, tmp_path / "s.json").exit_code == 0
+    doc = json.loads((tmp_path / "s.json").read_text())
+    noise = rng.random(700) * 1e-2 * C.max()  # duals whose bound is far short of the plan's cost
+    doc["solution"]["f"] = [v + e for v, e in zip(doc["solution"]["f"], noise)]
+    (tmp_path / "f.json").write_text(json.dumps(doc))
+    r = cli("verify", path, tmp_path / "f.json")
+    assert r.exit_code == 6 and "gap_within_target_gap" in r.stderr, r.stderr

@@ -118,7 +118,9 @@ def test_forged_documents_are_rejected(cli, tmp_path, solved, method, verify_for
 def test_a_loosened_target_gap_is_rejected_by_a_verify_that_sets_one(cli, tmp_path, solved, verify_forged):
     problem, doc = solved("tnt", "--target-gap", "1e-2")
     assert doc["settings"]["target_gap"] == 1e-2
-    assert verify_forged(problem, doc).exit_code == 0  # not judged by default
+    r = verify_forged(problem, doc)  # a target claim is judged at the default target unless verify sets one
+    judged = next(c for c in json.loads(r.stdout)["checks"] if c["name"] == "gap_within_target_gap")
+    assert judged["holds"] is not None and r.exit_code == (0 if judged["holds"] else 6)
     assert verify_forged(problem, doc, "--target-gap", "1e-2").exit_code == 0
     doc["settings"]["target_gap"] = 1e9
     r = verify_forged(problem, doc, "--target-gap", "1e-2")

@@ -132,7 +132,7 @@ def test_duplicated_points_and_n_neq_m():
 
 def test_target_gap_is_met_and_certified():
     a, b, C = family_problem("images", 2, size=8, kind="grf")
-    res = optsolve.ot.solve(a, b, C, target_gap=1e-3)
+    res = optsolve.ot.solve(a, b, C, method="tnt", target_gap=1e-3)
     assert res.status.value == "optimal"
     assert res.certificate["relative_gap"].value <= 1e-3
     assert res.stats["stage_log"][-1]["relative_gap"] <= 1e-3
@@ -184,7 +184,7 @@ def test_reported_costs_in_user_units():
     ({"gamma": 10.0, "reg": 0.1}, "at most one of '--reg' and '--gamma'"),
     ({"pcg": "fancy"}, "'--pcg' option must be one of"),
     ({"dtype": "float16"}, "'--dtype' option must be one of"),
-    ({"target_gap": 0.01, "method": "sinkhorn"}, "applies to '--method tnt' only"),
+    ({"target_gap": 0.01, "method": "sinkhorn"}, "applies to '--method tnt' and '--method exact' only"),
 ])
 def test_bad_options(kw, match):
     a, b, C = family_problem("clouds", 1, n=5, m=5)
@@ -466,7 +466,7 @@ def test_digits_family(cli, tmp_path):
 
 def test_target_gap_result_reuses_the_last_rounding():
     a, b, C = family_problem("images", 2, size=8, kind="grf")
-    res = optsolve.ot.solve(a, b, C, target_gap=1e-3)
+    res = optsolve.ot.solve(a, b, C, method="tnt", target_gap=1e-3)
     fresh = optsolve.ot.solve(a, b, C, gamma=res.stats["final_gamma"], target_gap=None)
     # the same stage rounded afresh gives the same plan and objective
     assert res.stats["stage_log"][-1]["relative_gap"] == pytest.approx(res.certificate["relative_gap"].value,
