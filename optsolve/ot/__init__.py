@@ -48,11 +48,12 @@ def _emd(ot, s, backend, progress, deadline):
 
 
 def _exact(ot, s, backend, progress, deadline):
-    from optsolve.ot.exact import MAX_ROUNDS, solve_exact
+    from optsolve.ot.decompose import solve_large
+    from optsolve.ot.exact import MAX_ROUNDS
 
     if backend.device != "cpu":
         raise ParameterError("Method 'exact' runs on the CPU only; use '--device cpu' or another method.")
-    res = solve_exact(ot, deadline=deadline, progress=progress, max_rounds=s["max_iter"] or MAX_ROUNDS,
+    res = solve_large(ot, deadline=deadline, progress=progress, max_rounds=s["max_iter"] or MAX_ROUNDS,
                       target=s["target_gap"])
     return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
             "message": res.message, "iterations": res.stats["rounds"], "extra": {"exact": res.stats}}

@@ -178,15 +178,16 @@ def cheap_pricing(sub: Subproblem) -> bool:
     return sub.use_tree() and sub.ot.cost == "sqeuclidean"
 
 
-def initial_candidates(sub: Subproblem, potentials=None):
+def initial_candidates(sub: Subproblem, potentials=None, neighbours: int = NEIGHBOURS):
     """Candidate pairs (subproblem indices), near pairs and the support of one feasible plan, and a
     reserve pool of further near pairs (None where pricing all pairs is cheap). With
-    ``potentials`` (u, v on the subproblem), the pairs of least reduced cost C_ij - u_i - v_j."""
+    ``potentials`` (u, v on the subproblem), the pairs of least reduced cost C_ij - u_i - v_j
+    (``neighbours`` per point on squared Euclidean clouds)."""
     pool_k = 1 if cheap_pricing(sub) else POOL
     if potentials is not None and cheap_pricing(sub):  # least reduced costs by hull walks
         u, v = potentials
-        per_col = _lifted_min(sub.x, u, sub.y, NEIGHBOURS)
-        per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
+        per_col = _lifted_min(sub.x, u, sub.y, neighbours)
+        per_row = _lifted_min(sub.y, v, sub.x, neighbours)
         nr, nc = north_west_pairs(sub.a, sub.b, _order(sub.x), _order(sub.y))
         return (np.concatenate([per_col.ravel(), np.repeat(np.arange(sub.n), per_row.shape[1]), nr]),
                 np.concatenate([np.repeat(np.arange(sub.m), per_col.shape[1]), per_row.ravel(), nc]), None)
@@ -242,6 +243,34 @@ def _coarse(points: np.ndarray, masses: np.ndarray, label: np.ndarray):
     return centre / np.maximum(mass, 1e-300)[:, None], mass
 
 
+def cell_pairs(lab_x: np.ndarray, lab_y: np.ndarray, cx: np.ndarray, cy: np.ndarray):
+    """Every pair of points (i, j) with i in cell cx[k] and j in cell cy[k], for each link k of the
+    cells' labels ``lab_x``, ``lab_y``: (rows, cols, link)."""
+    members_x = np.argsort(lab_x, kind="stable")
+    members_y = np.argsort(lab_y, kind="stable")
+    start_x = np.concatenate([[0], np.cumsum(np.bincount(lab_x))])
+    start_y = np.concatenate([[0], np.cumsum(np.bincount(lab_y))])
+    size_x, size_y = np.diff(start_x)[cx], np.diff(start_y)[cy]
+    total = size_x * size_y
+    link = np.repeat(np.arange(cx.size), total)
+    offset = np.arange(total.sum()) - np.repeat(np.cumsum(total) - total, total)
+    return (members_x[start_x[cx][link] + offset // size_y[link]],
+            members_y[start_y[cy][link] + offset % size_y[link]], link)
+
+
+def coarse_problem(sub: Subproblem):
+    """The cells' problem (:func:`balanced_cells` of at most COARSE_RATIO points, masses summed,
+    points at the barycentres) and each point's cell, (coarse, lab_x, lab_y)."""
+    from optsolve.ot.problems import OTProblem
+
+    lab_x, lab_y = balanced_cells(sub.x, COARSE_RATIO), balanced_cells(sub.y, COARSE_RATIO)
+    xc, ac = _coarse(sub.x, sub.a, lab_x)
+    yc, bc = _coarse(sub.y, sub.b, lab_y)
+    coarse = OTProblem(a=ac / ac.sum(), b=bc / bc.sum(), C=None, mass=1.0, x=xc, y=yc, cost=sub.ot.cost,
+                       block=sub.ot.block, label=sub.ot.label)
+    return coarse, lab_x, lab_y
+
+
 def coarse_candidates(sub: Subproblem, deadline=None):
     """Candidate pairs from the exact solution of a coarser problem (Merigot 2011; Schmitzer 2016):
     the points are grouped into cells of at most COARSE_RATIO points (:func:`balanced_cells`), the
@@ -249,22 +278,13 @@ def coarse_candidates(sub: Subproblem, deadline=None):
     cells the coarse plan links is a candidate. Those pairs hold a feasible plan (each cell's
     mass spread in proportion over its coarse pairs). None below COARSE_MIN points, or off the
     squared Euclidean cost in low dimension."""
-    from optsolve.ot.problems import OTProblem
-
     if min(sub.n, sub.m) < COARSE_MIN or not cheap_pricing(sub):
         return None
-    lab_x, lab_y = balanced_cells(sub.x, COARSE_RATIO), balanced_cells(sub.y, COARSE_RATIO)
-    xc, ac = _coarse(sub.x, sub.a, lab_x)
-    yc, bc = _coarse(sub.y, sub.b, lab_y)
-    coarse = OTProblem(a=ac / ac.sum(), b=bc / bc.sum(), C=None, mass=1.0, x=xc, y=yc, cost=sub.ot.cost,
-                       block=sub.ot.block, label=sub.ot.label)
+    coarse, lab_x, lab_y = coarse_problem(sub)
+    xc, yc = coarse.x, coarse.y
     res = solve_exact(coarse, deadline=deadline, max_rounds=COARSE_ROUNDS, record=False)  # a guide: not exact
     if res.status not in ("optimal", "max_iter"):
         return None
-    members_x = np.argsort(lab_x, kind="stable")
-    members_y = np.argsort(lab_y, kind="stable")
-    start_x = np.concatenate([[0], np.cumsum(np.bincount(lab_x))])
-    start_y = np.concatenate([[0], np.cumsum(np.bincount(lab_y))])
     cx, cy = res.rows, res.cols
     if CELL_NEIGHBOURS > 1:  # each link widened to the nearest cells of either end
         from scipy.spatial import cKDTree
@@ -275,12 +295,8 @@ def coarse_candidates(sub: Subproblem, deadline=None):
         cx, cy = (np.concatenate([np.repeat(cx, ky), near_x[cx].ravel()]),
                   np.concatenate([near_y[cy].ravel(), np.repeat(cy, kx)]))
         cx, cy = _unique_pairs(cx, cy, yc.shape[0])
-    size_x, size_y = np.diff(start_x)[cx], np.diff(start_y)[cy]
-    total = size_x * size_y  # every pair of points of the two cells
-    link = np.repeat(np.arange(cx.size), total)
-    offset = np.arange(total.sum()) - np.repeat(np.cumsum(total) - total, total)
-    rows = [members_x[start_x[cx][link] + offset // size_y[link]]]
-    cols = [members_y[start_y[cy][link] + offset % size_y[link]]]
+    r, c, _ = cell_pairs(lab_x, lab_y, cx, cy)
+    rows, cols = [r], [c]
     # and each point's pairs of least reduced cost under the coarse duals (v from its cell, u = v^c)
     v = res.g[lab_y]
     per_row = _lifted_min(sub.y, v, sub.x, NEIGHBOURS)
@@ -314,7 +330,7 @@ def violations(sub: Subproblem, u: np.ndarray, v: np.ndarray, tol: float):
         worst = float(reduced.min(initial=0.0))
         bad = reduced < -tol
         split = per_col.size
-        col_min = reduced[:split].reshape(sub.m, -1).min(1)  # the k-d tree's first answer is the least
+        col_min = reduced[:split].reshape(sub.m, -1).min(1)  # each first answer is the exact least
         row_min = reduced[split:].reshape(sub.n, -1).min(1)
         return r[bad], c[bad], worst, col_min, row_min
     rows, cols = [], []
@@ -394,7 +410,8 @@ def _unique_pairs(r, c, m):
 
 
 def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, max_rounds: int = MAX_ROUNDS,
-                target: float | None = None, progress=None, record: bool = True) -> ExactResult:
+                target: float | None = None, pairs=None, neighbours: int = NEIGHBOURS, progress=None,
+                record: bool = True) -> ExactResult:
     """The exact optimum of the transport LP of ``ot`` (an :class:`optsolve.ot.problems.OTProblem`).
 
     ``potentials``: (f, g) in cost units, e.g. an entropic solution's: the first candidates are the
@@ -407,6 +424,8 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     which meets ``--target-gap`` (measured against max(U, GAP_FLOOR max C), a far larger floor);
     the potentials returned are then the feasible ones of that bound (None: run until no reduced
     cost is below ``-tol max C``).
+    ``pairs``: (rows, cols) that join the first candidates, e.g. a feasible plan's support;
+    ``neighbours``: the pairs of least reduced cost per point taken under ``potentials``.
     ``record``: each round is a row of ``--history`` (not for the coarser problems).
     """
     t0 = time.perf_counter()
@@ -425,7 +444,15 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
         c = np.tile(np.arange(sub.m), sub.n)
         pool = None
     else:
-        r, c, pool = initial_candidates(sub, sub_potentials)
+        r, c, pool = initial_candidates(sub, sub_potentials, neighbours)
+    if pairs is not None:
+        keep = (sub.ot.a[pairs[0]] > 0) & (sub.ot.b[pairs[1]] > 0)
+        back_x = np.full(ot.n, -1)
+        back_x[sub.I] = np.arange(sub.n)
+        back_y = np.full(ot.m, -1)
+        back_y[sub.J] = np.arange(sub.m)
+        r = np.concatenate([r, back_x[pairs[0][keep]]])
+        c = np.concatenate([c, back_y[pairs[1][keep]]])
     stats["candidates_s"] = time.perf_counter() - t0
     status, message, worst = "optimal", "", 0.0
     G = u = v = None
