@@ -30,6 +30,23 @@ def test_bench_ot_quick():
     assert all(len(row.split("|")) == 13 for row in rows)
 
 
+def test_bench_ot_dense_and_clouds_tables():
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--dense", "120", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# bench-ot --dense:")
+    row = next(line for line in lines if line.startswith("| Gaussians 100-d | 120 | optsolve tnt"))
+    assert float(row.split("|")[6]) < 1e-2  # the rounded cost near emd's
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--clouds", "600"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| uniform") or line.startswith("| mixture")]
+    assert len(rows) == 6 and all("failed" not in row for row in rows)
+    assert {row.split("|")[3].strip().split(" (")[0] for row in rows} == {"optsolve exact", "POT emd2",
+                                                                         "POT emd2_lazy"}
+
+
 def test_bench_qp_quick():
     proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-qp"), "--quick", "--mm", "3"],
                           capture_output=True, text=True, timeout=300)
