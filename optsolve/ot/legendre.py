@@ -29,6 +29,7 @@ HULL_MAX_DIM = 3  # Qhull's hulls grow fast with the dimension; beyond this the 
 # (tree 2-6x slower, and slower as n grows)
 TREE_SPREAD = 20.0
 SPREAD_SAMPLE = 1000
+WALK_STEPS = 64  # a walk still moving after this many steps is answered by the lifted k-d tree
 RING = 8  # :meth:`Envelope.nearest` looks at the minimiser's neighbours for up to this many, and theirs beyond
 
 
@@ -149,9 +150,13 @@ class Envelope:
                 cur[off] = self.start_vertex[facet]
         val = self.values(cur, Q)
         active = np.arange(Q.shape[0])
-        while active.size:  # each step: to the best neighbour, while it is better
-            moved = self._step(self.indptr, self.indices, active, cur, val, Q)
-            active = moved
+        for _ in range(WALK_STEPS):  # each step: to the best neighbour, while it is better
+            active = self._step(self.indptr, self.indices, active, cur, val, Q)
+            if not active.size:
+                break
+        if active.size:  # walks still under way (far starts): the lifted k-d tree for those
+            cur[active] = lifted_query(self.P, self.w, Q[active], 1)[:, 0]
+            val[active] = self.values(cur[active], Q[active])
         if self.near_indices.size:
             self._step(self.near_indptr, self.near_indices, np.arange(Q.shape[0]), cur, val, Q)
         return cur

@@ -87,3 +87,11 @@ def test_nearest_puts_the_minimiser_first_and_returns_valid_indices(k, hull):
         exact = lifted_query(x, u, y, k)
         overlap = np.mean([len(set(idx[j]) & set(exact[j])) for j in range(800)])
         assert overlap >= 0.6 * k
+
+
+def test_walks_cut_short_are_finished_by_the_lifted_tree(monkeypatch):
+    x, y, u, _ = _mixture_duals(1200, 8)
+    monkeypatch.setattr(legendre, "WALK_STEPS", 1)
+    env = Envelope(x, u + np.random.default_rng(0).random(1200) * 0.5, hull=True)  # far starts
+    w = env.w
+    np.testing.assert_allclose(env.ctransform(y), _dense(x, w, y), rtol=0, atol=1e-13)
