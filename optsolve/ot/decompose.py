@@ -40,7 +40,10 @@ from optsolve.ot.exact import (MAX_ROUNDS, STOP_FLOOR, ExactResult, Subproblem, 
 from optsolve.ot.legendre import Envelope
 from optsolve.ot.problems import OTProblem
 
-DIRECT_MAX = 40_000  # levels up to this many points (the smaller side): one network simplex over all candidates
+# levels up to this many points (the smaller side): one network simplex over all candidates. The
+# level below a decomposed one guides it: at 250,000 uniform points a decomposed 62,500-point guide
+# left a bound of 96 % of U after three sweeps, a directly solved one 3.3 % (107 s)
+DIRECT_MAX = 70_000
 BLOCK = 5_000  # source points per block of a sweep
 SWEEPS = 3  # at most
 GUIDE_SWEEPS = 2  # on a coarser level
