@@ -14,8 +14,10 @@ Unlike a k-d tree over the points lifted to ``(P_i, sqrt(W - w_i))``, whose quer
 the weights spread (the transport moves mass far), the walk's cost does not depend on how the
 weights vary. Points the hull leaves out lie above it and are never the minimiser; Qhull's
 "coplanar" points, within its rounding of a facet (duplicates, say), are looked at from the
-vertex where the walk ends. Where the hull cannot be built (fewer than d + 2 points, points in a
-lower-dimensional flat, d > 3), the lifted k-d tree answers instead.
+vertex where the walk ends. The lifted k-d tree answers instead where the hull cannot be built
+(fewer than d + 2 points, points in a lower-dimensional flat, d > 3), where the weights vary
+little between neighbouring points (:func:`weight_spread`: the tree is the faster there), and
+for walks still moving after WALK_STEPS steps.
 """
 
 from __future__ import annotations
