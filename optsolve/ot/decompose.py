@@ -121,7 +121,7 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         members = np.argsort(label, kind="stable")
         first = np.searchsorted(label[members], np.arange(label.max() + 2))
         u = np.zeros(sub.n)
-        new, blocks = [], []
+        new = []
         for k in range(label.max() + 1):
             X = members[first[k]:first[k + 1]]
             r, c, val = rows[edges[k]:edges[k + 1]], cols[edges[k]:edges[k + 1]], values[edges[k]:edges[k + 1]]
@@ -138,7 +138,6 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
                 continue
             new.append((X[res.rows], J[res.cols], res.values * mass))
             u[X] = res.f
-            blocks.append((k, J, res.g))
         rows = np.concatenate([n_[0] for n_ in new])
         cols = np.concatenate([n_[1] for n_ in new])
         values = np.concatenate([n_[2] for n_ in new])
@@ -146,7 +145,7 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         stats["sweeps"], stats["blocks"] = sweep, int(label.max()) + 1
         t = time.perf_counter()
         U = float(sub.pair_costs(rows, cols) @ values)
-        if blocks and not np.isnan(u).any():
+        if not np.isnan(u).any():  # every block solved
             # each block's potentials are fixed up to a constant: the one that matches the coarse
             # potentials on average over the block
             shift = np.bincount(label, weights=anchor - u) / np.bincount(label)
@@ -171,6 +170,8 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         if deadline is not None and deadline.expired():
             status = "time_limit"
             break
+    if f is None:  # no sweep with every block solved: the coarse potentials carried to the points
+        _, f, g = _bound(sub, anchor)
     if status == "max_iter" and stats["target_measure"] > target and sub.n <= POLISH_MAX and not guide:
         # the bound of joined potentials is short: one network simplex over all points, on the plan's
         # pairs and the few each point's joined potentials price lowest, gives potentials of one piece
@@ -189,8 +190,6 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         message = (message or "") + (f"{'Time limit reached' if status == 'time_limit' else f'{sweeps} sweeps ran'}"
                                      f" with a certified gap of {stats['gaps'][-1]:.3g} (target {target:g}); "
                                      "the plan is feasible.")
-    if f is None:  # no bound after a sweep: the coarse potentials carried to the points
-        _, f, g = _bound(sub, anchor)
     keep = values > 0
     stats["time_s"] = time.perf_counter() - t0
     return ExactResult(sub.I[rows[keep]], sub.J[cols[keep]], values[keep], _full(f, sub.I, ot.n),

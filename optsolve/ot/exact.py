@@ -321,7 +321,7 @@ def _lifted_min(P: np.ndarray, w: np.ndarray, Q: np.ndarray, k: int):
 def violations(sub: Subproblem, u: np.ndarray, v: np.ndarray, tol: float):
     """Pairs (r, c) with reduced cost below ``-tol`` (several per column and row at most), the most
     negative reduced cost over all pairs, and each column's and each row's least reduced cost."""
-    if sub.use_tree() and sub.ot.cost == "sqeuclidean":
+    if cheap_pricing(sub):
         per_col = _lifted_min(sub.x, u, sub.y, PRICE_ADD)  # columns' best rows
         per_row = _lifted_min(sub.y, v, sub.x, PRICE_ADD)
         r = np.concatenate([per_col.ravel(), np.repeat(np.arange(sub.n), per_row.shape[1])])

@@ -94,3 +94,24 @@ def test_partitions_cut_in_different_places():
         assert first.max() + 1 >= 8 and second.max() + 1 >= 8
         pairs = set(zip(first.tolist(), second.tolist()))
         assert len(pairs) > max(first.max(), second.max()) + 1  # blocks of one are split by the other
+
+
+def test_blocks_that_fail_keep_their_part_of_the_plan(small_blocks, monkeypatch):
+    from dataclasses import replace
+
+    solve = decompose.solve_exact
+
+    def failing_blocks(ot, *args, **kw):
+        res = solve(ot, *args, **kw)
+        return replace(res, status="numerical_error") if kw.get("pairs") is not None and not args else res
+
+    monkeypatch.setattr(decompose, "solve_exact", failing_blocks)
+    rng = np.random.default_rng(9)
+    x, y = _clouds("mixture", 1500, 1400, 2, rng)
+    a, b = rng.dirichlet(np.ones(1500) * 5), rng.dirichlet(np.ones(1400) * 5)
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean")
+    stats = res.stats["exact"]["decomposition"]
+    assert all(gap == np.inf for gap in stats["gaps"])  # no sweep had every block solved
+    P = _plan(res, 1500, 1400)
+    assert np.abs(P.sum(1) - a).sum() + np.abs(P.sum(0) - b).sum() < 1e-9
+    assert "finish" in res.stats["exact"] and res.certificate.holds  # the finish ran from the coarse potentials
