@@ -24,6 +24,7 @@ which checks apply depends on the plan's format and the claimed status only.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -223,9 +224,20 @@ def sq_ctransform(P: np.ndarray, w: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return Envelope(P, w).ctransform(Q)
 
 
-def _coo_lifted_measures(ot, solution: dict, f, g, exact: bool, xp=np):
+def _first_ctransform(ot, f):
+    """f's c-transform min_i (C_ij - f_i) over the supports of a and b (squared Euclidean clouds), or
+    None where f is not finite there."""
+    ia, ib = ot.a > 0, ot.b > 0
+    fs = np.asarray(f[ia], dtype=np.float64)
+    if not np.all(np.isfinite(fs)):
+        return None
+    return sq_ctransform(np.asarray(ot.x, dtype=np.float64)[ia], fs, np.asarray(ot.y, dtype=np.float64)[ib])
+
+
+def _coo_lifted_measures(ot, solution: dict, f, g, exact: bool, xp=np, first=None):
     """:func:`_block_measures` of an explicit plan on squared Euclidean clouds, from its entries and
-    c-transforms by :func:`sq_ctransform` (dual feasibility: max_j g_j - min_i (C_ij - f_i)), in O((n + m) log n)."""
+    ``first``, f's c-transform (:func:`_first_ctransform`; dual feasibility: max_j g_j - min_i
+    (C_ij - f_i)), in O((n + m) log n)."""
     spec = solution["plan"]
     P = _coo_plan(spec, ot.n, ot.m).tocoo()
     i, j, p = P.row, P.col, P.data
@@ -240,22 +252,23 @@ def _coo_lifted_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     infeasible, cs = 0.0, 0.0
     if exact:
         ia, ib = ot.a > 0, ot.b > 0
-        fa, gb = f[ia], g[ib]
-        if not (np.all(np.isfinite(fa)) and np.all(np.isfinite(gb))):
+        gb = g[ib]
+        if first is None or not np.all(np.isfinite(gb)):
             return rows, cols, U, neg, cmax, math.inf, math.inf
-        slack = gb - sq_ctransform(x[ia], fa, y[ib])
+        slack = gb - first
         infeasible = float(max(slack.max(initial=0.0), 0.0))
         on = ia[i] & ib[j]
         cs = float(np.abs(p[on] * (Cij[on] - f[i[on]] - g[j[on]])).sum())
     return rows, cols, U, neg, cmax, infeasible, cs
 
 
-def dual_bound_of(ot, f, xp=np) -> float:
+def dual_bound_of(ot, f, xp=np, first=None) -> float:
     """The LP dual bound of f by two c-transforms over the supports; -inf when f is not finite there.
 
     ``g~ = f^c`` makes (f, g~) feasible; ``f~ = (g~)^c >= f`` keeps it feasible, so
     ``<f~, a> + <g~, b>`` is a lower bound at least as tight as ``<f, a> + <g~, b>``.
-    Cost blocks are computed in ``xp`` (numpy, or cupy on a GPU).
+    Cost blocks are computed in ``xp`` (numpy, or cupy on a GPU). ``first``: g~ where the caller
+    has it already (:func:`_first_ctransform`, squared Euclidean clouds).
     """
     ia, ib = ot.a > 0, ot.b > 0
     fs = f[ia]
@@ -269,9 +282,8 @@ def dual_bound_of(ot, f, xp=np) -> float:
         ft = min_apply(np.where(ib, -gt, np.inf), C1, C2)
         return float(ft[ia] @ ot.a[ia] + gt[ib] @ ot.b[ib])
     if _lifted(ot):  # two c-transforms without the matrix (sq_ctransform)
-        x, y = np.asarray(ot.x)[ia], np.asarray(ot.y)[ib]
-        gt = sq_ctransform(x, np.asarray(fs, dtype=np.float64), y)
-        ft = sq_ctransform(y, gt, x)
+        gt = _first_ctransform(ot, f) if first is None else first
+        ft = sq_ctransform(np.asarray(ot.y, dtype=np.float64)[ib], gt, np.asarray(ot.x, dtype=np.float64)[ia])
         return float(ft @ ot.a[ia] + gt @ ot.b[ib])
     full = bool(ia.all())
     ia_x, fs, b = xp.asarray(ia), xp.asarray(fs), xp.asarray(ot.b)
@@ -367,10 +379,12 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     # an explicit plan claims the LP optimum, unless a target gap is claimed: then it claims that
     exact = coo and lim["target_gap"] is None
     measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
-    if coo and _lifted(ot):
-        measure = _coo_lifted_measures
+    first = None
+    if coo and _lifted(ot):  # f's c-transform serves dual feasibility and the bound alike
+        first = _first_ctransform(ot, f)
+        measure = functools.partial(_coo_lifted_measures, first=first)
     rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, coo, xp)
-    D = dual_bound_of(ot, f, xp)
+    D = dual_bound_of(ot, f, xp, first=first)
     scale = cmax if cmax > 0 else 1.0
     floor = lim["objective_atol"] * scale
     rtol = lim["objective_rtol"]
