@@ -136,10 +136,11 @@ DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None, "exact":
 
 
 def choose_method(problem, *, reg=None, gamma=None, target_gap=None, gpu: bool = False) -> str:
-    """What ``--method auto`` runs: ``tnt`` when an entropic temperature is asked for, on images on a
-    grid (whose separable kernel tnt uses) and on a GPU; else ``exact`` (CPU), which stops at the
+    """What ``--method auto`` runs: ``tnt`` when an entropic temperature is asked for, on a GPU, and on
+    images on a grid with a cost other than squared Euclidean (whose separable kernel tnt uses; the
+    L1 cost's many equal pairs slow the network simplex); else ``exact`` (CPU), which stops at the
     target gap (``DEFAULT_TARGET_GAP`` unless ``--target-gap`` is given)."""
-    if reg is not None or gamma is not None or gpu or is_grid(problem):
+    if reg is not None or gamma is not None or gpu or (is_grid(problem) and problem["cost"] != "sqeuclidean"):
         return "tnt"
     return "exact"
 

@@ -219,7 +219,6 @@ def balanced_cells(points: np.ndarray, size: int) -> np.ndarray:
     label = np.zeros(n, dtype=np.int64)
     cells = 1
     while n > size * cells:
-        order = np.lexsort((points[np.arange(n), 0], label))  # placeholder order, refined below
         lo = np.full((cells, points.shape[1]), np.inf)
         hi = np.full((cells, points.shape[1]), -np.inf)
         np.minimum.at(lo, label, points)

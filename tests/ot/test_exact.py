@@ -12,7 +12,7 @@ import pytest
 import optsolve.ot
 from optsolve.core.problem import save_problem
 from optsolve.ot import exact
-from optsolve.ot.problems import SCHEMA, cloud_max_cost, cost_matrix, prepare
+from optsolve.ot.problems import SCHEMA, cloud_max_cost, cost_matrix, grid_points, prepare
 
 
 def _mixture(rng, n, d=2):
@@ -178,10 +178,15 @@ def test_default_command_is_exact_on_clouds_and_verifies(cli, tmp_path):
     assert cli("verify", path, tmp_path / "f.json").exit_code == 6
 
 
-def test_auto_picks_tnt_for_a_temperature_or_a_grid_and_exact_for_a_target(cli, tmp_path):
+def test_auto_picks_tnt_for_a_temperature_or_an_l1_grid_and_exact_for_a_target(cli, tmp_path):
     rng = np.random.default_rng(10)
     a, b = rng.dirichlet(np.ones(64)).reshape(8, 8), rng.dirichlet(np.ones(64)).reshape(8, 8)
-    assert optsolve.ot.solve(a, b, cost="sqeuclidean").method == "tnt"
+    assert optsolve.ot.solve(a, b, cost="l1").method == "tnt"
+    res = optsolve.ot.solve(a, b, cost="sqeuclidean")  # a squared Euclidean grid: exact, to the target
+    assert res.method == "exact" and res.status.value == "optimal" and res.certificate.holds
+    pts = grid_points(8, 8)
+    opt = pot.emd2(a.ravel(), b.ravel(), cost_matrix(pts, pts, "sqeuclidean"))
+    assert opt <= res.objective <= opt * (1 + 1e-3)
     x = rng.random((50, 2))
     w = np.full(50, 0.02)
     assert optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", gamma=256.0).method == "tnt"
