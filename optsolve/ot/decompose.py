@@ -13,10 +13,12 @@ entropy regularized optimal transport", Numer. Math. 2021):
    partitions whose cuts differ (the second is of the points turned by 45 degrees); a sweep
    solves, for every block, the transport from its points to the mass the plan now sends them
    to, exactly (:func:`optsolve.ot.exact.solve_exact`), which never raises the plan's cost;
-3. after each sweep the blocks' dual potentials, each fixed up to a constant of its own, are
-   joined into one vector by the constants that match, on average over each block, the cells'
-   potentials carried to its points by a c-transform; two c-transforms of that vector over all
-   pairs (:mod:`optsolve.ot.legendre`) bound the optimum from below. The sweeps alternate
+3. after each sweep the blocks' dual potentials, each fixed up to a constant of its own (and, on
+   degenerate plans, up to a tilt and a bend on the block's scale), are joined into one vector:
+   on each block, the quadratic polynomial of the coordinates nearest to the cells' potentials
+   carried to its points by a c-transform, less the block's potentials, is added to them; two
+   c-transforms of that vector over all pairs (:mod:`optsolve.ot.legendre`) bound the optimum
+   from below. The sweeps alternate
    partitions until the gap is within the target of U itself, SWEEPS at most; the result claims
    the target when the gap is within it as --target-gap measures it, max(U, GAP_FLOOR max C);
 4. where it is not, and the level is not too large, one network simplex over all its points on
@@ -75,6 +77,29 @@ def _spread(lab_x, lab_y, rows, cols, values, a, b, ac, bc):
     """A coarse plan's links, each spread over the pairs of its two cells in proportion to the masses."""
     r, c, link = cell_pairs(lab_x, lab_y, rows, cols)
     return r, c, values[link] * (a[r] / ac[lab_x[r]]) * (b[c] / bc[lab_y[c]])
+
+
+def _join(points: np.ndarray, u: np.ndarray, label: np.ndarray, anchor: np.ndarray) -> np.ndarray:
+    """Each point's correction to its block's potentials ``u``: on each block, the quadratic
+    polynomial of the coordinates nearest (least squares) to ``anchor - u``.
+
+    A block's potentials are fixed up to a constant, and, where its plan is degenerate (uniform
+    masses: each point sends its mass to one point), they may tilt and bend on its scale too.
+    Matching constants alone left a bound of 96 % of U at 250,000 uniform points with a decomposed
+    guide; the quadratic, 45 %."""
+    d = points.shape[1]
+    members = np.argsort(label, kind="stable")
+    first = np.searchsorted(label[members], np.arange(int(label.max()) + 2))
+    out = np.empty(u.size)
+    for k in range(first.size - 1):
+        X = members[first[k]:first[k + 1]]
+        P = points[X] - points[X].mean(0)
+        P /= float(np.abs(P).max()) or 1.0
+        terms = [np.ones((X.size, 1)), P] + [P[:, i:i + 1] * P[:, i:] for i in range(d)]
+        A = np.hstack(terms)
+        coef, *_ = np.linalg.lstsq(A, anchor[X] - u[X], rcond=None)
+        out[X] = A @ coef
+    return out
 
 
 def _bound(sub: Subproblem, f: np.ndarray):
@@ -146,10 +171,7 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         t = time.perf_counter()
         U = float(sub.pair_costs(rows, cols) @ values)
         if not np.isnan(u).any():  # every block solved
-            # each block's potentials are fixed up to a constant: the one that matches the coarse
-            # potentials on average over the block
-            shift = np.bincount(label, weights=anchor - u) / np.bincount(label)
-            D, f, g = _bound(sub, u + shift[label])
+            D, f, g = _bound(sub, u + _join(sub.x, u, label, anchor))
             gap = (U - D) / max(abs(U), STOP_FLOOR * scale)
             floored = (U - D) / max(abs(U), GAP_FLOOR * scale)
         else:

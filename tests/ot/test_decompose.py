@@ -96,6 +96,26 @@ def test_partitions_cut_in_different_places():
         assert len(pairs) > max(first.max(), second.max()) + 1  # blocks of one are split by the other
 
 
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_join_undoes_a_quadratic_per_block(d):
+    rng = np.random.default_rng(8 + d)
+    points = rng.random((3000, d)) * 50.0 + 7.0
+    label = decompose.partitions(points, 300)[0]
+    anchor = rng.standard_normal(3000) * 1e-3  # the potentials the blocks are matched to
+    bend = np.zeros(3000)
+    for k in range(int(label.max()) + 1):  # each block off by its own quadratic
+        X = label == k
+        c = rng.standard_normal(1 + d + d * d)
+        P = points[X]
+        bend[X] = c[0] + P @ c[1:1 + d] + ((P[:, :, None] * P[:, None, :]).reshape(X.sum(), -1) @ c[1 + d:])
+    u = anchor - bend
+    assert np.allclose(u + decompose._join(points, u, label, anchor), anchor, atol=1e-8 * np.abs(bend).max())
+    noisy = u + rng.standard_normal(3000) * 1e-2  # what is not quadratic on a block stays
+    fixed = noisy + decompose._join(points, noisy, label, anchor)
+    assert not np.allclose(fixed, anchor, atol=1e-3)
+    assert np.abs(fixed - anchor).mean() < np.abs(noisy - anchor).mean()
+
+
 def test_blocks_that_fail_keep_their_part_of_the_plan(small_blocks, monkeypatch):
     from dataclasses import replace
 
