@@ -54,6 +54,7 @@ from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.ot.deadline import Deadline
 from optsolve.ot.grid import axis_costs, lse_apply, lse_apply_l1
 from optsolve.ot.problems import available_memory_bytes
+from optsolve.ot.rowblocks import RowBlocks
 
 GAMMA_START = 16.0
 P_EXPONENT = 1.5
@@ -138,9 +139,13 @@ class TruncatedProducts:
     turns every product into a sparse one. ``passes`` are counted as the stored fraction.
     """
 
-    def __init__(self, xp, rows, cols, vals, shape):
+    def __init__(self, xp, rows, cols, vals, shape, csr=None):
+        """The entries (rows, cols, vals), or ``csr`` = (data, indices, indptr) with rows and cols None."""
         sparse = _sparse_module(xp)
-        self.S = sparse.csr_matrix((vals, (rows, cols)), shape=shape)
+        if csr is not None:
+            self.S = sparse.csr_matrix(csr, shape=shape)
+        else:
+            self.S = sparse.csr_matrix((vals, (rows, cols)), shape=shape)
         self.ST = self.S.T.tocsr()
         self.density = float(self.S.nnz) / max(1, shape[0] * shape[1])
 
@@ -219,6 +224,8 @@ class DenseKernel(Kernel):
         self._buf = None
         self.P = None
         self.passes = 0
+        self.rows = RowBlocks(self.C) if xp is np else None  # on the CPU: fused passes over row blocks
+        self._cols_left = None  # (u, gamma, column maxima) of the exp values a column update left in the scratch
 
     def _scratch(self):
         if self._buf is None:
@@ -237,21 +244,30 @@ class DenseKernel(Kernel):
     def log_rows(self, u, v, gamma):
         """log r_P = u + LSE_j(v_j - gamma C_ij)."""
         xp = self.xp
+        self.passes += 4
+        self._cols_left = None
+        if self.rows is not None:
+            return u + self.rows.log_rows(self._scratch(), v, gamma)
         b = self._exponent(self._scratch(), None, v, gamma)
         mx = b.max(axis=1)
         b -= mx[:, None]
         exp_flush(xp, b, out=b)
-        self.passes += 4
         return u + mx + xp.log(b.sum(axis=1))
 
     def log_cols(self, u, v, gamma):
         """log c_P = v + LSE_i(u_i - gamma C_ij)."""
         xp = self.xp
+        self.passes += 4
+        if self.rows is not None:
+            lse, mx = self.rows.log_cols(self._scratch(), u, gamma)
+            # the scratch now holds exp(u_i - gamma C_ij - mx_j): a build at the same u and gamma
+            # that follows (a column update, then a plan) rescales it instead of a new exp pass
+            self._cols_left = (u.copy(), gamma, mx)
+            return v + lse
         b = self._exponent(self._scratch(), u, None, gamma)
         mx = b.max(axis=0)
         b -= mx[None, :]
         exp_flush(xp, b, out=b)
-        self.passes += 4
         return v + mx + xp.log(b.sum(axis=0))
 
     threshold = None  # truncate the built plan below this value (None: keep it dense)
@@ -261,16 +277,32 @@ class DenseKernel(Kernel):
         xp = self.xp
         if self.P is None:
             self.P = xp.empty_like(self.C)
-        self._exponent(self.P, u, v, gamma)
-        exp_flush(xp, self.P, out=self.P)
         self.passes += 2
         self.sparse = None
-        if self._may_truncate(gamma):
-            mask = self.P > self.threshold
-            nnz = int(xp.count_nonzero(mask))
-            self.passes += 1
+        truncate = self._may_truncate(gamma)
+        left, self._cols_left = self._cols_left, None
+        factor = None
+        if left is not None and left[1] == gamma and bool(np.array_equal(left[0], u)):
+            with np.errstate(over="ignore"):
+                factor = np.exp(left[2] + v)  # a column's largest entry: at most about 1 after a column update
+        if factor is not None and bool(np.isfinite(factor).all()):
+            kept = self.rows.rescale(self.P, self._scratch(), factor, self.threshold if truncate else None)
+        elif self.rows is not None:  # the entries above the threshold are found in the same pass
+            kept = self.rows.gibbs(self.P, u, v, gamma, self.threshold if truncate else None)
+        else:
+            self._exponent(self.P, u, v, gamma)
+            exp_flush(xp, self.P, out=self.P)
+        if truncate:
+            if self.rows is not None:
+                nnz = kept[0].size
+            else:
+                mask = self.P > self.threshold
+                nnz = int(xp.count_nonzero(mask))
+                self.passes += 1
             if nnz >= SPARSE_MAX_DENSITY * self.n * self.m:
                 self._too_dense(gamma, nnz, self.n * self.m, SPARSE_MAX_DENSITY * self.n * self.m)
+            elif self.rows is not None:
+                self.sparse = TruncatedProducts(xp, None, None, None, (self.n, self.m), csr=kept)
             else:
                 rows, cols = xp.nonzero(mask)
                 self.sparse = TruncatedProducts(xp, rows, cols, self.P[rows, cols], (self.n, self.m))
@@ -286,6 +318,7 @@ class DenseKernel(Kernel):
 
     def _sq_matvec(self, w):
         b = self._scratch()
+        self._cols_left = None
         self.xp.multiply(self.P, self.P, out=b)
         self.passes += 2
         return b @ w

@@ -1,0 +1,122 @@
+"""Fused passes over a dense cost matrix on the CPU: row blocks that stay in cache, over threads.
+
+Written whole-array in numpy, ``exp(u_i + v_j - gamma C_ij)`` is six or seven passes through
+memory (the product by -gamma, two broadcast sums, the floor, exp, the zeroing of what
+underflowed, a reduction), each reading and writing all n m entries. Here each pass runs on a
+block of rows small enough to stay in the cache (``BLOCK_BYTES``) before the next block is
+touched, so the matrix leaves memory about once per pass of the solver; the blocks are shared
+among threads (numpy releases the GIL inside its loops). The results are those of the
+whole-array code: every entry is computed by the same operations (sums over columns add the
+blocks' partial sums, in another order).
+
+The number of threads follows the BLAS libraries' own limit (``threadpoolctl``), so that
+``OMP_NUM_THREADS`` and ``threadpool_limits`` bound this code too.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from optsolve.core.backend import EXP_FLOOR, exp_flush
+
+BLOCK_BYTES = 1 << 21  # rows per block: about this many bytes of the matrix (a core's L2 cache)
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def blas_threads() -> int:
+    """The threads the BLAS libraries may use now (every core where none is loaded)."""
+    from threadpoolctl import threadpool_info
+
+    counts = [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    return max(1, min(counts) if counts else (os.cpu_count() or 1))
+
+
+class RowBlocks:
+    """Fused passes over the rows of an (n, m) matrix ``C``, in blocks, on ``threads`` threads."""
+
+    def __init__(self, C: np.ndarray, threads: int | None = None):
+        self.C = C
+        n, m = C.shape
+        step = max(1, BLOCK_BYTES // max(m * C.itemsize, 1))
+        self.blocks = [(s, min(s + step, n)) for s in range(0, n, step)]
+        self.threads = max(1, min(threads or blas_threads(), len(self.blocks)))
+
+    def _map(self, fn):
+        if self.threads == 1:
+            return [fn(s, e) for s, e in self.blocks]
+        pool = _POOLS.get(self.threads)
+        if pool is None:
+            pool = _POOLS[self.threads] = ThreadPoolExecutor(self.threads, thread_name_prefix="optsolve-rows")
+        return list(pool.map(lambda b: fn(*b), self.blocks))
+
+    def _exponent(self, out, s, e, u, v, gamma):
+        np.multiply(self.C[s:e], -gamma, out=out)
+        if u is not None:
+            out += u[s:e, None]
+        if v is not None:
+            out += v[None, :]
+        return out
+
+    def gibbs(self, out: np.ndarray, u, v, gamma: float, threshold: float | None = None):
+        """``out = exp(u_i + v_j - gamma C_ij)`` (flushed below exp's normal range). With ``threshold``,
+        also the entries above it in CSR form, (data, indices, indptr); None without."""
+        def block(s, e):
+            o = out[s:e]
+            exp_flush(np, self._exponent(o, s, e, u, v, gamma), out=o)
+            return _above(o, threshold)
+        return _csr(self._map(block), out.shape[0])
+
+    def rescale(self, out: np.ndarray, source: np.ndarray, factor, threshold: float | None = None):
+        """``out = source * factor[None, :]``, what falls below exp's normal range set to 0; with
+        ``threshold``, the entries above it as :meth:`gibbs` gives them."""
+        floor = np.exp(EXP_FLOOR.get(out.dtype, -700.0))
+
+        def block(s, e):
+            o = out[s:e]
+            np.multiply(source[s:e], factor[None, :], out=o)
+            o[o < floor] = 0.0
+            return _above(o, threshold)
+        return _csr(self._map(block), out.shape[0])
+
+    def log_rows(self, scratch: np.ndarray, v, gamma: float) -> np.ndarray:
+        """``LSE_j(v_j - gamma C_ij)`` for each row i."""
+        def block(s, e):
+            b = self._exponent(scratch[s:e], s, e, None, v, gamma)
+            mx = b.max(axis=1)
+            b -= mx[:, None]
+            exp_flush(np, b, out=b)
+            return mx + np.log(b.sum(axis=1))
+        return np.concatenate(self._map(block))
+
+    def log_cols(self, scratch: np.ndarray, u, gamma: float):
+        """(``LSE_i(u_i - gamma C_ij)`` for each column j, the column maxima): the maxima first, then
+        the sums; ``scratch`` is left holding ``exp(u_i - gamma C_ij - max_i)``."""
+        mx = np.max(self._map(lambda s, e: self._exponent(scratch[s:e], s, e, u, None, gamma).max(axis=0)), axis=0)
+
+        def block(s, e):
+            b = scratch[s:e]
+            b -= mx[None, :]
+            exp_flush(np, b, out=b)
+            return b.sum(axis=0)
+        return mx + np.log(np.sum(self._map(block), axis=0)), mx
+
+
+def _above(o: np.ndarray, threshold: float | None):
+    """A block's entries above ``threshold``: (values, columns, count per row); None without one."""
+    if threshold is None:
+        return None
+    flat = np.flatnonzero(o > threshold)
+    rows, cols = np.divmod(flat, o.shape[1])
+    return o.ravel()[flat], cols, np.bincount(rows, minlength=o.shape[0])
+
+
+def _csr(parts: list, n: int):
+    """The blocks' entries as one CSR triple (data, indices, indptr); None where none were asked for."""
+    if parts[0] is None:
+        return None
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([p[2] for p in parts]), out=indptr[1:])
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), indptr

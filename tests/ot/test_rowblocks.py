@@ -1,0 +1,64 @@
+"""Fused row-block passes (optsolve.ot.rowblocks) against the same quantities computed whole-array."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from optsolve.ot import rowblocks
+
+
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(rowblocks, "BLOCK_BYTES", 8 * 40)  # blocks of a few rows: many blocks, a short last one
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (1, 37), (37, 1), (53, 41)])
+@pytest.mark.parametrize("gamma", [1.0, 2.0 ** 12])
+def test_passes_match_whole_array(n, m, gamma, threads):
+    rng = np.random.default_rng(n * m)
+    C = rng.random((n, m))
+    u, v = -rng.random(n) * gamma / 4, -rng.random(m) * gamma / 4  # exponents at most 0, as a plan's
+    rb = rowblocks.RowBlocks(C, threads)
+    exponent = (C * -gamma + u[:, None]) + v[None, :]  # in the order the passes add
+    out = np.empty_like(C)
+    expected = np.where(exponent < -700, 0.0, np.exp(exponent))
+    threshold = float(np.quantile(expected, 0.7))
+    data, indices, indptr = rb.gibbs(out, u, v, gamma, threshold)
+    assert np.array_equal(out, expected)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    kept = np.zeros_like(C)
+    kept[rows, indices] = data
+    assert np.array_equal(kept, np.where(expected > threshold, expected, 0.0))
+    assert rb.gibbs(out, u, v, gamma) is None
+
+    scratch = np.empty_like(C)
+    assert np.allclose(rb.log_rows(scratch, v, gamma), logsumexp(v[None, :] - gamma * C, axis=1), rtol=1e-13, atol=1e-9)
+    lse, mx = rb.log_cols(scratch, u, gamma)
+    assert np.allclose(lse, logsumexp(u[:, None] - gamma * C, axis=0), rtol=1e-13, atol=1e-9)
+    assert np.array_equal(mx, (u[:, None] - gamma * C).max(axis=0))
+    # what the column pass leaves, rescaled by exp(mx + v), is the plan at (u, v) after the column update
+    v = np.log(np.full(m, 1.0 / m)) - lse
+    expected = np.exp(np.maximum((C * -gamma + u[:, None]) + v[None, :], -700.0))
+    rescaled = np.empty_like(C)
+    kept_rescaled = rb.rescale(rescaled, scratch, np.exp(mx + v), threshold)
+    assert np.allclose(rescaled, expected, rtol=1e-12, atol=1e-300)
+    assert np.allclose(rescaled.sum(axis=0), 1.0 / m, rtol=1e-12)
+    assert rescaled[rescaled > 0].min(initial=np.inf) >= np.exp(-700.0)  # nothing subnormal is left
+    assert np.diff(kept_rescaled[2]).sum() == kept_rescaled[0].size
+
+
+def test_threads_follow_the_blas_limit():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if not any(lib.get("user_api") == "blas" for lib in threadpool_info()):
+        pytest.skip("no BLAS library is loaded under threadpoolctl")
+    C = np.zeros((400, 40))
+    with threadpool_limits(limits=1):
+        assert rowblocks.RowBlocks(C).threads == 1
