@@ -18,9 +18,9 @@ entropy regularized optimal transport", Numer. Math. 2021):
    on each block, the quadratic polynomial of the coordinates nearest to the cells' potentials
    carried to its points by a c-transform, less the block's potentials, is added to them; two
    c-transforms of that vector over all pairs (:mod:`optsolve.ot.legendre`) bound the optimum
-   from below. The sweeps alternate
-   partitions until the gap is within the target of U itself, SWEEPS at most; the result claims
-   the target when the gap is within it as --target-gap measures it, max(U, GAP_FLOOR max C);
+   from below. The sweeps alternate partitions until the gap is within the target of U itself,
+   SWEEPS at most; the result claims the target when the gap is within it as --target-gap
+   measures it, max(U, GAP_FLOOR max C);
 4. where it is not, and the level is not too large, one network simplex over all its points on
    few pairs (the plan's, and those the joined potentials price lowest) finishes, as the exact
    method does, with potentials of one piece.
@@ -83,10 +83,13 @@ def _join(points: np.ndarray, u: np.ndarray, label: np.ndarray, anchor: np.ndarr
     """Each point's correction to its block's potentials ``u``: on each block, the quadratic
     polynomial of the coordinates nearest (least squares) to ``anchor - u``.
 
+    Notes
+    -----
     A block's potentials are fixed up to a constant, and, where its plan is degenerate (uniform
-    masses: each point sends its mass to one point), they may tilt and bend on its scale too.
-    Matching constants alone left a bound of 96 % of U at 250,000 uniform points with a decomposed
-    guide; the quadratic, 45 %."""
+    masses: each point sends its mass to one point), they may also tilt and bend on the block's
+    scale. On 250,000 uniform points with a decomposed guide, matching constants alone left a
+    bound at 96 % of U; the quadratic, 45 %. On 1,000,000 points, 124 % and 29 %.
+    """
     d = points.shape[1]
     members = np.argsort(label, kind="stable")
     first = np.searchsorted(label[members], np.arange(int(label.max()) + 2))
