@@ -61,25 +61,38 @@ class RowBlocks:
         return out
 
     def gibbs(self, out: np.ndarray, u, v, gamma: float, threshold: float | None = None):
-        """``out = exp(u_i + v_j - gamma C_ij)`` (flushed below exp's normal range). With ``threshold``,
-        also the entries above it in CSR form, (data, indices, indptr); None without."""
+        """``out = exp(u_i + v_j - gamma C_ij)`` (flushed below exp's normal range); with ``threshold``,
+        the number of entries above it, counted in the same pass (None without)."""
         def block(s, e):
             o = out[s:e]
             exp_flush(np, self._exponent(o, s, e, u, v, gamma), out=o)
-            return _above(o, threshold)
-        return _csr(self._map(block), out.shape[0])
+            return None if threshold is None else int(np.count_nonzero(o > threshold))
+        return _total(self._map(block))
 
-    def rescale(self, out: np.ndarray, source: np.ndarray, factor, threshold: float | None = None):
-        """``out = source * factor[None, :]``, what falls below exp's normal range set to 0; with
-        ``threshold``, the entries above it as :meth:`gibbs` gives them."""
+    def rescale(self, out: np.ndarray, source: np.ndarray, factors: np.ndarray, threshold: float | None = None):
+        """``out = source * factors[k][None, :]`` on each block k, what falls below exp's normal range
+        set to 0; with ``threshold``, the number of entries above it (None without)."""
         floor = np.exp(EXP_FLOOR.get(out.dtype, -700.0))
+        index = {s: k for k, (s, _) in enumerate(self.blocks)}
 
         def block(s, e):
             o = out[s:e]
-            np.multiply(source[s:e], factor[None, :], out=o)
+            np.multiply(source[s:e], factors[index[s]][None, :], out=o)
             o[o < floor] = 0.0
-            return _above(o, threshold)
-        return _csr(self._map(block), out.shape[0])
+            return None if threshold is None else int(np.count_nonzero(o > threshold))
+        return _total(self._map(block))
+
+    def above(self, P: np.ndarray, threshold: float):
+        """The entries of ``P`` above ``threshold`` in CSR form, (data, indices, indptr)."""
+        def block(s, e):
+            o = P[s:e]
+            flat = np.flatnonzero(o > threshold)
+            rows, cols = np.divmod(flat, o.shape[1])
+            return o.ravel()[flat], cols, np.bincount(rows, minlength=o.shape[0])
+        parts = self._map(block)
+        indptr = np.zeros(P.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.concatenate([p[2] for p in parts]), out=indptr[1:])
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), indptr
 
     def log_rows(self, scratch: np.ndarray, v, gamma: float) -> np.ndarray:
         """``LSE_j(v_j - gamma C_ij)`` for each row i."""
@@ -92,31 +105,23 @@ class RowBlocks:
         return np.concatenate(self._map(block))
 
     def log_cols(self, scratch: np.ndarray, u, gamma: float):
-        """(``LSE_i(u_i - gamma C_ij)`` for each column j, the column maxima): the maxima first, then
-        the sums; ``scratch`` is left holding ``exp(u_i - gamma C_ij - max_i)``."""
-        mx = np.max(self._map(lambda s, e: self._exponent(scratch[s:e], s, e, u, None, gamma).max(axis=0)), axis=0)
+        """(``LSE_i(u_i - gamma C_ij)`` for each column j, each block's column maxima (blocks x m)).
 
+        One pass: each block's sums are taken below its own maxima, then brought to the overall
+        ones. ``scratch`` is left holding ``exp(u_i - gamma C_ij - M_kj)`` on block k, with M_k the
+        block's maxima."""
         def block(s, e):
-            b = scratch[s:e]
+            b = self._exponent(scratch[s:e], s, e, u, None, gamma)
+            mx = b.max(axis=0)
             b -= mx[None, :]
             exp_flush(np, b, out=b)
-            return b.sum(axis=0)
-        return mx + np.log(np.sum(self._map(block), axis=0)), mx
+            return mx, b.sum(axis=0)
+        parts = self._map(block)
+        maxima = np.stack([p[0] for p in parts])
+        top = maxima.max(axis=0)
+        total = sum(p[1] * np.exp(p[0] - top) for p in parts)
+        return top + np.log(total), maxima
 
 
-def _above(o: np.ndarray, threshold: float | None):
-    """A block's entries above ``threshold``: (values, columns, count per row); None without one."""
-    if threshold is None:
-        return None
-    flat = np.flatnonzero(o > threshold)
-    rows, cols = np.divmod(flat, o.shape[1])
-    return o.ravel()[flat], cols, np.bincount(rows, minlength=o.shape[0])
-
-
-def _csr(parts: list, n: int):
-    """The blocks' entries as one CSR triple (data, indices, indptr); None where none were asked for."""
-    if parts[0] is None:
-        return None
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.concatenate([p[2] for p in parts]), out=indptr[1:])
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), indptr
+def _total(counts: list):
+    return None if counts[0] is None else sum(counts)

@@ -225,7 +225,7 @@ class DenseKernel(Kernel):
         self.P = None
         self.passes = 0
         self.rows = RowBlocks(self.C) if xp is np else None  # on the CPU: fused passes over row blocks
-        self._cols_left = None  # (u, gamma, column maxima) of the exp values a column update left in the scratch
+        self._cols_left = None  # (u, gamma, blocks' column maxima) of the exp values a column update left
 
     def _scratch(self):
         if self._buf is None:
@@ -259,10 +259,10 @@ class DenseKernel(Kernel):
         xp = self.xp
         self.passes += 4
         if self.rows is not None:
-            lse, mx = self.rows.log_cols(self._scratch(), u, gamma)
-            # the scratch now holds exp(u_i - gamma C_ij - mx_j): a build at the same u and gamma
-            # that follows (a column update, then a plan) rescales it instead of a new exp pass
-            self._cols_left = (u.copy(), gamma, mx)
+            lse, maxima = self.rows.log_cols(self._scratch(), u, gamma)
+            # the scratch now holds exp(u_i - gamma C_ij - M_kj) on each row block k: a build at the
+            # same u and gamma that follows (a column update, then a plan) rescales it instead
+            self._cols_left = (u.copy(), gamma, maxima)
             return v + lse
         b = self._exponent(self._scratch(), u, None, gamma)
         mx = b.max(axis=0)
@@ -284,25 +284,25 @@ class DenseKernel(Kernel):
         factor = None
         if left is not None and left[1] == gamma and bool(np.array_equal(left[0], u)):
             with np.errstate(over="ignore"):
-                factor = np.exp(left[2] + v)  # a column's largest entry: at most about 1 after a column update
+                factor = np.exp(left[2] + v[None, :])  # a block's largest entry per column: at most about 1 after
+                # a column update
         if factor is not None and bool(np.isfinite(factor).all()):
-            kept = self.rows.rescale(self.P, self._scratch(), factor, self.threshold if truncate else None)
-        elif self.rows is not None:  # the entries above the threshold are found in the same pass
-            kept = self.rows.gibbs(self.P, u, v, gamma, self.threshold if truncate else None)
+            nnz = self.rows.rescale(self.P, self._scratch(), factor, self.threshold if truncate else None)
+        elif self.rows is not None:  # the entries above the threshold are counted in the same pass
+            nnz = self.rows.gibbs(self.P, u, v, gamma, self.threshold if truncate else None)
         else:
             self._exponent(self.P, u, v, gamma)
             exp_flush(xp, self.P, out=self.P)
         if truncate:
-            if self.rows is not None:
-                nnz = kept[0].size
-            else:
+            if self.rows is None:
                 mask = self.P > self.threshold
                 nnz = int(xp.count_nonzero(mask))
                 self.passes += 1
             if nnz >= SPARSE_MAX_DENSITY * self.n * self.m:
                 self._too_dense(gamma, nnz, self.n * self.m, SPARSE_MAX_DENSITY * self.n * self.m)
             elif self.rows is not None:
-                self.sparse = TruncatedProducts(xp, None, None, None, (self.n, self.m), csr=kept)
+                csr = self.rows.above(self.P, self.threshold)
+                self.sparse = TruncatedProducts(xp, None, None, None, (self.n, self.m), csr=csr)
             else:
                 rows, cols = xp.nonzero(mask)
                 self.sparse = TruncatedProducts(xp, rows, cols, self.P[rows, cols], (self.n, self.m))
