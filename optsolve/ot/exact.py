@@ -50,6 +50,9 @@ DENSE_PAIRS = 200_000  # problems with at most this many pairs are solved on all
 PRICE_ADD = 8  # per violated column or row: pairs of least reduced cost added
 PRICE_TOL = 1e-10  # reduced costs above -PRICE_TOL max C count as nonnegative
 MAX_ROUNDS = 60
+# a dense cost whose full pricing pass finds at least this fraction of the last one's violations:
+# the next round solves over every pair (POT's dense network simplex)
+STALL_RATIO = 0.5
 STOP_FLOOR = 1e-9  # a target gap is relative to max(U, STOP_FLOOR max C): zero optima stop too
 WORKERS = -1  # threads of the k-d tree queries (-1: every core)
 NETWORK_SIMPLEX_ITER = 10 ** 10
@@ -383,12 +386,16 @@ def certified_gap(sub: Subproblem, G, u: np.ndarray, v: np.ndarray, col_min: np.
 
 # --------------------------------------------------------------------------- the loop
 
-def _network_simplex(sub: Subproblem, r: np.ndarray, c: np.ndarray):
-    """POT's network simplex on the candidate pairs, costs divided by max C: (plan coo, u, v, code)."""
+def _network_simplex(sub: Subproblem, r: np.ndarray | None, c: np.ndarray | None):
+    """POT's network simplex on the candidate pairs (None: every pair of the cost matrix in memory),
+    costs divided by max C: (plan coo, u, v, code)."""
     import ot as pot
     import scipy.sparse as sp
 
-    if r.size == sub.n * sub.m:  # every pair: the dense solver
+    if r is None:  # every pair of a cost in memory: the dense solver
+        C = sub.ot.C
+        M = (C if sub.n == C.shape[0] and sub.m == C.shape[1] else C[np.ix_(sub.I, sub.J)]) / sub.scale
+    elif r.size == sub.n * sub.m:  # every pair: the dense solver
         M = np.zeros((sub.n, sub.m))
         M[r, c] = sub.pair_costs(r, c) / sub.scale
     else:
@@ -455,6 +462,7 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     stats["candidates_s"] = time.perf_counter() - t0
     status, message, worst = "optimal", "", 0.0
     G = u = v = None
+    last_full, stalled = np.inf, False
     for round_ in range(1, max_rounds + 1):
         r, c = _unique_pairs(r, c, sub.m)
         t = time.perf_counter()
@@ -481,6 +489,10 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
         if vr.size == 0:
             vr, vc, worst, col_min, row_min = violations(sub, u, v, tol * sub.scale)
             stats["full_pricing_passes"] = stats.get("full_pricing_passes", 0) + 1
+            if (sub.ot.C is not None and not cheap_pricing(sub) and vr.size
+                    and vr.size >= STALL_RATIO * last_full and r.size < sub.n * sub.m):
+                stalled = True  # the candidates' duals stay far off: every pair, by the dense solver
+            last_full = vr.size
             if target is not None and vr.size:
                 U, gap, f_b, g_b = certified_gap(sub, G, u, v, col_min, row_min)
                 stats["certified_gap"] = gap / max(abs(U), STOP_FLOOR * sub.scale)
@@ -506,6 +518,15 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
             status = "time_limit"
             message = (f"Time limit reached after {round_} rounds of the exact solve: the plan is optimal on its "
                        f"{r.size} candidate pairs, but {vr.size} other pairs still have negative reduced costs.")
+            break
+        if stalled:  # the LP over every pair; nothing is left to price
+            stats["dense_after_round"] = round_
+            t = time.perf_counter()
+            G, u, v, code = _network_simplex(sub, None, None)
+            stats["network_simplex_s"] += time.perf_counter() - t
+            if code != 1:
+                status = "numerical_error"
+                message = f"POT's network simplex over all {sub.n} x {sub.m} pairs ended with result code {code}."
             break
         r, c = np.concatenate([r, vr]), np.concatenate([c, vc])
     else:

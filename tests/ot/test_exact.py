@@ -64,6 +64,23 @@ def test_exact_on_matrices_matches_dense_emd(n, m):
     _check_exact(res, a, b, C)
 
 
+@pytest.mark.parametrize("ratio", [0.0, exact.STALL_RATIO])
+def test_a_stalled_matrix_problem_is_solved_over_every_pair(monkeypatch, ratio):
+    # colours with many repeats (a photograph's), given as the matrix: ties slow the candidates' duals
+    rng = np.random.default_rng(41)
+    x = np.round(rng.random((700, 3)) * 4) / 4
+    y = np.round(rng.random((650, 3)) ** 2 * 4) / 4
+    C = cost_matrix(x, y, "sqeuclidean")
+    a, b = np.full(700, 1 / 700), rng.dirichlet(np.ones(650))
+    a[::7] = 0.0  # rows without mass: the dense solve is over the others
+    a /= a.sum()
+    monkeypatch.setattr(exact, "STALL_RATIO", ratio)  # 0: the second full pricing pass goes dense
+    res = optsolve.ot.solve(a, b, C, method="exact")
+    _check_exact(res, a, b, C)
+    if ratio == 0.0:
+        assert res.stats["exact"]["dense_after_round"] >= 2
+
+
 def test_zero_masses_duplicated_points_and_a_zero_optimum():
     rng = np.random.default_rng(5)
     x = rng.random((600, 2))
