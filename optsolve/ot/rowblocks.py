@@ -5,9 +5,9 @@ memory (the product by -gamma, two broadcast sums, the floor, exp, the zeroing o
 underflowed, a reduction), each reading and writing all n m entries. Here each pass runs on a
 block of rows small enough to stay in the cache (``BLOCK_BYTES``) before the next block is
 touched, so the matrix leaves memory about once per pass of the solver; the blocks are shared
-among threads (numpy releases the GIL inside its loops). The results are those of the
-whole-array code: every entry is computed by the same operations (sums over columns add the
-blocks' partial sums, in another order).
+among threads (numpy releases the GIL inside its loops). Every entry is computed by the
+operations of the whole-array code; sums over columns add the blocks' partial sums, and the
+column log-sum-exp shifts each block by its own maxima before bringing them together.
 
 The number of threads follows the BLAS libraries' own limit (``threadpoolctl``), so that
 ``OMP_NUM_THREADS`` and ``threadpool_limits`` bound this code too.
@@ -124,4 +124,5 @@ class RowBlocks:
 
 
 def _total(counts: list):
+    """The blocks' counts added up; None where none were asked for."""
     return None if counts[0] is None else sum(counts)
