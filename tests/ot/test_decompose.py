@@ -109,9 +109,9 @@ def test_join_undoes_a_quadratic_per_block(d):
         P = points[X]
         bend[X] = c[0] + P @ c[1:1 + d] + ((P[:, :, None] * P[:, None, :]).reshape(X.sum(), -1) @ c[1 + d:])
     u = anchor - bend
-    assert np.allclose(u + decompose._join(points, u, label, anchor), anchor, atol=1e-8 * np.abs(bend).max())
+    assert np.allclose(u + decompose._join(points, u, decompose.groups(label), anchor), anchor, atol=1e-8 * np.abs(bend).max())
     noisy = u + rng.standard_normal(3000) * 1e-2  # what is not quadratic on a block stays
-    fixed = noisy + decompose._join(points, noisy, label, anchor)
+    fixed = noisy + decompose._join(points, noisy, decompose.groups(label), anchor)
     assert not np.allclose(fixed, anchor, atol=1e-3)
     assert np.abs(fixed - anchor).mean() < np.abs(noisy - anchor).mean()
 
