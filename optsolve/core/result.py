@@ -334,19 +334,31 @@ def to_jsonable(obj, path: str = "", nonfinite: list | None = None):
 
 
 class LazyArray:
-    """An array computed only when written (``--arrays``) or converted (``numpy.asarray``)."""
+    """An array computed when first used: written (``--arrays``), called, converted (``numpy.asarray``),
+    indexed, or asked for an attribute the array has (``.sum``, ``.toarray``); then kept."""
 
     def __init__(self, shape, dtype, compute, format: str | None = None):
         self.shape, self.dtype, self._compute, self.format = tuple(shape), np.dtype(dtype), compute, format
+        self._value = None
 
     def __call__(self):
-        return self._compute()
+        if self._value is None:
+            self._value = self._compute()
+        return self._value
 
     def __array__(self, dtype=None, copy=None):
-        value = self._compute()
+        value = self()
         if hasattr(value, "toarray"):
             value = value.toarray()
         return np.asarray(value, dtype=dtype)
+
+    def __getitem__(self, key):
+        return self()[key]
+
+    def __getattr__(self, name):  # only for names the proxy lacks
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self(), name)
 
 
 def _array_info(value) -> dict:

@@ -115,7 +115,6 @@ def _gap_checker(ot, target: float, xp=np):
         if first_cost and bias > SKIP_FACTOR * target * first_cost[0]:
             return None
         rd = round_problem(ot, f, g, reg, xp)
-        rd.kernel = None  # kept for reuse while later stages run: not the n x m kernel
         gap.last = (f.copy(), g.copy(), reg, rd, None)
         if not first_cost:
             first_cost.append(max(abs(rd.objective), floor))
@@ -325,8 +324,6 @@ def solve_problem(problem, *, method: str | None = None, reg: float | None = Non
             plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.sparse_plan(ot, plan_threshold), "csr")
             if plan_needed:  # built now, so that one over the memory budget is refused before anything is written
                 plan = plan()
-        elif ot.C is not None:
-            plan = plan()
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
     else:
         import scipy.sparse as sp

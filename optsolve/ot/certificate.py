@@ -91,8 +91,12 @@ def _plan_reg(spec: dict) -> float:
 
 
 def _gibbs(f, g, Cb, reg, xp):
+    """exp((f_i + g_j - C_ij) / reg) for a block of C, flushed (exp_flush), in one new array."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return exp_flush(xp, (f[:, None] + g[None, :] - Cb) / reg)
+        out = xp.add(f[:, None], g[None, :])
+        out -= Cb
+        out /= reg
+        return exp_flush(xp, out, out=out)
 
 
 def plan_blocks(ot, solution: dict, f, g, xp=np):
@@ -125,31 +129,80 @@ def plan_blocks(ot, solution: dict, f, g, xp=np):
         yield j0, j1, Cb, K
 
 
+def _measure_block(Cb, Pb, exact: bool, fb=None, gb=None, ia=None, ib=None, xp=np):
+    """One block's part of :func:`_block_measures`: (row sums, column sums, cost, negative mass, max C,
+    dual infeasibility, complementary slackness), the last two with ``exact`` only, from the block's
+    potentials ``fb``, ``gb`` and supports ``ia``, ``ib``."""
+    neg, cmax, infeasible, cs = 0.0, 0.0, 0.0, 0.0
+    if Pb.size:
+        neg = -float(xp.minimum(Pb, 0.0).sum()) if float(Pb.min()) < 0 else 0.0
+        cmax = float(Cb.max())
+    if exact:
+        with np.errstate(invalid="ignore"):
+            slack = Cb[ia][:, ib] - fb[ia][:, None] - gb[ib][None, :]
+        if slack.size:
+            infeasible = float(-xp.nanmin(slack)) if bool(xp.all(xp.isfinite(slack))) else math.inf
+            cs = float(xp.abs(Pb[ia][:, ib] * slack).sum())
+    return Pb.sum(1), Pb.sum(0), float(xp.einsum("ij,ij->", Cb, Pb)), neg, cmax, infeasible, cs
+
+
+def _matrix_on_host(ot, xp) -> bool:
+    """A cost matrix in host memory, checked with numpy: passes over row blocks on threads."""
+    return xp is np and isinstance(ot.C, np.ndarray)
+
+
 def _block_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     """Row and column sums, cost, negative mass, max C and, for ``exact``, LP optimality residuals."""
     from optsolve.core.backend import to_numpy
 
+    spec = solution.get("plan")
+    if _matrix_on_host(ot, xp) and isinstance(spec, dict) and spec.get("format") == "gibbs_rounded":
+        return _gibbs_row_measures(ot, spec, f, g)
     ia, ib = xp.asarray(ot.a > 0), xp.asarray(ot.b > 0)
     fx, gx = xp.asarray(f), xp.asarray(g)
     rows, cols = xp.zeros(ot.n), xp.zeros(ot.m)
     U, neg, cmax = 0.0, 0.0, 0.0
     infeasible, cs = 0.0, 0.0
     for j0, j1, Cb, Pb in plan_blocks(ot, solution, f, g, xp):
-        rows += Pb.sum(1)
-        cols[j0:j1] = Pb.sum(0)
-        U += float((Cb * Pb).sum())
-        if Pb.size:
-            neg -= float(xp.minimum(Pb, 0.0).sum())
-            cmax = max(cmax, float(Cb.max()))
-        if exact:
-            keep = ib[j0:j1]
-            with np.errstate(invalid="ignore"):
-                slack = Cb[ia][:, keep] - fx[ia][:, None] - gx[j0:j1][keep][None, :]
-            if slack.size:
-                finite = bool(xp.all(xp.isfinite(slack)))
-                infeasible = max(infeasible, float(-xp.nanmin(slack)) if finite else math.inf)
-                cs += float(xp.abs(Pb[ia][:, keep] * slack).sum())
+        r, c, Ub, negb, cmaxb, infb, csb = _measure_block(Cb, Pb, exact, fx, gx[j0:j1], ia, ib[j0:j1], xp)
+        rows += r
+        cols[j0:j1] = c
+        U, neg, cmax = U + Ub, neg + negb, max(cmax, cmaxb)
+        infeasible, cs = max(infeasible, infb), cs + csb
     return to_numpy(rows), to_numpy(cols), U, neg, cmax, infeasible, cs
+
+
+def _gibbs_row_measures(ot, spec: dict, f, g):
+    """:func:`_block_measures` of the rounded Gibbs plan (:func:`plan_blocks`) of a cost matrix in host
+    memory: two passes over blocks of rows that stay in cache, on threads (:mod:`optsolve.core.blocks`),
+    the plan never stored whole (the first pass sums the Gibbs kernel, the second adds the rank-one
+    term and measures)."""
+    from optsolve.core.blocks import map_blocks, row_blocks
+
+    reg = _plan_reg(spec)
+    C = ot.C
+    fz = np.where(np.isnan(f), -np.inf, f)
+    gz = np.where(np.isnan(g), -np.inf, g)
+    blocks = row_blocks(ot.n, ot.m * C.itemsize)
+
+    def sums(s, e):
+        K = _gibbs(fz[s:e], gz, C[s:e], reg, np)
+        return K.sum(1), K.sum(0)
+
+    parts = map_blocks(sums, blocks)
+    err_a = ot.a - np.concatenate([p[0] for p in parts])
+    err_b = ot.b - sum(p[1] for p in parts)
+    total = float(err_a.sum())
+
+    def measures(s, e):
+        K = _gibbs(fz[s:e], gz, C[s:e], reg, np)
+        if total > 0:
+            K += np.outer(err_a[s:e], err_b) / total
+        return _measure_block(C[s:e], K, False)
+
+    parts = map_blocks(measures, blocks)
+    return (np.concatenate([p[0] for p in parts]), sum(p[1] for p in parts), sum(p[2] for p in parts),
+            sum(p[3] for p in parts), max(p[4] for p in parts), 0.0, 0.0)
 
 
 def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
@@ -285,6 +338,8 @@ def dual_bound_of(ot, f, xp=np, first=None) -> float:
         gt = _first_ctransform(ot, f) if first is None else first
         ft = sq_ctransform(np.asarray(ot.y, dtype=np.float64)[ib], gt, np.asarray(ot.x, dtype=np.float64)[ia])
         return float(ft @ ot.a[ia] + gt @ ot.b[ib])
+    if _matrix_on_host(ot, xp):
+        return _dual_bound_rows(ot, f)
     full = bool(ia.all())
     ia_x, fs, b = xp.asarray(ia), xp.asarray(fs), xp.asarray(ot.b)
     ft = xp.full(fs.shape, xp.inf)
@@ -298,6 +353,29 @@ def dual_bound_of(ot, f, xp=np, first=None) -> float:
         total_g += float(gt @ b[j0:j1][xp.asarray(keep)])
         xp.minimum(ft, (Cs - gt[None, :]).min(1), out=ft)
     return float(ft @ xp.asarray(ot.a[ia])) + total_g
+
+
+def _dual_bound_rows(ot, f) -> float:
+    """:func:`dual_bound_of` for a cost matrix in host memory (f finite on the support of a): each
+    c-transform is one pass over blocks of rows on threads (:mod:`optsolve.core.blocks`)."""
+    from optsolve.core.blocks import map_blocks, row_blocks
+
+    ia, ib = ot.a > 0, ot.b > 0
+    full = bool(ib.all())
+    blocks = row_blocks(ot.n, ot.m * ot.C.itemsize)
+
+    def support(s, e):
+        rows = ia[s:e]
+        Cb = ot.C[s:e]
+        return Cb[rows] if full else Cb[rows][:, ib], f[s:e][rows]
+
+    def column_minima(s, e):
+        Cs, fs = support(s, e)
+        return (Cs - fs[:, None]).min(0) if Cs.shape[0] else np.full(int(ib.sum()), np.inf)
+
+    gt = np.minimum.reduce(map_blocks(column_minima, blocks))
+    ft = np.concatenate(map_blocks(lambda s, e: (support(s, e)[0] - gt[None, :]).min(1), blocks))
+    return float(ft @ ot.a[ia] + gt @ ot.b[ib])
 
 
 def entropy(p: np.ndarray) -> float:

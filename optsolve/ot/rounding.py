@@ -5,10 +5,11 @@ lowered where a marginal is exceeded (rows, then columns); the remaining deficit
 rank-one term ``err_a err_b^T / |err_a|_1``. The rounded plan is exactly feasible and is
 determined by the rounded potentials, so the certificate can recompute it.
 
-Everything is computed column block by column block (:meth:`OTProblem.blocks`), so the
-plan is never formed unless asked for; with a dense cost in one block, the Gibbs kernel
-is kept between the passes instead of being recomputed. Images on a grid are rounded with
-the separable log-domain products of :mod:`optsolve.ot.grid`, in O(n^1.5).
+Everything is computed block by block, so the plan is never formed unless asked for: a
+cost matrix in host memory in three fused passes over row blocks on threads
+(:class:`optsolve.ot.rowblocks.RowBlocks`: sums, column log-sum-exp, sums and cost), other
+costs column block by column block (:meth:`OTProblem.blocks`, also on a GPU). Images on a
+grid are rounded with the separable log-domain products of :mod:`optsolve.ot.grid`, in O(n^1.5).
 """
 
 from __future__ import annotations
@@ -30,16 +31,12 @@ class Rounded:
     marginal_error_before: float  # L1 error of the unrounded Gibbs plan
     err_a: np.ndarray
     err_b: np.ndarray
-    kernel: np.ndarray | None = None  # exp((f + g - C)/reg) after rounding, when kept (dense)
 
     def plan_blocks(self, ot: OTProblem):
         """Yield ``(j0, j1, P[:, j0:j1])``: the rounded plan, column block by column block."""
         s = self.err_a.sum()
         for j0, j1, Cb in ot.blocks():
-            if self.kernel is not None:
-                Pb = self.kernel[:, j0:j1].copy()
-            else:
-                Pb = gibbs_block(self.f, self.g[j0:j1], Cb, self.reg)
+            Pb = gibbs_block(self.f, self.g[j0:j1], Cb, self.reg)
             if s > 0:
                 Pb += np.outer(self.err_a, self.err_b[j0:j1]) / s
             yield j0, j1, Pb
@@ -82,13 +79,6 @@ def gibbs_block(f, g, C, reg, out=None, xp=np):
         return exp_flush(xp, out, out=out)
 
 
-def gibbs_dense(ot: OTProblem, f, g, reg) -> np.ndarray:
-    out = np.empty((ot.n, ot.m))
-    for j0, j1, Cb in ot.blocks():
-        gibbs_block(f, g[j0:j1], Cb, reg, out=out[:, j0:j1])
-    return out
-
-
 def round_problem(ot: OTProblem, f, g, reg, xp=np) -> Rounded:
     """Round potentials (cost units; -inf where the mass is zero) for problem ``ot``.
 
@@ -97,51 +87,60 @@ def round_problem(ot: OTProblem, f, g, reg, xp=np) -> Rounded:
     """
     if ot.C is None and ot.grid is not None:
         return _round_grid(ot, f, g, reg)
+    if ot.C is not None and xp is np:
+        return _round_matrix(ot, np.asarray(f, dtype=np.float64), np.asarray(g, dtype=np.float64), reg)
     from optsolve.core.backend import to_numpy
 
     a, b = xp.asarray(ot.a), xp.asarray(ot.b)
     f, g = xp.asarray(f), xp.asarray(g)
-    keep = ot.C is not None and xp is np  # one dense pass in host memory: keep the kernel
-    K = gibbs_dense(ot, f, g, reg) if keep else None
 
-    def kernel_blocks(f_, g_):
-        if keep:
-            yield 0, ot.m, None, K
-            return
+    def sums(f_, g_, weighted=False):
+        r, c, U = xp.zeros(ot.n), xp.zeros(ot.m), 0.0
         for j0, j1, Cb in ot.blocks(xp=xp):
-            yield j0, j1, Cb, gibbs_block(f_, g_[j0:j1], Cb, reg, xp=xp)
+            Kb = gibbs_block(f_, g_[j0:j1], Cb, reg, xp=xp)
+            r += Kb.sum(1)
+            c[j0:j1] = Kb.sum(0)
+            if weighted:
+                U += float((Cb * Kb).sum())
+        return r, c, U
 
-    r, c = xp.zeros(ot.n), xp.zeros(ot.m)
-    for j0, j1, _, Kb in kernel_blocks(f, g):
-        r += Kb.sum(1)
-        c[j0:j1] = Kb.sum(0)
+    r, c, _ = sums(f, g)
     before = float(xp.abs(r - a).sum() + xp.abs(c - b).sum())
     with np.errstate(divide="ignore", invalid="ignore"):
-        shift = xp.where(r > a, reg * (xp.log(a) - xp.log(r)), 0.0)
-    f0, f = f, f + shift
-    x = xp.exp(shift / reg)
-    for j0, j1, _, Kb in kernel_blocks(f0, g):
-        c[j0:j1] = x @ Kb
+        f = f + xp.where(r > a, reg * (xp.log(a) - xp.log(r)), 0.0)
+    _, c, _ = sums(f, g)
     with np.errstate(divide="ignore", invalid="ignore"):
-        shift_g = xp.where(c > b, reg * (xp.log(b) - xp.log(c)), 0.0)
-    g = g + shift_g
-    if keep:
-        K *= x[:, None]
-        K *= np.exp(shift_g / reg)[None, :]
-    r[:] = 0.0
-    U = 0.0
-    for j0, j1, Cb, Kb in kernel_blocks(f, g):
-        r += Kb.sum(1)
-        c[j0:j1] = Kb.sum(0)
-        Cs = ot.C if keep else Cb
-        U += float(xp.vdot(Cs, Kb)) if Cs.flags.c_contiguous and Kb.flags.c_contiguous else float((Cs * Kb).sum())
+        g = g + xp.where(c > b, reg * (xp.log(b) - xp.log(c)), 0.0)
+    r, c, U = sums(f, g, weighted=True)
     err_a, err_b = a - r, b - c
     s = float(err_a.sum())
     if s > 0:
         for j0, j1, Cb in ot.blocks(xp=xp):
             U += float(err_a @ (Cb @ err_b[j0:j1])) / s
     host = [to_numpy(v) for v in (f, g, err_a, err_b)]
-    return Rounded(host[0], host[1], reg, U, before, host[2], host[3], K)
+    return Rounded(host[0], host[1], reg, U, before, host[2], host[3])
+
+
+def _round_matrix(ot: OTProblem, f, g, reg) -> Rounded:
+    """:func:`round_problem` for a cost matrix in host memory: three fused passes over its row blocks
+    (sums, column log-sum-exp after the row update, sums and cost), the kernel never stored."""
+    from optsolve.ot.rowblocks import RowBlocks
+
+    a, b, C = ot.a, ot.b, ot.C
+    rows = RowBlocks(np.asarray(C, dtype=np.float64))
+    gamma = 1.0 / reg
+    r, c, _ = rows.sums(f / reg, g / reg, gamma)
+    before = float(np.abs(r - a).sum() + np.abs(c - b).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = f + np.where(r > a, reg * (np.log(a) - np.log(r)), 0.0)
+        log_c = g / reg + rows.log_cols(None, f / reg, gamma)[0]
+        g = g + np.where(log_c > np.log(b), reg * (np.log(b) - log_c), 0.0)
+    r, c, U = rows.sums(f / reg, g / reg, gamma, weighted=True)
+    err_a, err_b = a - r, b - c
+    s = float(err_a.sum())
+    if s > 0:
+        U += float(err_a @ (C @ err_b)) / s
+    return Rounded(f, g, reg, U, before, err_a, err_b)
 
 
 def _round_grid(ot: OTProblem, f, g, reg) -> Rounded:

@@ -5,33 +5,36 @@ memory (the product by -gamma, two broadcast sums, the floor, exp, the zeroing o
 underflowed, a reduction), each reading and writing all n m entries. Here each pass runs on a
 block of rows small enough to stay in the cache (``BLOCK_BYTES``) before the next block is
 touched, so the matrix leaves memory about once per pass of the solver; the blocks are shared
-among threads (numpy releases the GIL inside its loops). Every entry is computed by the
-operations of the whole-array code; sums over columns add the blocks' partial sums, and the
-column log-sum-exp shifts each block by its own maxima before bringing them together.
-
-The number of threads follows the BLAS libraries' own limit (``threadpoolctl``), so that
-``OMP_NUM_THREADS`` and ``threadpool_limits`` bound this code too.
+among threads (:mod:`optsolve.core.blocks`). Every entry is computed by the operations of the
+whole-array code, except that what falls below exp's range is raised to a floor instead of
+zeroed (:func:`_exp_raised`); sums over columns add the blocks' partial sums, and the column
+log-sum-exp shifts each block by its own maxima before bringing them together.
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 from optsolve.core.backend import EXP_FLOOR, exp_flush
-
-BLOCK_BYTES = 1 << 21  # rows per block: about this many bytes of the matrix (a core's L2 cache)
-_POOLS: dict[int, ThreadPoolExecutor] = {}
+from optsolve.core.blocks import BLOCK_BYTES, blas_threads, map_blocks, row_blocks
 
 
-def blas_threads() -> int:
-    """The threads the BLAS libraries may use now (every core where none is loaded)."""
-    from threadpoolctl import threadpool_info
+def raised_floor(dtype) -> float:
+    """The log of the smallest value the passes write: half the exponent range, so that the value,
+    its square (the products by P o P) and a product of two of them all stay normal."""
+    return EXP_FLOOR.get(np.dtype(dtype), -700.0) / 2.0
 
-    counts = [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
-    return max(1, min(counts) if counts else (os.cpu_count() or 1))
+
+def _exp_raised(b: np.ndarray) -> np.ndarray:
+    """``exp(b)`` in place, arguments below :func:`raised_floor` raised to it first.
+
+    Subnormal results take vectorised exp off its fast path (4-60x slower), and products that
+    underflow take the multiplications off theirs. Raised instead of zeroed (one pass fewer), an
+    entry below the floor counts as exp(floor), about 1e-152 in float64 (2e-19 in float32):
+    a sum of n m entries moves by at most n m exp(floor), and no kept entry is that small (the
+    truncation threshold is at least 1e-3 tol / (n m))."""
+    np.maximum(b, raised_floor(b.dtype), out=b)
+    return np.exp(b, out=b)
 
 
 class RowBlocks:
@@ -40,17 +43,15 @@ class RowBlocks:
     def __init__(self, C: np.ndarray, threads: int | None = None):
         self.C = C
         n, m = C.shape
-        step = max(1, BLOCK_BYTES // max(m * C.itemsize, 1))
-        self.blocks = [(s, min(s + step, n)) for s in range(0, n, step)]
+        self.blocks = row_blocks(n, m * C.itemsize, BLOCK_BYTES)
         self.threads = max(1, min(threads or blas_threads(), len(self.blocks)))
 
     def _map(self, fn):
-        if self.threads == 1:
-            return [fn(s, e) for s, e in self.blocks]
-        pool = _POOLS.get(self.threads)
-        if pool is None:
-            pool = _POOLS[self.threads] = ThreadPoolExecutor(self.threads, thread_name_prefix="optsolve-rows")
-        return list(pool.map(lambda b: fn(*b), self.blocks))
+        return map_blocks(fn, self.blocks, self.threads)
+
+    def _block(self, scratch, s, e):
+        """Rows s..e of ``scratch``, or a new block-sized array where there is none."""
+        return np.empty((e - s, self.C.shape[1]), dtype=self.C.dtype) if scratch is None else scratch[s:e]
 
     def _exponent(self, out, s, e, u, v, gamma):
         np.multiply(self.C[s:e], -gamma, out=out)
@@ -61,24 +62,28 @@ class RowBlocks:
         return out
 
     def gibbs(self, out: np.ndarray, u, v, gamma: float, threshold: float | None = None):
-        """``out = exp(u_i + v_j - gamma C_ij)`` (flushed below exp's normal range); with ``threshold``,
+        """``out = exp(u_i + v_j - gamma C_ij)`` (raised to ``exp(raised_floor)``); with ``threshold``,
         the number of entries above it, counted in the same pass (None without)."""
         def block(s, e):
             o = out[s:e]
-            exp_flush(np, self._exponent(o, s, e, u, v, gamma), out=o)
+            _exp_raised(self._exponent(o, s, e, u, v, gamma))
             return None if threshold is None else int(np.count_nonzero(o > threshold))
         return _total(self._map(block))
 
     def rescale(self, out: np.ndarray, source: np.ndarray, factors: np.ndarray, threshold: float | None = None):
-        """``out = source * factors[k][None, :]`` on each block k, what falls below exp's normal range
-        set to 0; with ``threshold``, the number of entries above it (None without)."""
-        floor = np.exp(EXP_FLOOR.get(out.dtype, -700.0))
+        """``out = source * factors[k][None, :]`` on each block k, raised to ``exp(raised_floor)``; with
+        ``threshold``, the number of entries above it (None without).
+
+        ``source`` holds what a pass left (at least ``exp(raised_floor)``); factors below that floor are
+        raised to it, so no product underflows (an entry moves by at most ``exp(raised_floor)``)."""
+        floor = np.exp(raised_floor(out.dtype))
+        factors = np.maximum(factors, floor)
         index = {s: k for k, (s, _) in enumerate(self.blocks)}
 
         def block(s, e):
             o = out[s:e]
             np.multiply(source[s:e], factors[index[s]][None, :], out=o)
-            o[o < floor] = 0.0
+            np.maximum(o, floor, out=o)
             return None if threshold is None else int(np.count_nonzero(o > threshold))
         return _total(self._map(block))
 
@@ -94,28 +99,42 @@ class RowBlocks:
         np.cumsum(np.concatenate([p[2] for p in parts]), out=indptr[1:])
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), indptr
 
-    def log_rows(self, scratch: np.ndarray, v, gamma: float) -> np.ndarray:
-        """``LSE_j(v_j - gamma C_ij)`` for each row i."""
+    def sums(self, u, v, gamma: float, weighted: bool = False):
+        """Row sums, column sums and, with ``weighted``, ``sum_ij C_ij K_ij`` (else None) of
+        ``K = exp(u_i + v_j - gamma C_ij)``, flushed (:func:`optsolve.core.backend.exp_flush`: what
+        falls below exp's normal range counts as 0, so rows or columns at -inf add nothing), without
+        storing K."""
         def block(s, e):
-            b = self._exponent(scratch[s:e], s, e, None, v, gamma)
+            b = self._exponent(self._block(None, s, e), s, e, u, v, gamma)
+            with np.errstate(invalid="ignore"):  # -inf potentials
+                exp_flush(np, b, out=b)
+            rows, cols = b.sum(axis=1), b.sum(axis=0)
+            # in the block, not np.vdot: BLAS would start threads of its own inside this one
+            return rows, cols, float(np.multiply(b, self.C[s:e], out=b).sum()) if weighted else None
+        parts = self._map(block)
+        return (np.concatenate([p[0] for p in parts]), sum(p[1] for p in parts),
+                sum(p[2] for p in parts) if weighted else None)
+
+    def log_rows(self, scratch: np.ndarray | None, v, gamma: float) -> np.ndarray:
+        """``LSE_j(v_j - gamma C_ij)`` for each row i (``scratch``: an n x m buffer to use, or None)."""
+        def block(s, e):
+            b = self._exponent(self._block(scratch, s, e), s, e, None, v, gamma)
             mx = b.max(axis=1)
             b -= mx[:, None]
-            exp_flush(np, b, out=b)
-            return mx + np.log(b.sum(axis=1))
+            return mx + np.log(_exp_raised(b).sum(axis=1))
         return np.concatenate(self._map(block))
 
-    def log_cols(self, scratch: np.ndarray, u, gamma: float):
+    def log_cols(self, scratch: np.ndarray | None, u, gamma: float):
         """(``LSE_i(u_i - gamma C_ij)`` for each column j, each block's column maxima (blocks x m)).
 
         One pass: each block's sums are taken below its own maxima, then brought to the overall
-        ones. ``scratch`` is left holding ``exp(u_i - gamma C_ij - M_kj)`` on block k, with M_k the
-        block's maxima."""
+        ones. ``scratch`` (or None) is left holding ``exp(u_i - gamma C_ij - M_kj)`` on block k, with
+        M_k the block's maxima."""
         def block(s, e):
-            b = self._exponent(scratch[s:e], s, e, u, None, gamma)
+            b = self._exponent(self._block(scratch, s, e), s, e, u, None, gamma)
             mx = b.max(axis=0)
             b -= mx[None, :]
-            exp_flush(np, b, out=b)
-            return mx, b.sum(axis=0)
+            return mx, _exp_raised(b).sum(axis=0)
         parts = self._map(block)
         maxima = np.stack([p[0] for p in parts])
         top = maxima.max(axis=0)

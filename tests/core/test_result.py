@@ -87,3 +87,23 @@ def test_write_atomic_keeps_old_file_on_failure(tmp_path):
         write_atomic_with(str(path), writer)
     assert path.read_text() == "old"
     assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_lazy_array_is_computed_once_on_first_use():
+    from optsolve.core.result import LazyArray
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return np.arange(6.0).reshape(2, 3)
+
+    lazy = LazyArray((2, 3), "float64", compute)
+    assert lazy.shape == (2, 3) and not calls  # the shape is known without computing
+    np.testing.assert_array_equal(lazy.sum(1), [3.0, 12.0])
+    assert lazy[1, 2] == 5.0
+    np.testing.assert_array_equal(np.asarray(lazy) - 1.0, np.arange(6.0).reshape(2, 3) - 1.0)
+    assert lazy() is lazy()
+    assert len(calls) == 1
+    with pytest.raises(AttributeError):
+        lazy._missing

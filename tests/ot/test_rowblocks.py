@@ -28,7 +28,8 @@ def test_passes_match_whole_array(n, m, gamma, threads):
     rb = rowblocks.RowBlocks(C, threads)
     exponent = (C * -gamma + u[:, None]) + v[None, :]  # in the order the passes add
     out = np.empty_like(C)
-    expected = np.where(exponent < -700, 0.0, np.exp(exponent))
+    floor = rowblocks.raised_floor(C.dtype)
+    expected = np.exp(np.maximum(exponent, floor))  # what falls below the floor is raised to it
     threshold = float(np.quantile(expected, 0.7))
     count = rb.gibbs(out, u, v, gamma, threshold)
     assert np.array_equal(out, expected)
@@ -48,12 +49,15 @@ def test_passes_match_whole_array(n, m, gamma, threads):
     assert np.array_equal(maxima.max(axis=0), (C * -gamma + u[:, None]).max(axis=0))
     # what the column pass leaves, rescaled by exp(M_k + v) on block k, is the plan at (u, v) after the column update
     v = np.log(np.full(m, 1.0 / m)) - lse
-    expected = np.exp(np.maximum((C * -gamma + u[:, None]) + v[None, :], -700.0))
+    expected = np.exp(np.maximum((C * -gamma + u[:, None]) + v[None, :], floor))
     rescaled = np.empty_like(C)
-    count = rb.rescale(rescaled, scratch, np.exp(maxima + v[None, :]), threshold)
-    assert np.allclose(rescaled, expected, rtol=1e-12, atol=1e-300)
+    with np.errstate(under="raise"):  # no product underflows
+        count = rb.rescale(rescaled, scratch, np.exp(np.maximum(maxima + v[None, :], 2 * floor)), threshold)
+    # an entry below the floor may be raised up to exp(floor) by the pass and again by the factor
+    assert np.allclose(rescaled, expected, rtol=1e-12, atol=2 * np.exp(floor))
     assert np.allclose(rescaled.sum(axis=0), 1.0 / m, rtol=1e-12)
-    assert rescaled[rescaled > 0].min(initial=np.inf) >= np.exp(-700.0)  # nothing subnormal is left
+    assert rescaled.min() >= np.exp(floor)  # nothing below the floor, nothing subnormal
+    assert n == 1 or gamma < 1000 or (expected == np.exp(floor)).any()  # at high gamma the floor is reached
     assert count == np.count_nonzero(rescaled > threshold)
 
 
@@ -65,3 +69,22 @@ def test_threads_follow_the_blas_limit():
     C = np.zeros((400, 40))
     with threadpool_limits(limits=1):
         assert rowblocks.RowBlocks(C).threads == 1
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (37, 1), (53, 41)])
+def test_sums_match_whole_array_and_skip_infinite_potentials(n, m, threads):
+    rng = np.random.default_rng(n + m)
+    C = rng.random((n, m)) * 3.0
+    u, v = -rng.random(n) * 500, -rng.random(m) * 500  # some entries below exp's range
+    u[::5] = -np.inf  # rows and columns of zero mass
+    v[1::4] = -np.inf
+    rb = rowblocks.RowBlocks(C, threads)
+    with np.errstate(invalid="ignore"):
+        exponent = (C * -100.0 + u[:, None]) + v[None, :]
+    K = np.where(exponent < -700, 0.0, np.exp(exponent))
+    rows, cols, cost = rb.sums(u, v, 100.0, weighted=True)
+    np.testing.assert_allclose(rows, K.sum(1), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(cols, K.sum(0), rtol=1e-13, atol=0)
+    assert cost == pytest.approx(float((C * K).sum()), rel=1e-13, abs=0)
+    assert not rows[::5].any() and not cols[1::4].any()  # exactly 0 where a potential is -inf
+    assert rb.sums(u, v, 100.0)[2] is None

@@ -226,8 +226,9 @@ def test_tnt_layouts_on_backend(backend, layout):
         assert res.certificate["relative_gap"].value <= 1e-3
 
 
-def test_streamed_rounding_in_another_namespace_equals_the_kept_kernel():
-    """round_problem with an array namespace other than numpy streams its blocks (the GPU path)."""
+def test_streamed_rounding_in_another_namespace_equals_the_row_blocks():
+    """round_problem with an array namespace other than numpy streams column blocks (the GPU path); on
+    numpy, a matrix is rounded by fused passes over row blocks (RowBlocks): the two agree."""
     import types
 
     from optsolve.ot.certificate import dual_bound_of
@@ -245,7 +246,6 @@ def test_streamed_rounding_in_another_namespace_equals_the_kept_kernel():
     f, g = rng.normal(size=30) * 0.01, rng.normal(size=20) * 0.01
     f[4] = -np.inf
     kept, streamed = round_problem(ot, f, g, 0.01), round_problem(ot, f, g, 0.01, xp=proxy)
-    assert kept.kernel is not None and streamed.kernel is None
     assert streamed.objective == pytest.approx(kept.objective, rel=1e-12)
     np.testing.assert_allclose(streamed.f, kept.f, rtol=1e-13)
     np.testing.assert_allclose(streamed.err_b, kept.err_b, atol=1e-15)

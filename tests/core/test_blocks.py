@@ -1,0 +1,44 @@
+"""Row blocks and the thread pool that runs passes over them (optsolve.core.blocks)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from optsolve.core import blocks
+
+
+@pytest.mark.parametrize("n, row_bytes, block_bytes", [(0, 8, 64), (1, 8, 64), (10, 8, 64), (10, 100, 64),
+                                                       (1000, 24, 4096)])
+def test_row_blocks_cover_the_rows_once_in_order(n, row_bytes, block_bytes):
+    parts = blocks.row_blocks(n, row_bytes, block_bytes)
+    covered = [i for s, e in parts for i in range(s, e)]
+    assert covered == list(range(n))
+    assert all(e > s for s, e in parts)
+    assert all(e - s == max(1, block_bytes // row_bytes) for s, e in parts[:-1])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_map_blocks_keeps_the_order_and_uses_at_most_the_threads(threads):
+    parts = blocks.row_blocks(97, 8, 8 * 7)
+    seen = set()
+
+    def fn(s, e):
+        seen.add(threading.get_ident())
+        return np.arange(s, e).sum()
+
+    out = blocks.map_blocks(fn, parts, threads)
+    assert out == [np.arange(s, e).sum() for s, e in parts]
+    assert 1 <= len(seen) <= threads
+    assert (threading.get_ident() in seen) == (threads == 1)  # one thread: in the caller's
+
+
+def test_blas_threads_follow_the_limit():
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if not any(lib.get("user_api") == "blas" for lib in threadpool_info()):
+        pytest.skip("no BLAS library is loaded under threadpoolctl")
+    with threadpool_limits(limits=1):
+        assert blocks.blas_threads() == 1
