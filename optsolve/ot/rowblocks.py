@@ -87,6 +87,13 @@ class RowBlocks:
             return None if threshold is None else int(np.count_nonzero(o > threshold))
         return _total(self._map(block))
 
+    def sq_matvec(self, P: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """``(P o P) w``, the squares of a block in cache at a time (one thread: the BLAS may use more)."""
+        out = np.empty(P.shape[0], dtype=np.result_type(P, w))
+        for s, e in self.blocks:
+            out[s:e] = np.square(P[s:e]) @ w
+        return out
+
     def above(self, P: np.ndarray, threshold: float):
         """The entries of ``P`` above ``threshold`` in CSR form, (data, indices, indptr)."""
         def block(s, e):

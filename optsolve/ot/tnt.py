@@ -317,10 +317,12 @@ class DenseKernel(Kernel):
         return x @ self.P
 
     def _sq_matvec(self, w):
+        self.passes += 2
+        if self.rows is not None:  # block by block: the scratch keeps what a column pass left there
+            return self.rows.sq_matvec(self.P, w)
         b = self._scratch()
         self._cols_left = None
         self.xp.multiply(self.P, self.P, out=b)
-        self.passes += 2
         return b @ w
 
 

@@ -88,3 +88,9 @@ def test_sums_match_whole_array_and_skip_infinite_potentials(n, m, threads):
     assert cost == pytest.approx(float((C * K).sum()), rel=1e-13, abs=0)
     assert not rows[::5].any() and not cols[1::4].any()  # exactly 0 where a potential is -inf
     assert rb.sums(u, v, 100.0)[2] is None
+
+
+def test_sq_matvec_matches_whole_array(threads):
+    rng = np.random.default_rng(5)
+    P, w = rng.random((53, 41)), rng.random(41)
+    np.testing.assert_allclose(rowblocks.RowBlocks(P, threads).sq_matvec(P, w), (P * P) @ w, rtol=1e-14)
