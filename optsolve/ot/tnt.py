@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optsolve.core.backend import exp_flush
+from optsolve.core.blocks import empty_base_pages
 from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress, get_logger
@@ -227,9 +228,12 @@ class DenseKernel(Kernel):
         self.rows = RowBlocks(self.C) if xp is np else None  # on the CPU: fused passes over row blocks
         self._cols_left = None  # (u, gamma, blocks' column maxima) of the exp values a column update left
 
+    def _empty(self):
+        return empty_base_pages(self.C.shape, self.dtype) if self.rows is not None else self.xp.empty_like(self.C)
+
     def _scratch(self):
         if self._buf is None:
-            self._buf = self.xp.empty_like(self.C)
+            self._buf = self._empty()
         return self._buf
 
     def _exponent(self, out, u, v, gamma):
@@ -276,7 +280,7 @@ class DenseKernel(Kernel):
         """Build P = exp(u_i + v_j - gamma C_ij) in one fused pass (and its truncation, when sparse enough)."""
         xp = self.xp
         if self.P is None:
-            self.P = xp.empty_like(self.C)
+            self.P = self._empty()
         self.passes += 2
         self.sparse = None
         truncate = self._may_truncate(gamma)
@@ -964,6 +968,15 @@ class TNTResult:
     dtype: str
 
 
+def _scaled_cost(ot, ia, ib, scale: float, dtype, xp):
+    """C on the supports, divided by ``scale``, in ``dtype``: a new array (on the CPU, :func:`empty_base_pages`)."""
+    C = ot.dense_cost("tnt")
+    sub = C if (ia.size == ot.n and ib.size == ot.m) else C[np.ix_(ia, ib)]
+    if xp is np:
+        return np.divide(sub, scale, out=empty_base_pages(sub.shape, dtype), casting="same_kind")
+    return sub / scale
+
+
 def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "plain",
               dtype=np.float64, max_iter: int | None = None, time_limit: float | None = None,
               target_gap=None, gap_fn=None, backend=None, truncate: bool = True, structure: bool = True,
@@ -995,7 +1008,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     elif ot.low_memory:
         K = StreamedKernel(xp, ot, ia, ib, scale, dtype)
     else:
-        K = DenseKernel(xp, ot.dense_cost("tnt")[np.ix_(ia, ib)] / scale, dtype)
+        K = DenseKernel(xp, _scaled_cost(ot, ia, ib, scale, dtype, xp), dtype)
     n, m = K.n, K.m
     r = xp.asarray(a[ia], dtype=K.dtype)
     c = xp.asarray(b[ib], dtype=K.dtype)

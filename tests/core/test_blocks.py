@@ -42,3 +42,15 @@ def test_blas_threads_follow_the_limit():
         pytest.skip("no BLAS library is loaded under threadpoolctl")
     with threadpool_limits(limits=1):
         assert blocks.blas_threads() == 1
+
+
+def test_empty_base_pages_leaves_numpy_advice_as_it_was():
+    arr = blocks.empty_base_pages((3, 5), np.float32)
+    assert arr.shape == (3, 5) and arr.dtype == np.float32
+    switch = blocks._hugepage_switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge page switch")
+    for setting in (True, False):
+        previous = switch(setting)
+        blocks.empty_base_pages(10)
+        assert switch(previous) is setting  # restored after the allocation
