@@ -8,8 +8,8 @@ differences of the iterates (3.4). Constants follow osqp 1.x's defaults: rho 0.1
 equality rows, 1e-6 on free rows), sigma 1e-6, alpha 1.6, 10 scaling passes, termination
 checked every 25 iterations, rho adapted every 50 when the estimate moves by more than 5x.
 
-The quasi-definite KKT matrix ``[P + sigma I, A'; A, -diag(1/rho)]`` is factored once with
-SuperLU in a symmetric ordering, and again only when rho changes.
+The quasi-definite KKT matrix ``[P + sigma I, A'; A, -diag(1/rho)]`` is factored once by LDL'
+(:mod:`optsolve.qp.ldl`, QDLDL as in osqp), and again, numerically only, when rho changes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
+from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 
 # What the traces of `--history` record as the residual (the termination test's quantities).
@@ -196,24 +197,23 @@ def support(y, l, u, dead=None) -> float:
 
 
 class KKT:
-    """The factored KKT matrix for a rho vector; refactored by :meth:`update`."""
+    """The factored KKT matrix ``[P + sigma I, A'; A, -diag(1/rho)]`` for a rho vector
+    (:class:`optsolve.qp.ldl.QuasiDefinite`: pattern and ordering once); :meth:`update` refactors."""
 
     def __init__(self, s: Scaled, sigma: float, rho_vec: np.ndarray):
-        self.s, self.sigma = s, sigma
-        n = s.P.shape[0]
-        self.top = sp.hstack([s.P + sigma * sp.eye(n), s.A.T])
-        self.factorisations = 0
-        self.update(rho_vec)
+        self.s, self.sigma, self.rho_vec = s, sigma, rho_vec
+        self.ldl = QuasiDefinite(s.P + sigma * sp.eye(s.P.shape[0], format="csc"), s.A, 1.0 / rho_vec)
+
+    @property
+    def factorisations(self) -> int:
+        return self.ldl.factorisations
 
     def update(self, rho_vec):
         self.rho_vec = rho_vec
-        K = sp.vstack([self.top, sp.hstack([self.s.A, sp.diags(-1.0 / rho_vec)])], format="csc")
-        self.lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                            options={"SymmetricMode": True})
-        self.factorisations += 1
+        self.ldl.update(1.0 / rho_vec)
 
     def solve(self, rhs):
-        return self.lu.solve(rhs)
+        return self.ldl.solve(rhs)
 
 
 def scaled_support(s: Scaled, y) -> float:

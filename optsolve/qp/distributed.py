@@ -31,13 +31,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, Scaled, dual_cone, passes_termination,
                                polish, rho_vector, ruiz_scale, scaled_support)
+from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 
 
@@ -269,7 +269,8 @@ class Blocks:
         self.q = np.concatenate([nd.q for nd in nodes])
         self.l = np.concatenate([nd.l for nd in nodes])
         self.u = np.concatenate([nd.u for nd in nodes])
-        self.factorisations = 0
+        self.q_diagonal = self.Q.diagonal()
+        self.ldl = None
 
     def set_parameters(self, rho: np.ndarray, mu: np.ndarray):
         """Per-node rho and mu; rows get 1e3 x rho when they are equalities, 1e-6 when free (as OSQP)."""
@@ -279,22 +280,25 @@ class Blocks:
         self.counts = self.comm.sum(np.bincount(self.gidx, weights=self.mu, minlength=self.n))
         self.counts[self.counts == 0] = 1.0  # no variable is left out by split(); kept finite regardless
         C = self.gidx.size
-        K = sp.bmat([[self.Q + sp.diags(self.mu), self.AT.tocsc() if C else None],
-                     [self.A, sp.diags(-1.0 / self.rho)]], format="csc") if self.rows.size else \
-            sp.csc_matrix(self.Q + sp.diags(self.mu))
         try:
-            self.lu = spla.splu(K, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                                options={"SymmetricMode": True})
+            if self.ldl is None:  # pattern, ordering and elimination tree once
+                self.ldl = QuasiDefinite(self.Q + sp.diags(self.mu), self.A if self.rows.size else None,
+                                         1.0 / self.rho)
+            else:
+                self.ldl.update(1.0 / self.rho, h_diagonal=self.q_diagonal + self.mu)
         except (MemoryError, RuntimeError) as exc:
             raise SolverError(f"the nodes' local systems ({C} copied variables, {self.rows.size} rows) could not "
                               f"be factored ({exc}); try another number of nodes, or method admm.") from None
-        self.factorisations += 1
+
+    @property
+    def factorisations(self) -> int:
+        return 0 if self.ldl is None else self.ldl.factorisations
 
     def solve(self, b: np.ndarray) -> np.ndarray:
         """``(Q_i + mu_i I + A_i' R_i A_i) x_i = b_i`` for every node, through the quasi-definite KKT form."""
         if not self.rows.size:
-            return self.lu.solve(b)
-        return self.lu.solve(np.concatenate([b, np.zeros(self.rows.size)]))[: self.gidx.size]
+            return self.ldl.solve(b)
+        return self.ldl.solve(np.concatenate([b, np.zeros(self.rows.size)]))[: self.gidx.size]
 
 
 def _node_residuals(B: Blocks, X, sl, w):

@@ -116,6 +116,18 @@ def _psd_rule(problem: Problem) -> None:
         if w[0] < 0:
             problem.warnings.append(f"array 'P' has a slightly negative eigenvalue {w[0]:.3g} (largest {w[-1]:.3g}), "
                                     "taken as rounding.")
+    elif n > PSD_CHECK_MAX_N and P.nnz:  # larger: the inertia of an LDL' factorisation of P + delta I
+        from optsolve.qp.ldl import NotQuasiDefinite, QuasiDefinite
+
+        delta = PSD_RTOL * max(1.0, float(abs(P).sum(axis=1).max()))  # |lambda|_max <= the largest row sum
+        try:
+            QuasiDefinite(P + delta * sp.eye(n, format="csc"), None, np.zeros(0), check=True)
+        except NotQuasiDefinite as exc:
+            found = "a zero pivot" if exc.positive is None else f"{exc.positive} positive pivots of {n}"
+            raise problem.error(f"array 'P' is not positive semidefinite: P + {delta:.3g} I is not positive definite "
+                                f"(its LDL' factorisation has {found}); the objective must be convex.") from None
+        except RuntimeError as exc:  # non-finite pivots
+            raise problem.error(f"array 'P' cannot be factored in float64 ({exc}); rescale the data.") from None
 
 
 SCHEMA = Schema(

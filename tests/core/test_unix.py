@@ -334,9 +334,9 @@ def test_osqp_nonconvex_refusal_is_invalid_input(tmp_path):
     assert r.returncode == 7
     doc = json.loads(r.stdout)
     assert doc["status"] == "invalid_input" and doc["method"] == "osqp"
-    assert doc["message"].startswith("P is not positive semidefinite")
+    assert "'P' is not positive semidefinite" in doc["message"]  # refused as the file is read, before osqp
     lines = r.stderr.splitlines()
-    assert len(lines) == 1 and "P is not positive semidefinite" in lines[0], r.stderr
+    assert len(lines) == 1 and "'P' is not positive semidefinite" in lines[0] and str(path) in lines[0], r.stderr
 
 
 @pytest.mark.parametrize("error, code, status", [

@@ -313,3 +313,25 @@ def test_kkt_matrix_beyond_float64_is_a_numerical_error(cli, tmp_path):
     save_problem(str(path), data)
     r = cli("qp", path, "--method", "admm")
     assert r.exit_code in (5, 6) and "Traceback" not in r.stderr and "internal_error" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("method", ["admm", "osqp", "distributed", "deepqp", "deepdistributed"])
+def test_non_convex_p_beyond_the_dense_check_is_refused(cli, tmp_path, method):
+    """2 x 2 blocks [[1, 2], [2, 1]] (eigenvalues 3 and -1) with a box: the minimum is -n/2 at a corner,
+    and a solver that took P as convex would report a stationary point. Above the dense eigenvalue
+    check's size, the inertia of an LDL' factorisation refuses it, for every method (exit 7)."""
+    import scipy.sparse as sp
+
+    from optsolve.core.problem import save_problem
+    from optsolve.qp.problems import PSD_CHECK_MAX_N
+
+    n = 2 * (PSD_CHECK_MAX_N // 2 + 1)
+    P = sp.kron(sp.eye(n // 2), sp.csc_matrix([[1.0, 2.0], [2.0, 1.0]]), format="csc")
+    path = tmp_path / "nonconvex.npz"
+    save_problem(str(path), {"P": P, "q": np.zeros(n), "A": sp.eye(n, format="csc"), "l": -np.ones(n),
+                             "u": np.ones(n), "partition": np.arange(n) % 4})
+    out = tmp_path / "out.json"
+    r = cli("qp", path, "--method", method, "-o", out)
+    assert r.exit_code == 7, r.stderr
+    assert "not positive semidefinite" in r.stderr and str(path) in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists() or json.loads(out.read_text())["status"] == "invalid_input"

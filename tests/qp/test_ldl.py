@@ -1,0 +1,56 @@
+"""The quasi-definite KKT factorisation (optsolve.qp.ldl) against scipy's sparse solver."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from optsolve.qp.ldl import NotQuasiDefinite, QuasiDefinite
+
+
+def kkt(H, B, d):
+    return sp.bmat([[H, B.T], [B, sp.diags(-d)]], format="csc")
+
+
+@pytest.mark.parametrize("n, m", [(1, 0), (1, 1), (30, 0), (30, 45), (60, 20)])
+def test_solves_and_refactors_like_a_direct_solve(n, m):
+    rng = np.random.default_rng(n + m)
+    M = sp.random(n, n, 0.2, random_state=rng)
+    H = (M @ M.T + 1e-6 * sp.eye(n)).tocsc()
+    B = sp.random(m, n, 0.3, random_state=rng, format="csc")
+    d = rng.random(m) + 0.1
+    f = QuasiDefinite(H, B if m else None, d, check=True)
+    b = rng.standard_normal(n + m)
+    K = kkt(H, B, d) if m else H
+    np.testing.assert_allclose(K @ f.solve(b), b, atol=1e-8)
+    d2, h2 = rng.random(m) * 100 + 1e-3, H.diagonal() + rng.random(n)
+    f.update(d2, h_diagonal=h2, check=True)
+    H2 = H + sp.diags(h2 - H.diagonal())
+    K2 = kkt(H2, B, d2) if m else H2.tocsc()
+    np.testing.assert_allclose(f.solve(b), spla.spsolve(K2, b), rtol=1e-7, atol=1e-9)
+    assert f.factorisations == 2
+
+
+def test_inertia_refuses_an_indefinite_h():
+    n = 10
+    H = sp.kron(sp.eye(n // 2), sp.csc_matrix([[1.5, 2.0], [2.0, 1.5]]), format="csc")  # eigenvalues 3.5, -0.5
+    with pytest.raises(NotQuasiDefinite) as info:
+        QuasiDefinite(H, None, np.zeros(0), check=True)
+    assert info.value.positive == n // 2
+    # with B the pivots' signs are those of -D and of the Schur complement H + B' D^-1 B (here H + I / 0.3,
+    # positive definite): the inertia of a KKT matrix does not judge H alone, so P is judged alone
+    QuasiDefinite(H, sp.eye(n, format="csc"), np.full(n, 0.3), check=True)
+    with pytest.raises(NotQuasiDefinite):
+        QuasiDefinite(H, sp.eye(n, format="csc"), np.full(n, 3.0), check=True)  # H + I / 3: still indefinite
+    b = np.arange(1.0, n + 1)
+    np.testing.assert_allclose(H @ QuasiDefinite(H, None, np.zeros(0)).solve(b), b)  # not asked: not judged
+    QuasiDefinite(H + 0.51 * sp.eye(n), None, np.zeros(0), check=True)  # shifted past -0.5: positive definite
+
+
+def test_entries_beyond_float64_are_not_called_non_convex():
+    H = sp.csc_matrix(np.full((2, 2), 1e308)) + 1e308 * sp.eye(2)  # the diagonal overflows to inf
+    with pytest.raises(RuntimeError, match="float64") as info:
+        QuasiDefinite(H, None, np.zeros(0), check=True)
+    assert not isinstance(info.value, NotQuasiDefinite)
