@@ -335,3 +335,20 @@ def test_non_convex_p_beyond_the_dense_check_is_refused(cli, tmp_path, method):
     assert r.exit_code == 7, r.stderr
     assert "not positive semidefinite" in r.stderr and str(path) in r.stderr and "Traceback" not in r.stderr
     assert not out.exists() or json.loads(out.read_text())["status"] == "invalid_input"
+
+
+@pytest.mark.parametrize("shift, convex", [(-0.5, False), (1e-3, True)])
+def test_dense_p_beyond_the_eigenvalue_check_is_judged_by_cholesky(shift, convex):
+    """A P whose rows are full (a sparse factor would fill in) is judged by dense Cholesky of P + delta I."""
+    from optsolve.core.errors import InputError
+    from optsolve.qp.problems import DENSE_CHOLESKY_ROW_NNZ, PSD_CHECK_MAX_N
+
+    n = PSD_CHECK_MAX_N + 2
+    assert n >= DENSE_CHOLESKY_ROW_NNZ
+    P = np.ones((n, n)) + shift * np.eye(n)  # eigenvalues n + shift and shift
+    raw = {"P": sp.csc_matrix(P), "q": np.zeros(n)}
+    if convex:
+        SCHEMA.validate(raw, source="dense P")
+    else:
+        with pytest.raises(InputError, match="not positive semidefinite.*Cholesky"):
+            SCHEMA.validate(raw, source="dense P")
