@@ -61,18 +61,20 @@ class RowBlocks:
             out += v[None, :]
         return out
 
-    def gibbs(self, out: np.ndarray, u, v, gamma: float, threshold: float | None = None):
+    def gibbs(self, out: np.ndarray, u, v, gamma: float, threshold: float | None = None, collect: bool = False):
         """``out = exp(u_i + v_j - gamma C_ij)`` (raised to ``exp(raised_floor)``); with ``threshold``,
-        the number of entries above it, counted in the same pass (None without)."""
+        the number of entries above it, counted in the same pass (None without), and with ``collect``
+        also those entries: (count, (data, indices, indptr)), as :meth:`above` gives them."""
         def block(s, e):
             o = out[s:e]
             _exp_raised(self._exponent(o, s, e, u, v, gamma))
-            return None if threshold is None else int(np.count_nonzero(o > threshold))
-        return _total(self._map(block))
+            return _look(o, threshold, collect)
+        return _gather(self._map(block), threshold, collect)
 
-    def rescale(self, out: np.ndarray, source: np.ndarray, factors: np.ndarray, threshold: float | None = None):
+    def rescale(self, out: np.ndarray, source: np.ndarray, factors: np.ndarray, threshold: float | None = None,
+                collect: bool = False):
         """``out = source * factors[k][None, :]`` on each block k, raised to ``exp(raised_floor)``; with
-        ``threshold``, the number of entries above it (None without).
+        ``threshold`` and ``collect``, what :meth:`gibbs` returns with them.
 
         ``source`` holds what a pass left (at least ``exp(raised_floor)``); factors below that floor are
         raised to it, so no product underflows (an entry moves by at most ``exp(raised_floor)``)."""
@@ -84,8 +86,8 @@ class RowBlocks:
             o = out[s:e]
             np.multiply(source[s:e], factors[index[s]][None, :], out=o)
             np.maximum(o, floor, out=o)
-            return None if threshold is None else int(np.count_nonzero(o > threshold))
-        return _total(self._map(block))
+            return _look(o, threshold, collect)
+        return _gather(self._map(block), threshold, collect)
 
     def sq_matvec(self, P: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``(P o P) w``, the squares of a block in cache at a time (one thread: the BLAS may use more)."""
@@ -96,15 +98,7 @@ class RowBlocks:
 
     def above(self, P: np.ndarray, threshold: float):
         """The entries of ``P`` above ``threshold`` in CSR form, (data, indices, indptr)."""
-        def block(s, e):
-            o = P[s:e]
-            flat = np.flatnonzero(o > threshold)
-            rows, cols = np.divmod(flat, o.shape[1])
-            return o.ravel()[flat], cols, np.bincount(rows, minlength=o.shape[0])
-        parts = self._map(block)
-        indptr = np.zeros(P.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.concatenate([p[2] for p in parts]), out=indptr[1:])
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), indptr
+        return _gather(self._map(lambda s, e: _entries_above(P[s:e], threshold)), threshold, True)[1]
 
     def sums(self, u, v, gamma: float, weighted: bool = False):
         """Row sums, column sums and, with ``weighted``, ``sum_ij C_ij K_ij`` (else None) of
@@ -149,6 +143,26 @@ class RowBlocks:
         return top + np.log(total), maxima
 
 
-def _total(counts: list):
-    """The blocks' counts added up; None where none were asked for."""
-    return None if counts[0] is None else sum(counts)
+def _entries_above(o: np.ndarray, threshold: float):
+    """A block's entries above ``threshold``: (values, columns, count per row)."""
+    flat = np.flatnonzero(o > threshold)
+    rows, cols = np.divmod(flat, o.shape[1])
+    return o.ravel()[flat], cols, np.bincount(rows, minlength=o.shape[0])
+
+
+def _look(o: np.ndarray, threshold: float | None, collect: bool):
+    """What a pass reports of its block: nothing, the count above ``threshold``, or those entries."""
+    if threshold is None:
+        return None
+    return _entries_above(o, threshold) if collect else int(np.count_nonzero(o > threshold))
+
+
+def _gather(parts: list, threshold: float | None, collect: bool):
+    """The blocks' reports brought together: None, a count, or (count, (data, indices, indptr))."""
+    if threshold is None:
+        return None
+    if not collect:
+        return sum(parts)
+    indptr = np.zeros(sum(p[2].size for p in parts) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([p[2] for p in parts]), out=indptr[1:])
+    return int(indptr[-1]), (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), indptr)

@@ -147,17 +147,16 @@ class TruncatedProducts:
             self.S = sparse.csr_matrix(csr, shape=shape)
         else:
             self.S = sparse.csr_matrix((vals, (rows, cols)), shape=shape)
-        self.ST = self.S.T.tocsr()
         self.density = float(self.S.nnz) / max(1, shape[0] * shape[1])
 
     def matvec(self, y):
         return self.S @ y
 
     def rmatvec(self, x):
-        return self.ST @ x
+        return self.S.T @ x  # the transpose is a CSC view: no conversion (a build makes few products)
 
     def sq_matvec(self, w):
-        return self.S.multiply(self.S) @ w
+        return self.S.power(2) @ w
 
 
 # What the traces of `--history` record as the residual at the end of each stage.
@@ -282,21 +281,25 @@ class DenseKernel(Kernel):
         if self.P is None:
             self.P = self._empty()
         self.passes += 2
-        self.sparse = None
         truncate = self._may_truncate(gamma)
+        # the last build kept a sparse copy: this one will likely too, so its entries are collected in the pass
+        collect = truncate and self.sparse is not None and self.rows is not None
+        self.sparse = None
         left, self._cols_left = self._cols_left, None
         factor = None
         if left is not None and left[1] == gamma and bool(np.array_equal(left[0], u)):
             with np.errstate(over="ignore"):
                 factor = np.exp(left[2] + v[None, :])  # a block's largest entry per column: at most about 1 after
                 # a column update
+        threshold = self.threshold if truncate else None
         if factor is not None and bool(np.isfinite(factor).all()):
-            nnz = self.rows.rescale(self.P, self._scratch(), factor, self.threshold if truncate else None)
+            seen = self.rows.rescale(self.P, self._scratch(), factor, threshold, collect)
         elif self.rows is not None:  # the entries above the threshold are counted in the same pass
-            nnz = self.rows.gibbs(self.P, u, v, gamma, self.threshold if truncate else None)
+            seen = self.rows.gibbs(self.P, u, v, gamma, threshold, collect)
         else:
             self._exponent(self.P, u, v, gamma)
             exp_flush(xp, self.P, out=self.P)
+        nnz, csr = seen if collect else (seen if self.rows is not None else None, None)
         if truncate:
             if self.rows is None:
                 mask = self.P > self.threshold
@@ -305,7 +308,7 @@ class DenseKernel(Kernel):
             if nnz >= SPARSE_MAX_DENSITY * self.n * self.m:
                 self._too_dense(gamma, nnz, self.n * self.m, SPARSE_MAX_DENSITY * self.n * self.m)
             elif self.rows is not None:
-                csr = self.rows.above(self.P, self.threshold)
+                csr = csr if csr is not None else self.rows.above(self.P, self.threshold)
                 self.sparse = TruncatedProducts(xp, None, None, None, (self.n, self.m), csr=csr)
             else:
                 rows, cols = xp.nonzero(mask)

@@ -40,6 +40,8 @@ def test_passes_match_whole_array(n, m, gamma, threads):
     kept[rows, indices] = data
     assert np.array_equal(kept, np.where(expected > threshold, expected, 0.0))
     assert rb.gibbs(out, u, v, gamma) is None
+    count, collected = rb.gibbs(out, u, v, gamma, threshold, collect=True)  # the entries, in the same pass
+    assert count == data.size and all(np.array_equal(x, y) for x, y in zip(collected, (data, indices, indptr)))
 
     scratch = np.empty_like(C)
     assert np.allclose(rb.log_rows(scratch, v, gamma), logsumexp(v[None, :] - gamma * C, axis=1), rtol=1e-13, atol=1e-9)
