@@ -193,11 +193,10 @@ def default_policy_path(qp: QPProblem | None = None, kind: str = "centralised") 
 
 
 def default_method(qp: QPProblem) -> str:
-    """deepdistributed when a shipped policy applies (the problem is partitioned and its family has
-    a DeepDistributedQP policy), else admm."""
-    if qp.family and (qp.partition is not None or qp.nodes) and \
-            (POLICY_DIR / f"{qp.family}-distributed.npz").exists():
-        return "deepdistributed"
+    """admm, for every problem: measured whole (setup, iterations, certificate), it is the fastest of the
+    package's own methods on every family, partitioned ones included (a partitioned chain of 20,000
+    variables at 1e-3: admm 0.21 s, deepdistributed with the shipped policy 0.47 s, distributed 1.30 s).
+    The methods for partitioned problems stay available by name."""
     return DEFAULT_METHOD
 
 
