@@ -1,4 +1,4 @@
-"""Problem files: reading ``.npz``, ``.json``, ``.mat`` (and JSON on stdin), and checking a schema.
+"""Problem files: reading ``.npz``, ``.json``, ``.mat``, ``.qps`` / ``.mps`` (and JSON on stdin), and checking a schema.
 
 Every solver declares a :class:`Schema` (required and optional keys, their shapes,
 dtypes, finiteness, signs and cross-key rules); :func:`load_problem` reads a file and
@@ -17,6 +17,8 @@ Layout of the formats:
   "indices": [...], "indptr": [...]}``.
 * ``.mat``: MATLAB files (v5/v7); column or row vectors are accepted where a vector is
   expected, 1 x 1 arrays where a scalar is expected.
+* ``.qps`` / ``.mps``: quadratic programs in (free or fixed) MPS with a quadratic section,
+  read by HiGHS into the keys of a QP file (:mod:`optsolve.core.mps`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from optsolve.core.errors import InputError
 from optsolve.core.progress import get_logger
 from optsolve.core.result import ProblemInfo
 
-EXTENSIONS = (".npz", ".json", ".mat")
+EXTENSIONS = (".npz", ".json", ".mat", ".qps", ".mps")  # .qps / .mps: QP files read by HiGHS (core/mps.py)
 SPARSE_FORMATS = ("csr", "csc", "coo")
 _SPARSE_PARTS = {
     "csr": ("data", "indices", "indptr", "shape"),
@@ -483,8 +485,16 @@ def file_label(path: str) -> str:
     return "Problem on stdin" if path == "-" else f"Problem file {path!r}"
 
 
+def refuse_other_format(path: str, schema: Schema) -> None:
+    """A QPS / MPS file holds a quadratic program: refused, in one line, for any schema but qp's."""
+    if os.path.splitext(path)[1].lower() in (".qps", ".mps") and schema.name != "qp":
+        raise InputError(f"{file_label(path)}: a QPS / MPS file holds a quadratic program, for 'optsolve qp'; "
+                         f"{schema.name} problems are {', '.join(EXTENSIONS[:3])} files.")
+
+
 def load_problem(path: str, schema: Schema, stdin=None) -> Problem:
     """Read ``path`` (``-`` for JSON on stdin) and check it against ``schema``."""
+    refuse_other_format(path, schema)
     raw, sha = read_raw(path, stdin=stdin)
     return schema.validate(raw, source=file_label(path), path=None if path == "-" else path, sha256=sha)
 
@@ -520,6 +530,12 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
 def _read_by_extension(path: str, ext: str, label: str, size: int) -> dict:
     if ext == ".npz":
         return _read_npz(path, label)
+    if ext in (".qps", ".mps"):
+        from optsolve.core import mps
+
+        memory.require(label, f"reading {memory.human_bytes(size)} of QPS / MPS (about {mps.BYTES_PER_FILE_BYTE} "
+                              "bytes a byte)", size * mps.BYTES_PER_FILE_BYTE)
+        return mps.read_mps(path, label)
     if ext == ".json":
         memory.require(label, f"parsing {memory.human_bytes(size)} of JSON (about {JSON_EXPANSION} bytes a byte)",
                        size * JSON_EXPANSION)

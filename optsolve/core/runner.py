@@ -17,7 +17,7 @@ from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
-from optsolve.core.problem import file_label, read_raw
+from optsolve.core.problem import file_label, read_raw, refuse_other_format
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
 from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
@@ -49,6 +49,7 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
         tell("method", method)
+        refuse_other_format(path, pkg.SCHEMA)
         raw, info.sha256 = read_raw(path, stdin=stdin)
         tell("sha256", info.sha256)
         tell("stage", "checking the problem")
