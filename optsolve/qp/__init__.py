@@ -328,21 +328,56 @@ def _osqp(qp, s, progress, x0, y0):
              "prim_res": float(r.info.prim_res), "dual_res": float(r.info.dual_res), "osqp_status": r.info.status,
              "osqp_version": osqp.__version__}
     out = {"status": status, "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
-    if status in ("infeasible", "unbounded"):  # osqp's claim, re-checked (and made exact) as for admm
-        raw = np.asarray(r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert, dtype=float)
-        cert, why = _verifier(qp, s["cert_tol"], deadline)(status, raw / max(float(np.abs(raw).max()), 1e-300))
-        if cert is None:
-            out["status"] = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
-            out["message"] = (f"osqp reported {r.info.status}, but the claim failed the independent certificate "
-                              f"check ({why}); reported as {out['status']}.")
-        else:
-            out["prim_inf_cert" if status == "infeasible" else "dual_inf_cert"] = cert
-    x = np.asarray(r.x, dtype=float)
+    if status in ("infeasible", "unbounded"):
+        _check_claim(qp, s, deadline, out, np.asarray(r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert,
+                                                      dtype=float), f"osqp reported {r.info.status}")
+    _answer(qp, out, np.asarray(r.x, dtype=float), r.y)
+    return out
+
+
+def _check_claim(qp, s, deadline, out: dict, raw: np.ndarray, said: str) -> None:
+    """Another solver's infeasibility claim (``out["status"]``, supported by ``raw``), re-checked and made
+    exact as admm's are; a claim that fails is reported as the limit it was."""
+    status = out["status"]
+    cert, why = _verifier(qp, s["cert_tol"], deadline)(status, raw / max(float(np.abs(raw).max()), 1e-300))
+    if cert is None:
+        out["status"] = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
+        out["message"] = (f"{said}, but the claim failed the independent certificate check ({why}); reported as "
+                          f"{out['status']}.")
+    else:
+        out["prim_inf_cert" if status == "infeasible" else "dual_inf_cert"] = cert
+
+
+def _answer(qp, out: dict, x: np.ndarray, y) -> None:
     if x.shape == (qp.n,) and np.all(np.isfinite(x)):
-        out.update(x=x, y=np.asarray(r.y, dtype=float), z=qp.A @ x)
+        out.update(x=x, y=np.asarray(y, dtype=float), z=qp.A @ x)
     else:
         out.update(x=None, y=None, z=None)
-    return out
+
+
+def _interior_point_peer(name: str):
+    """``--method piqp`` / ``clarabel``: the package called on the problem (:mod:`optsolve.qp.peers`)."""
+
+    def run(qp, s, progress, x0, y0):
+        from optsolve.core.progress import stdout_to_stderr
+        from optsolve.qp import peers
+
+        try:
+            solve = {"piqp": peers.solve_piqp, "clarabel": peers.solve_clarabel}[name]
+            __import__(name)
+        except ImportError:
+            raise ParameterError(f"Method {name!r} needs the {name} package: pip install 'optsolve[peers]'.") from None
+        deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
+        with stdout_to_stderr():
+            r = solve(qp, s, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
+        out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None,
+               "dual_inf_cert": None}
+        if r["status"] in ("infeasible", "unbounded"):
+            _check_claim(qp, s, deadline, out, r["claim"], f"{name} reported {r['status']}")
+        _answer(qp, out, r["x"], r["y"])
+        return out
+
+    return run
 
 
 def _no_variables(qp: QPProblem) -> dict:
@@ -362,8 +397,10 @@ def _no_variables(qp: QPProblem) -> dict:
 
 
 METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
-           "deepdistributed": _deepdistributed}
-DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0}
+           "deepdistributed": _deepdistributed, "piqp": _interior_point_peer("piqp"),
+           "clarabel": _interior_point_peer("clarabel")}
+DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0, "piqp": 0.1,
+               "clarabel": 0.1}
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,

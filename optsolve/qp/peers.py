@@ -1,0 +1,88 @@
+"""Interior-point solvers called on the problem as peers: PIQP and Clarabel (optional packages).
+
+PIQP: Schwan, Jiang, Kuhn and Jones, "PIQP: a proximal interior-point quadratic programming
+solver" (CDC 2023); it takes ``min 1/2 x'Px + c'x`` with ``Ax = b`` and ``h_l <= Gx <= h_u``.
+Clarabel: Goulart and Chen, "Clarabel: an interior-point solver for conic programs with
+quadratic objectives" (2024); it takes ``Ax + s = b`` with s in a product of cones (zero cone for
+equalities, nonnegative orthant for one-sided rows).
+
+A row of OSQP's form ``l <= a'x <= u`` goes to an equality where ``l = u``, to the two-sided
+(PIQP) or one or two one-sided rows (Clarabel) otherwise, and nowhere where both bounds are
+infinite. The duals come back in OSQP's convention (``Px + q + A'y = 0``, y >= 0 at upper bounds,
+y <= 0 at lower ones): PIQP's ``z_u - z_l`` on inequality rows, Clarabel's upper-row duals minus
+its lower-row duals. Each function returns the status in optsolve's vocabulary, x and y (or
+None), the solver's own statistics, and for an infeasibility claim the vector that supports it
+(a Farkas direction dy, or an unbounded ray dx), for the caller to check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from optsolve.qp.problems import QPProblem
+
+
+def _rows(qp: QPProblem):
+    """Masks of the equality rows, and of the other rows with a finite bound."""
+    finite_l, finite_u = np.isfinite(qp.l), np.isfinite(qp.u)
+    eq = finite_l & finite_u & (qp.l == qp.u)
+    return eq, ~eq & (finite_l | finite_u)
+
+
+def solve_piqp(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
+    import piqp
+
+    eq, ineq = _rows(qp)
+    A = qp.A.tocsr()
+    solver = piqp.SparseSolver()
+    st = solver.settings
+    st.verbose, st.eps_abs, st.eps_rel, st.max_iter = False, s["eps_abs"], max(s["eps_rel"], 1e-14), s["max_iter"]
+    solver.setup(qp.P.tocsc(), qp.q, A[eq].tocsc(), qp.l[eq], A[ineq].tocsc(), qp.l[ineq], qp.u[ineq], None, None)
+    status = solver.solve()
+    r = solver.result
+    y = np.zeros(qp.m)
+    y[eq] = np.asarray(r.y)
+    y[ineq] = np.asarray(r.z_u) - np.asarray(r.z_l)
+    x = np.asarray(r.x, dtype=float)
+    name = str(status).rsplit(".", 1)[-1]
+    kind = {"PIQP_SOLVED": "optimal", "PIQP_MAX_ITER_REACHED": "max_iter", "PIQP_PRIMAL_INFEASIBLE": "infeasible",
+            "PIQP_DUAL_INFEASIBLE": "unbounded"}.get(name, "numerical_error")
+    info = r.info
+    stats = {"iterations": int(info.iter), "piqp_status": name, "piqp_version": piqp.__version__}
+    return {"status": kind, "x": x, "y": y, "stats": stats, "claim": y if kind == "infeasible" else
+            x if kind == "unbounded" else None}
+
+
+def solve_clarabel(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
+    import clarabel
+
+    eq, ineq = _rows(qp)
+    upper = np.flatnonzero(ineq & np.isfinite(qp.u))
+    lower = np.flatnonzero(ineq & np.isfinite(qp.l))
+    A = qp.A.tocsr()
+    stacked = sp.vstack([A[eq], A[upper], -A[lower]], format="csc")
+    b = np.concatenate([qp.u[eq], qp.u[upper], -qp.l[lower]])
+    k, ku = int(eq.sum()), upper.size
+    cones = [clarabel.ZeroConeT(k), clarabel.NonnegativeConeT(ku + lower.size)]
+    st = clarabel.DefaultSettings()
+    st.verbose = False
+    st.max_iter = int(s["max_iter"])
+    st.tol_gap_abs, st.tol_gap_rel = s["eps_abs"], max(s["eps_rel"], 1e-14)
+    st.tol_feas = min(s["eps_abs"], 1e-8) if s["eps_abs"] > 0 else 1e-8
+    if time_limit is not None:
+        st.time_limit = float(time_limit)
+    sol = clarabel.DefaultSolver(sp.triu(qp.P, format="csc"), qp.q, stacked, b, cones, st).solve()
+    z = np.asarray(sol.z, dtype=float)
+    y = np.zeros(qp.m)
+    y[np.flatnonzero(eq)] = z[:k]
+    np.add.at(y, upper, z[k:k + ku])
+    np.subtract.at(y, lower, z[k + ku:])
+    x = np.asarray(sol.x, dtype=float)
+    name = str(sol.status).rsplit(".", 1)[-1]
+    kind = {"Solved": "optimal", "AlmostSolved": "optimal_inaccurate", "MaxIterations": "max_iter",
+            "MaxTime": "time_limit", "PrimalInfeasible": "infeasible", "DualInfeasible": "unbounded",
+            "AlmostPrimalInfeasible": "infeasible", "AlmostDualInfeasible": "unbounded"}.get(name, "numerical_error")
+    stats = {"iterations": int(sol.iterations), "clarabel_status": name, "clarabel_version": clarabel.__version__}
+    return {"status": kind, "x": x, "y": y, "stats": stats, "claim": y if kind == "infeasible" else
+            x if kind == "unbounded" else None}

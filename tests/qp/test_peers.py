@@ -1,0 +1,64 @@
+"""--method piqp and --method clarabel: the interior-point packages called on the problem, judged by the
+same certificate, against osqp to high accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import optsolve.qp
+from optsolve.qp.problems import FAMILIES, SCHEMA
+
+PEERS = [pytest.param(name, marks=pytest.mark.skipif(not __import__("importlib").util.find_spec(name),
+                                                       reason=f"{name} is not installed (optsolve[peers])"))
+         for name in ("piqp", "clarabel")]
+
+
+def problem(raw: dict):
+    return SCHEMA.validate(raw, source="test")
+
+
+def reference(p) -> float:
+    return optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-9, eps_rel=1e-9, max_iter=200000).objective
+
+
+@pytest.mark.parametrize("name", PEERS)
+@pytest.mark.parametrize("fam", ["random", "eqqp", "lasso", "portfolio", "chain"])
+def test_peer_matches_osqp_and_holds_its_certificate(name, fam):
+    p = problem(FAMILIES[fam].generate(np.random.default_rng(7), n=40))
+    res = optsolve.qp.solve_problem(p, method=name, eps_abs=1e-7, eps_rel=1e-7)
+    assert res.status.value == "optimal" and res.certificate.holds, res.message
+    assert res.objective == pytest.approx(reference(p), rel=1e-5, abs=1e-6)
+    assert res.stats["iterations"] >= 0 and res.stats[f"{name}_version"]
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_on_degenerate_rows(name):
+    """No constraints; a free row (both bounds infinite); an equality; one-sided rows of both kinds."""
+    P = sp.diags([1.0, 2.0, 3.0], format="csc")
+    q = np.array([-1.0, 1.0, -2.0])
+    free = optsolve.qp.solve_problem(problem({"P": P, "q": q}), method=name, eps_abs=1e-8, eps_rel=1e-8)
+    np.testing.assert_allclose(free.solution["x"], [1.0, -0.5, 2.0 / 3.0], atol=1e-6)
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    raw = {"P": P, "q": q, "A": A, "l": np.array([-np.inf, 0.5, -np.inf, -1.0]),
+           "u": np.array([np.inf, 0.5, 0.0, 0.5])}
+    res = optsolve.qp.solve_problem(problem(raw), method=name, eps_abs=1e-8, eps_rel=1e-8)
+    assert res.status.value == "optimal" and res.certificate.holds
+    np.testing.assert_allclose(res.solution["x"], [0.5, -0.5, 0.5], atol=1e-6)
+    y = np.asarray(res.solution["y"])
+    assert abs(y[0]) < 1e-6 and y[3] > 0  # OSQP's signs: the upper bound of row 3 pushes
+
+
+@pytest.mark.parametrize("name", PEERS)
+def test_peer_infeasibility_claims_are_checked(name):
+    P = sp.csc_matrix((2, 2))
+    A = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 1.0]]))
+    infeasible = problem({"P": P, "q": np.zeros(2), "A": A, "l": np.array([2.0, -np.inf]),
+                          "u": np.array([np.inf, 1.0])})
+    res = optsolve.qp.solve_problem(infeasible, method=name)
+    assert res.status.value == "infeasible" and res.certificate.holds, res.message
+    unbounded = problem({"P": P, "q": np.array([-1.0, 0.0]), "A": sp.csc_matrix(np.array([[0.0, 1.0]])),
+                         "l": np.array([0.0]), "u": np.array([1.0])})
+    res = optsolve.qp.solve_problem(unbounded, method=name)
+    assert res.status.value == "unbounded" and res.certificate.holds, res.message
