@@ -494,7 +494,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
             raise InputError(f"{problem.source}: array 'P' is not positive semidefinite: the KKT matrix "
                              f"[P + sigma I, A'; A, -diag(1/rho)] is not quasi-definite ({exc}); the problem is "
                              "non-convex.") from None
-        except RuntimeError as exc:  # SuperLU on a KKT matrix that float64 cannot factor (entries near 1e300)
+        except RuntimeError as exc:  # a KKT matrix that float64 cannot factor (entries near 1e300)
             if "singular" not in str(exc).lower():
                 raise
             raise SolverError(f"{problem.source}: the KKT matrix cannot be factored in float64 ({exc}); rescale "
