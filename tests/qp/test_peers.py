@@ -62,3 +62,17 @@ def test_peer_infeasibility_claims_are_checked(name):
                          "l": np.array([0.0]), "u": np.array([1.0])})
     res = optsolve.qp.solve_problem(unbounded, method=name)
     assert res.status.value == "unbounded" and res.certificate.holds, res.message
+
+
+def test_a_point_short_of_the_tighter_target_is_judged_at_the_requested_eps():
+    from optsolve.qp import peers
+    from optsolve.qp.problems import prepare
+
+    p = problem(FAMILIES["random"].generate(np.random.default_rng(3), n=30))
+    qp = prepare(p)
+    ref = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-9, eps_rel=1e-9, max_iter=200000)
+    x, y = np.asarray(ref.solution["x"]), np.asarray(ref.solution["y"])
+    s = {"eps_abs": 1e-6, "eps_rel": 1e-6}
+    assert peers._outcome(qp, s, "max_iter", x, y, {})["status"] == "optimal"
+    assert peers._outcome(qp, s, "max_iter", np.zeros(qp.n), np.zeros(qp.m), {})["status"] == "max_iter"
+    assert peers._outcome(qp, s, "infeasible", x, y, {})["claim"] is y
