@@ -366,7 +366,8 @@ def _interior_point_peer(name: str):
             solve = {"piqp": peers.solve_piqp, "clarabel": peers.solve_clarabel}[name]
             __import__(name)
         except ImportError:
-            raise ParameterError(f"Method {name!r} needs the {name} package: pip install 'optsolve[peers]'.") from None
+            raise ParameterError(f"Method {name!r} needs the {name} package: pip install {name} "
+                                 "(or 'optsolve[peers]').") from None
         deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
         with stdout_to_stderr():
             r = solve(qp, s, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
