@@ -765,14 +765,40 @@ def _sparse_shape(value) -> tuple:
     return tuple(int(s) for s in arr)
 
 
+def _mat_sparse_entries(path: str) -> dict:
+    """{name: entries stored} of the sparse variables of a v5/v7 .mat file, from their headers (``nzmax``),
+    read through scipy's own MAT 5 reader; {} where it cannot say (the shape then bounds the memory)."""
+    try:
+        from scipy.io.matlab._mio5 import MatFile5Reader
+
+        out = {}
+        with open(path, "rb") as fh:
+            reader = MatFile5Reader(fh)
+            reader.initialize_read()
+            reader.read_file_header()
+            while not reader.end_of_stream():
+                header, next_position = reader.read_var_header()
+                if getattr(header, "mclass", None) == 5:  # mxSPARSE_CLASS
+                    name = header.name.decode("latin-1") if isinstance(header.name, bytes) else str(header.name)
+                    out[name] = int(header.nzmax)
+                reader.mat_stream.seek(next_position)
+        return out
+    except Exception:  # noqa: BLE001  not v5/v7, or scipy's reader changed: the shape bounds it
+        return {}
+
+
 def _read_mat(path: str, label: str) -> dict:
     import scipy.io
 
     try:
         account = memory.Account(label)
+        stored = _mat_sparse_entries(path)
         for name, shape, cls in scipy.io.whosmat(path):
-            itemsize = 16 if cls in ("double", "sparse", "cell", "struct") else 8
-            account.add(f"variable {name!r} of shape {_shape_str(shape)} ({cls})", itemsize * math.prod(shape))
+            if cls == "sparse" and name in stored:  # its stored entries (value and row index) and column pointers
+                need = 16 * stored[name] + 8 * ((shape[1] if len(shape) > 1 else 1) + 1)
+            else:
+                need = (16 if cls in ("double", "sparse", "cell", "struct") else 8) * math.prod(shape)
+            account.add(f"variable {name!r} of shape {_shape_str(shape)} ({cls})", need)
         raw = scipy.io.loadmat(path, squeeze_me=False, chars_as_strings=True, mat_dtype=False)
     except NotImplementedError:
         raise InputError(f"{label}: is a MATLAB v7.3 (HDF5) file, which optsolve does not read; "

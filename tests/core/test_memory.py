@@ -164,6 +164,21 @@ def test_mat_declared_sizes(tmp_path, cli, monkeypatch):
     one_line_exit_7(cli("ot", path), "'C'", "(400, 400)", "memory budget")
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_mat_sparse_is_charged_by_its_stored_entries(tmp_path, monkeypatch, compress):
+    """A sparse .mat variable costs its stored entries, not its shape (the Maros-Meszaros files: AUG2D's P is
+    20,200 x 20,200 with 19,800 entries); one with too many entries is still refused."""
+    path = tmp_path / "p.mat"
+    big = sp.diags(np.ones(50_000), format="csc")  # 50,000 x 50,000: 40 GB as a shape, 1.2 MB as stored
+    scipy.io.savemat(path, {"P": big, "q": np.zeros(50_000)}, do_compression=compress)
+    monkeypatch.setenv(memory.ENV_VAR, "8M")
+    raw, _ = read_raw(str(path))
+    assert raw["P"].nnz == 50_000
+    monkeypatch.setenv(memory.ENV_VAR, "1M")
+    with pytest.raises(InputError, match=r"'P' of shape \(50000, 50000\).*memory budget"):
+        read_raw(str(path))
+
+
 def test_sparse_densified_within_budget(tmp_path, monkeypatch):
     """A sparse matrix given where a dense one is expected is densified only within the budget."""
     from optsolve.core.problem import Field, Schema
