@@ -58,6 +58,8 @@ def _outcome(qp: QPProblem, s: dict, kind: str, x, y, stats: dict) -> dict:
 
 
 def solve_piqp(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
+    """PIQP on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter). PIQP has no time limit of its own:
+    ``time_limit`` (kept for the common signature) bounds nothing here; its iterations are few and bounded."""
     import piqp
 
     eq, ineq = _rows(qp)
@@ -81,6 +83,7 @@ def solve_piqp(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
 
 
 def solve_clarabel(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
+    """Clarabel on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter), within ``time_limit`` seconds."""
     import clarabel
 
     eq, ineq = _rows(qp)
