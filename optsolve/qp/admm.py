@@ -337,6 +337,11 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1, 
     return best
 
 
+# PIQP refactors its KKT system every iteration and has no time limit: it is started only where the
+# deadline leaves this many times the ADMM's own setup (its factorisation) ahead
+PIQP_FACTORISATIONS = 60
+
+
 def _piqp_finish(s: Scaled, st: ADMMSettings):
     """PIQP on the scaled problem, for a stalled run: ``(x, y, z, solved)`` like
     :func:`optsolve.qp.ipm.interior_point`, or None where the package is missing or returns no point.
@@ -570,8 +575,10 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                 out = (*done, True) if done is not None and optimal(*done) else None
             return out
 
-        # PIQP first (where it imports), then the hand-written steps from the ADMM iterate
-        out = finished(_piqp_finish(s, st))
+        # PIQP first (where it imports and the deadline leaves room for its factorisations: it cannot be
+        # stopped), then the hand-written steps from the ADMM iterate
+        room = deadline is None or deadline - time.perf_counter() > PIQP_FACTORISATIONS * (t_setup - t0)
+        out = finished(_piqp_finish(s, st)) if room else None
         if out is None and time_left():
             out = finished(interior_point(s, x, score, deadline=deadline))
         if out is not None:

@@ -352,3 +352,22 @@ def test_dense_p_beyond_the_eigenvalue_check_is_judged_by_cholesky(shift, convex
     else:
         with pytest.raises(InputError, match="not positive semidefinite.*Cholesky"):
             SCHEMA.validate(raw, source="dense P")
+
+
+def test_piqp_finish_starts_only_with_room_before_the_deadline(monkeypatch):
+    """PIQP cannot be stopped: a stalled run hands over to it only when the deadline leaves room for its
+    factorisations (PIQP_FACTORISATIONS times the ADMM's setup); the hand-written steps run either way."""
+    from optsolve.qp import admm
+
+    qp = prepare(SCHEMA.validate(FAMILIES["random"].generate(np.random.default_rng(2), n=30), source="t"))
+    calls = []
+    monkeypatch.setattr(admm, "_piqp_finish", lambda s, st: calls.append(1))
+    st = ADMMSettings()
+    st.max_iter = 1  # stalls at once
+    solve_admm(qp, st, deadline=time.perf_counter() + 100.0)
+    assert calls == [1]
+    monkeypatch.setattr(admm, "PIQP_FACTORISATIONS", 1e12)
+    solve_admm(qp, st, deadline=time.perf_counter() + 100.0)
+    assert calls == [1]  # no room: not started
+    solve_admm(qp, st)
+    assert calls == [1, 1]  # no deadline: started
