@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
@@ -283,14 +282,12 @@ def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int, start
     b = np.where(lower, s.l, s.u)[active]
     k = active.size
     K0 = sp.vstack([sp.hstack([s.P, Ared.T]), sp.hstack([Ared, sp.csc_matrix((k, k))])], format="csc")
-    reg = sp.block_diag([delta * sp.eye(n), -delta * sp.eye(k)], format="csc")
     rhs = np.concatenate([-s.q, b])
-    try:
-        lu = spla.splu((K0 + reg).tocsc(), permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0,
-                       options={"SymmetricMode": True})
+    try:  # the regularised matrix [P + delta I, Ared'; Ared, -delta I] is quasi-definite: LDL' (QDLDL)
+        factor = QuasiDefinite(s.P + delta * sp.eye(n, format="csc"), Ared, np.full(k, delta))
         sol = np.concatenate([start[0], start[1][active]])
         for _ in range(1 + refine_iter):  # the first step from the start, then the refinement
-            sol = sol + lu.solve(rhs - K0 @ sol)
+            sol = sol + factor.solve(rhs - K0 @ sol)
     except RuntimeError:  # singular reduced system
         return None
     if not np.all(np.isfinite(sol)):
@@ -337,9 +334,9 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1, 
     return best
 
 
-# PIQP refactors its KKT system every iteration and has no time limit: it is started only where the
-# deadline leaves this many times the ADMM's own setup (its factorisation) ahead
-PIQP_FACTORISATIONS = 60
+# The interior-point finishes factor a KKT system at every step, and PIQP has no time limit: each
+# starts only where the deadline leaves this many times the ADMM's own setup (its factorisation) ahead
+FINISH_FACTORISATIONS = 60
 
 
 def _piqp_finish(s: Scaled, st: ADMMSettings):
@@ -575,11 +572,13 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                 out = (*done, True) if done is not None and optimal(*done) else None
             return out
 
-        # PIQP first (where it imports and the deadline leaves room for its factorisations: it cannot be
-        # stopped), then the hand-written steps from the ADMM iterate
-        room = deadline is None or deadline - time.perf_counter() > PIQP_FACTORISATIONS * (t_setup - t0)
-        out = finished(_piqp_finish(s, st)) if room else None
-        if out is None and time_left():
+        # PIQP first (where it imports), then the hand-written steps from the ADMM iterate; neither can
+        # stop inside a factorisation, so each starts only where the deadline leaves room for its own
+        def room() -> bool:
+            return deadline is None or deadline - time.perf_counter() > FINISH_FACTORISATIONS * (t_setup - t0)
+
+        out = finished(_piqp_finish(s, st)) if room() else None
+        if out is None and room():
             out = finished(interior_point(s, x, score, deadline=deadline))
         if out is not None:
             out = (out[0], valid_dual(out[1]), out[2], True)

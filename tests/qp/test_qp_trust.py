@@ -356,7 +356,7 @@ def test_dense_p_beyond_the_eigenvalue_check_is_judged_by_cholesky(shift, convex
 
 def test_piqp_finish_starts_only_with_room_before_the_deadline(monkeypatch):
     """PIQP cannot be stopped: a stalled run hands over to it only when the deadline leaves room for its
-    factorisations (PIQP_FACTORISATIONS times the ADMM's setup); the hand-written steps run either way."""
+    factorisations (FINISH_FACTORISATIONS times the ADMM's setup)."""
     from optsolve.qp import admm
 
     qp = prepare(SCHEMA.validate(FAMILIES["random"].generate(np.random.default_rng(2), n=30), source="t"))
@@ -366,7 +366,7 @@ def test_piqp_finish_starts_only_with_room_before_the_deadline(monkeypatch):
     st.max_iter = 1  # stalls at once
     solve_admm(qp, st, deadline=time.perf_counter() + 100.0)
     assert calls == [1]
-    monkeypatch.setattr(admm, "PIQP_FACTORISATIONS", 1e12)
+    monkeypatch.setattr(admm, "FINISH_FACTORISATIONS", 1e12)
     solve_admm(qp, st, deadline=time.perf_counter() + 100.0)
     assert calls == [1]  # no room: not started
     solve_admm(qp, st)
