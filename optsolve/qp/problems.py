@@ -27,7 +27,8 @@ INFINITY = 1e19  # |bound| at or above this is infinite
 SYMMETRY_RTOL = 1e-10
 PSD_CHECK_MAX_N = 1500  # dense eigenvalue check of P up to this size
 # Above it P + delta I is factored: by dense Cholesky (LAPACK) where P's rows hold this many entries on
-# average and the n x n array fits in DENSE_CHOLESKY_MAX_N, since a sparse factor of such a P fills in
+# average and the n x n array fits (n <= DENSE_CHOLESKY_MAX_N, and half the memory budget), since a sparse
+# factor of such a P fills in
 # (OSQP's random family at n = 5,000, 111 entries a row: 0.7 s dense against 28 s sparse); else by
 # sparse LDL' (optsolve.qp.ldl).
 DENSE_CHOLESKY_ROW_NNZ = 64
@@ -134,15 +135,17 @@ def _indefinite_shifted(P: sp.csc_matrix, delta: float) -> str | None:
     """None where P + delta I is positive definite, else what its factorisation found."""
     from optsolve.qp.ldl import NotQuasiDefinite, QuasiDefinite
 
+    from optsolve.core import memory
+
     n = P.shape[0]
-    if P.nnz >= DENSE_CHOLESKY_ROW_NNZ * n and n <= DENSE_CHOLESKY_MAX_N:
+    if P.nnz >= DENSE_CHOLESKY_ROW_NNZ * n and n <= DENSE_CHOLESKY_MAX_N and 8 * n * n <= memory.budget_bytes() // 2:
         from scipy.linalg import lapack
 
         from optsolve.core.blocks import empty_base_pages
 
         H = P.toarray(out=empty_base_pages((n, n)))
         H[np.diag_indices(n)] += delta
-        _, info = lapack.dpotrf(H, lower=1, overwrite_a=1, clean=0)
+        _, info = lapack.dpotrf(H.T, lower=1, overwrite_a=1, clean=0)  # H.T: the same matrix, in LAPACK's order
         return None if info == 0 else f"its Cholesky factorisation meets a non-positive pivot at row {info - 1}"
     try:
         QuasiDefinite(P + delta * sp.eye(n, format="csc"), None, np.zeros(0), check=True)

@@ -371,3 +371,16 @@ def test_piqp_finish_starts_only_with_room_before_the_deadline(monkeypatch):
     assert calls == [1]  # no room: not started
     solve_admm(qp, st)
     assert calls == [1, 1]  # no deadline: started
+
+
+def test_dense_cholesky_check_stays_within_the_memory_budget(monkeypatch):
+    """Where the n x n array would pass half the memory budget, the sparse LDL' judges P instead."""
+    from optsolve.core import memory
+    from optsolve.core.errors import InputError
+    from optsolve.qp.problems import PSD_CHECK_MAX_N
+
+    n = PSD_CHECK_MAX_N + 2
+    raw = {"P": sp.csc_matrix(np.ones((n, n)) - 0.5 * np.eye(n)), "q": np.zeros(n)}
+    monkeypatch.setenv(memory.ENV_VAR, "30M")  # the 18 MB dense copy is over half of it
+    with pytest.raises(InputError, match="not positive semidefinite.*LDL'"):
+        SCHEMA.validate(raw, source="dense P")
