@@ -34,7 +34,6 @@ from optsolve.core.clock import remaining
 from optsolve.core.errors import InputError, ParameterError, SolverError, positive_option
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.qp.ldl import NotQuasiDefinite
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "admm"  # where no learned policy applies: see default_method()
@@ -491,10 +490,6 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
         try:
             out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
-        except NotQuasiDefinite as exc:  # the KKT matrix's inertia: P + sigma I is not positive definite
-            raise InputError(f"{problem.source}: array 'P' is not positive semidefinite: the KKT matrix "
-                             f"[P + sigma I, A'; A, -diag(1/rho)] is not quasi-definite ({exc}); the problem is "
-                             "non-convex.") from None
         except RuntimeError as exc:  # a KKT matrix that float64 cannot factor (entries near 1e300)
             if "singular" not in str(exc).lower():
                 raise
