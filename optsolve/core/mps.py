@@ -19,7 +19,6 @@ import sys
 import tempfile
 
 import numpy as np
-import scipy.sparse as sp
 
 from optsolve.core.errors import InputError
 
@@ -52,6 +51,8 @@ def _quiet():
 
 def read_mps(path: str, label: str) -> dict:
     """The keys of a QP problem file (P, q, A, l, u, r) from a QPS / MPS file; InputError naming ``label``."""
+    import scipy.sparse as sp
+
     try:
         import highspy
     except ImportError:

@@ -38,10 +38,12 @@ import numpy as np
 
 from optsolve.core import memory
 from optsolve.core.errors import InputError
+from optsolve.core.mps import EXTENSIONS as MPS_EXTENSIONS
 from optsolve.core.progress import get_logger
 from optsolve.core.result import ProblemInfo
 
-EXTENSIONS = (".npz", ".json", ".mat", ".qps", ".mps")  # .qps / .mps: QP files read by HiGHS (core/mps.py)
+EXTENSIONS = (".npz", ".json", ".mat")  # read and written
+READ_EXTENSIONS = EXTENSIONS + MPS_EXTENSIONS  # .qps / .mps: QP files, read by HiGHS (core/mps.py), never written
 SPARSE_FORMATS = ("csr", "csc", "coo")
 _SPARSE_PARTS = {
     "csr": ("data", "indices", "indptr", "shape"),
@@ -487,9 +489,9 @@ def file_label(path: str) -> str:
 
 def refuse_other_format(path: str, schema: Schema) -> None:
     """A QPS / MPS file holds a quadratic program: refused, in one line, for any schema but qp's."""
-    if os.path.splitext(path)[1].lower() in (".qps", ".mps") and schema.name != "qp":
+    if os.path.splitext(path)[1].lower() in MPS_EXTENSIONS and schema.name != "qp":
         raise InputError(f"{file_label(path)}: a QPS / MPS file holds a quadratic program, for 'optsolve qp'; "
-                         f"{schema.name} problems are {', '.join(EXTENSIONS[:3])} files.")
+                         f"{schema.name} problems are {', '.join(EXTENSIONS)} files.")
 
 
 def load_problem(path: str, schema: Schema, stdin=None) -> Problem:
@@ -510,9 +512,9 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
         raise InputError(f"{label}: is a directory, expected a file.")
     if not os.path.exists(path):
         raise InputError(f"{label}: no such file.")
-    if ext not in EXTENSIONS:
+    if ext not in READ_EXTENSIONS:
         raise InputError(f"{label}: unknown extension {ext or '(none)'!r}; expected one of "
-                         f"{', '.join(EXTENSIONS)} (or '-' for JSON on stdin).")
+                         f"{', '.join(READ_EXTENSIONS)} (or '-' for JSON on stdin).")
     try:
         size = os.path.getsize(path)
         sha = file_sha256(path)
@@ -530,7 +532,7 @@ def read_raw(path: str, stdin=None) -> tuple[dict, str]:
 def _read_by_extension(path: str, ext: str, label: str, size: int) -> dict:
     if ext == ".npz":
         return _read_npz(path, label)
-    if ext in (".qps", ".mps"):
+    if ext in MPS_EXTENSIONS:
         from optsolve.core import mps
 
         memory.require(label, f"reading {memory.human_bytes(size)} of QPS / MPS (about {mps.BYTES_PER_FILE_BYTE} "

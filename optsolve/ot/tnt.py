@@ -292,6 +292,7 @@ class DenseKernel(Kernel):
                 factor = np.exp(left[2] + v[None, :])  # a block's largest entry per column: at most about 1 after
                 # a column update
         threshold = self.threshold if truncate else None
+        seen = None  # what the pass reports: the count above the threshold, with the entries when collected
         if factor is not None and bool(np.isfinite(factor).all()):
             seen = self.rows.rescale(self.P, self._scratch(), factor, threshold, collect)
         elif self.rows is not None:  # the entries above the threshold are counted in the same pass
@@ -299,7 +300,7 @@ class DenseKernel(Kernel):
         else:
             self._exponent(self.P, u, v, gamma)
             exp_flush(xp, self.P, out=self.P)
-        nnz, csr = seen if collect else (seen if self.rows is not None else None, None)
+        nnz, csr = seen if collect else (seen, None)
         if truncate:
             if self.rows is None:
                 mask = self.P > self.threshold

@@ -150,3 +150,9 @@ def test_a_qps_file_for_another_command_is_refused_in_one_line(cli, tmp_path):
     r = cli("ot", path)
     lines = r.stderr.strip().splitlines()
     assert r.exit_code == 7 and len(lines) == 1 and "optsolve qp" in lines[0] and path in lines[0], r.stderr
+
+
+def test_qps_is_read_never_written(cli, tmp_path):
+    r = cli("gen", "qp", "--family", "random", "--n", "10", "-o", tmp_path / "x.qps")
+    assert r.exit_code == 2 and "Traceback" not in r.stderr and ".npz, .json, .mat" in r.stderr, r.stderr
+    assert not (tmp_path / "x.qps").exists()
