@@ -2,14 +2,14 @@
 
     minimise 1/2 x'Px + q'x + r   subject to   l <= Ax <= u
 
-Methods: ``admm`` (OSQP's ADMM in numpy/scipy, with independently re-checked
-infeasibility claims, see :mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N
-nodes, :mod:`optsolve.qp.distributed`), ``deepqp`` (admm whose rho and alpha follow a
-learned policy for its first K steps, :mod:`optsolve.qp.policy`), ``deepdistributed``
-(DistributedQP whose nodes' rho and mu follow a learned policy) and ``osqp`` (the osqp
-package itself, same tolerances). The default is ``deepdistributed`` for a network-structured
-problem (a ``partition`` or ``nodes``) whose ``family`` has a shipped DeepDistributedQP
-policy, else ``admm``. Solutions carry ``x``, the duals ``y`` (OSQP's signs:
+Methods: ``auto`` (the default: a KKT solve for equality-only problems, PIQP for small ones,
+else ADMM handed over to PIQP when it is slow, see :mod:`optsolve.qp.auto`), ``admm`` (OSQP's
+ADMM in numpy/scipy, with independently re-checked infeasibility claims, see
+:mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N nodes,
+:mod:`optsolve.qp.distributed`), ``deepqp`` (admm whose rho and alpha follow a learned policy
+for its first K steps, :mod:`optsolve.qp.policy`), ``deepdistributed`` (DistributedQP whose
+nodes' rho and mu follow a learned policy), and the packages ``osqp``, ``piqp`` and
+``clarabel`` called on the problem (:mod:`optsolve.qp.peers`). Solutions carry ``x``, the duals ``y`` (OSQP's signs:
 ``Px + q + A'y = 0``) and ``z = Ax``; infeasible and unbounded problems carry a certificate
 vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OSQP.
 
@@ -36,7 +36,7 @@ from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
-DEFAULT_METHOD = "admm"  # where no learned policy applies: see default_method()
+DEFAULT_METHOD = "auto"  # see default_method()
 DEFAULT_EPS = 1e-3
 MAX_SCALING = 1000
 TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
@@ -110,14 +110,14 @@ def _verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | No
     return verify
 
 
-def _admm(qp, s, progress, x0, y0, controller=None):
+def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None):
     from optsolve.qp.admm import ADMMSettings, solve_admm
 
     st = ADMMSettings(eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                       rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
                       adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
                       eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
-                      refine_stalled=s["refine"])
+                      refine_stalled=s["refine"], switch_after=switch_after)
     deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
     if controller is not None:
         st.check_every = controller.interval
@@ -192,10 +192,9 @@ def default_policy_path(qp: QPProblem | None = None, kind: str = "centralised") 
 
 
 def default_method(qp: QPProblem) -> str:
-    """admm, for every problem: measured whole (setup, iterations, certificate), it is the fastest of the
-    package's own methods on every family, partitioned ones included (a partitioned chain of 20,000
-    variables at 1e-3: admm 0.21 s, deepdistributed with the shipped policy 0.47 s, distributed 1.30 s).
-    The methods for partitioned problems stay available by name."""
+    """``auto`` for every problem: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over
+    to PIQP). The methods for partitioned problems stay available by name: measured whole, ADMM is faster
+    than them on partitioned files too."""
     return DEFAULT_METHOD
 
 
@@ -375,9 +374,40 @@ def _interior_point_peer(name: str):
         if r["status"] in ("infeasible", "unbounded"):
             _check_claim(qp, s, deadline, out, r["claim"], f"{name} reported {r['status']}")
         _answer(qp, out, r["x"], r["y"])
+        peers.trace_answer(qp, r["stats"]["iterations"], out["x"], out["y"])
         return out
 
     return run
+
+
+def _auto(qp, s, progress, x0, y0):
+    """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over to PIQP)."""
+    from optsolve.qp import auto, peers
+    from optsolve.qp.admm import SWITCHED
+
+    first = auto.choose(qp, warm=x0 is not None or y0 is not None)
+    before = ""
+    if first == "kkt":
+        t = time.perf_counter()
+        r = auto.solve_kkt(qp, s["eps_abs"], s["eps_rel"], auto.deadline_of(s))
+        if r is not None:
+            peers.trace_answer(qp, r[3], r[0], r[1])
+            stats = {"iterations": r[3], "method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}}
+            return {"x": r[0], "y": r[1], "z": r[2], "status": "optimal", "message": "", "stats": stats,
+                    "prim_inf_cert": None, "dual_inf_cert": None}
+        before = "The KKT system of the equality rows has no solution that passes the termination test; "
+    elif first == "piqp":
+        out = METHODS["piqp"](qp, s, progress, None, None)
+        if out["status"] in ("infeasible", "unbounded") or (
+                out["status"] == "optimal" and out["x"] is not None and peers.passes(qp, s, out["x"], out["y"])):
+            out["stats"]["method_used"] = "piqp"
+            return out
+        before = f"PIQP ended {out['stats'].get('piqp_status')} without an answer that passes the termination test; "
+    out = _admm(qp, s, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None)
+    out["stats"]["method_used"] = "admm, then piqp" if out["stats"]["polished"] == SWITCHED else "admm"
+    if before:
+        out["message"] = (before + "solved by admm. " + out["message"]).strip()
+    return out
 
 
 def _no_variables(qp: QPProblem) -> dict:
@@ -396,10 +426,10 @@ def _no_variables(qp: QPProblem) -> dict:
             "prim_inf_cert": None, "dual_inf_cert": None}
 
 
-METHODS = {"admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
+METHODS = {"auto": _auto, "admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
            "deepdistributed": _deepdistributed, "piqp": _interior_point_peer("piqp"),
            "clarabel": _interior_point_peer("clarabel")}
-DEFAULT_RHO = {"admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0, "piqp": 0.1,
+DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0, "piqp": 0.1,
                "clarabel": 0.1}
 
 

@@ -60,6 +60,7 @@ class ADMMSettings:
     time_limit: float | None = None
     polish: bool = False  # polish an optimal solution (osqp's 'polishing')
     refine_stalled: bool = True  # at max_iter or time_limit, try polishing before giving up
+    switch_after: float | None = None  # hand over to PIQP once the iterations cost this many times the setup
     delta: float = 1e-6
     polish_refine_iter: int = 3
 
@@ -87,10 +88,15 @@ class ADMMResult:
 
 REFINED = "refined a stalled run"
 REFINED_IPM = "refined a stalled run by interior-point steps"
+SWITCHED = "handed over to PIQP"
 
 
 def refined_message(iterations: int, how: str = REFINED) -> str:
     """The message of a run whose answer came from a refinement after the iterations stalled."""
+    if how == SWITCHED:
+        return (f"After {iterations} iterations had cost more than the interior-point method is expected to, the "
+                "problem was handed over to PIQP (on the scaled problem); its answer passes the same termination "
+                "test.")
     if how == REFINED_IPM:
         return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the one of "
                 "interior-point steps started from the last iterate, polished where they stop short (it passes "
@@ -127,10 +133,22 @@ def _col_max(M: sp.csc_matrix) -> np.ndarray:
     return out
 
 
-def _row_max(M: sp.csc_matrix) -> np.ndarray:
-    out = np.zeros(M.shape[0])
-    np.maximum.at(out, M.indices, np.abs(M.data))
-    return out
+class _RowMax:
+    """max |entry| of every row of a CSC matrix whose pattern stays fixed: its entries in row order are found
+    once, so that each call is one gather and one segmented maximum (``np.maximum.at`` is several times slower)."""
+
+    def __init__(self, M: sp.csc_matrix):
+        self.order = np.argsort(M.indices, kind="stable")
+        counts = np.bincount(M.indices, minlength=M.shape[0])
+        self.full = counts > 0
+        self.starts = (np.cumsum(counts) - counts)[self.full]
+        self.rows = M.shape[0]
+
+    def __call__(self, M: sp.csc_matrix) -> np.ndarray:
+        out = np.zeros(self.rows)
+        if self.starts.size:
+            out[self.full] = np.maximum.reduceat(np.abs(M.data[self.order]), self.starts)
+        return out
 
 
 def _columns(M: sp.csc_matrix) -> np.ndarray:
@@ -157,9 +175,10 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     u_rows, u_cols = U.indices, _columns(U)
     a_rows, a_cols = A.indices, _columns(A)
     D, E, c = np.ones(n), np.ones(m), 1.0
+    row_max = _RowMax(A)
     for _ in range(passes):
         dn = _limit(np.maximum(_col_max(U), _col_max(A)))
-        en = _limit(_row_max(A))
+        en = _limit(row_max(A))
         dt, et = 1.0 / np.sqrt(dn), 1.0 / np.sqrt(en)
         U.data *= dt[u_rows] * dt[u_cols]
         A.data *= et[a_rows] * dt[a_cols]
@@ -200,16 +219,16 @@ class KKT:
     (:class:`optsolve.qp.ldl.QuasiDefinite`: pattern and ordering once); :meth:`update` refactors."""
 
     def __init__(self, s: Scaled, sigma: float, rho_vec: np.ndarray):
-        self.s, self.sigma, self.rho_vec = s, sigma, rho_vec
-        self.ldl = QuasiDefinite(s.P + sigma * sp.eye(s.P.shape[0], format="csc"), s.A, 1.0 / rho_vec)
+        self.s, self.sigma, self.rho_vec, self.inv_rho = s, sigma, rho_vec, 1.0 / rho_vec
+        self.ldl = QuasiDefinite(s.P + sigma * sp.eye(s.P.shape[0], format="csc"), s.A, self.inv_rho)
 
     @property
     def factorisations(self) -> int:
         return self.ldl.factorisations
 
     def update(self, rho_vec):
-        self.rho_vec = rho_vec
-        self.ldl.update(1.0 / rho_vec)
+        self.rho_vec, self.inv_rho = rho_vec, 1.0 / rho_vec
+        self.ldl.update(self.inv_rho)
 
     def solve(self, rhs):
         return self.ldl.solve(rhs)
@@ -396,6 +415,15 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     dy = np.zeros(m)
     info = {}
     iteration = 0
+    # the ski-rental switch: PIQP costs about as many factorisations as the setup's, so once the iterations
+    # have cost ``switch_after`` setups the interior-point method is the better bet
+    switched = False
+    switch_at = None if st.switch_after is None else t_setup + st.switch_after * (t_setup - t0)
+
+    def room() -> bool:
+        # neither PIQP nor the hand-written steps can stop inside a factorisation: each starts only where the
+        # deadline leaves room for FINISH_FACTORISATIONS of them
+        return deadline is None or deadline - time.perf_counter() > FINISH_FACTORISATIONS * (t_setup - t0)
 
     def residuals(x, y, z):
         return residuals_of(s, x, y, z)
@@ -460,18 +488,32 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         info["cert"] = vec
         return True
 
+    rhs = np.empty(n + m)
+    rhs_x, rhs_z = rhs[:n], rhs[n:]
     try:
         for iteration in range(1, st.max_iter + 1):
+            # OSQP's step in its own order of operations (1/rho multiplied, as osqp's rho_inv_vec), in place
+            inv_rho = kkt.inv_rho
             x_prev, z_prev = x, z
-            rhs = np.concatenate([sigma * x_prev - s.q, z_prev - y / kkt.rho_vec])
+            np.multiply(x_prev, sigma, out=rhs_x)
+            rhs_x -= s.q
+            np.multiply(y, inv_rho, out=rhs_z)
+            np.subtract(z_prev, rhs_z, out=rhs_z)
             sol = kkt.solve(rhs)
-            xt = sol[:n]
-            zt = z_prev + (sol[n:] - y) / kkt.rho_vec
-            x = alpha * xt + (1.0 - alpha) * x_prev
+            zr = sol[n:]
+            zr -= y
+            zr *= inv_rho
+            zr += z_prev  # z~
+            x = sol[:n] * alpha
+            x += (1.0 - alpha) * x_prev
             dx = x - x_prev
-            zr = alpha * zt + (1.0 - alpha) * z_prev
-            z = np.clip(zr + y / kkt.rho_vec, s.l, s.u)
-            dy = kkt.rho_vec * (zr - z)
+            zr *= alpha
+            zr += (1.0 - alpha) * z_prev  # relaxed z~
+            z = y * inv_rho
+            z += zr
+            np.clip(z, s.l, s.u, out=z)
+            dy = zr - z
+            dy *= kkt.rho_vec
             y = y + dy
             checking = iteration % st.check_every == 0
             learned = (controller is not None and iteration % controller.interval == 0
@@ -486,6 +528,14 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                 if status_now is not None:
                     status = status_now
                     break
+                if switch_at is not None and time.perf_counter() > switch_at:
+                    switch_at = None  # once: where PIQP does not answer, the iterations go on
+                    if room():
+                        out = _piqp_finish(s, st)
+                        if out is not None and out[3] and check(*out[:3], claims=False) == "optimal":
+                            x, y, z = out[:3]
+                            status, switched = "optimal", True
+                            break
             if adapting or learned:
                 if not checking:
                     info = residuals(x, y, z)
@@ -532,7 +582,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             y = yv
         else:
             info = saved
-    polished = None
+    polished = SWITCHED if switched else None
     stalled = status in ("max_iter", "optimal_inaccurate") and time_left()
     if ((st.polish and status == "optimal") or (st.refine_stalled and stalled)) and time_left():
         saved = info
@@ -572,11 +622,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                 out = (*done, True) if done is not None and optimal(*done) else None
             return out
 
-        # PIQP first (where it imports), then the hand-written steps from the ADMM iterate; neither can
-        # stop inside a factorisation, so each starts only where the deadline leaves room for its own
-        def room() -> bool:
-            return deadline is None or deadline - time.perf_counter() > FINISH_FACTORISATIONS * (t_setup - t0)
-
+        # PIQP first (where it imports), then the hand-written steps from the ADMM iterate
         out = finished(_piqp_finish(s, st)) if room() else None
         if out is None and room():
             out = finished(interior_point(s, x, score, deadline=deadline))
@@ -606,6 +652,6 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             res.dual_inf_cert = cert
     res.factorisations = kkt.factorisations
     res.polished = polished
-    if polished in (REFINED, REFINED_IPM):
+    if polished in (REFINED, REFINED_IPM, SWITCHED):
         res.message = refined_message(iteration, polished)
     return res

@@ -11,13 +11,15 @@ OUTPUT_OPTIONS = ()
 @click.command("qp", context_settings=CONTEXT_SETTINGS)
 @solve_options
 @click.option("--method", type=click.Choice(sorted(METHODS)), default=None,
-              help="[default: deepdistributed for a partitioned problem whose 'family' has a shipped "
-                   "DeepDistributedQP policy, else admm] "
+              help="[default: auto] "
+                   "auto: one KKT solve where every row is an equality; PIQP where the KKT matrix has at most "
+                   "40,000 entries; else admm, handed over to PIQP once its iterations cost 15 times its setup "
+                   "(stats.method_used says which answered). "
                    "admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
                    "distributed: DistributedQP over --nodes nodes (or the file's partition). "
                    "deepqp: admm with rho and alpha from a learned policy for its first K steps. "
                    "deepdistributed: distributed with each node's rho and mu from a learned policy. "
-                   "osqp: the osqp package itself, same settings.")
+                   "osqp, piqp, clarabel: those packages called on the problem.")
 @click.option("--nodes", type=int, default=None,
               help="distributed: number of nodes of the automatic partition [default: the file's 'partition' "
                    "or 'nodes', else 1].")

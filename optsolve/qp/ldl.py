@@ -6,7 +6,9 @@ factorisation in any symmetric ordering, with n positive and m negative pivots (
 "Symmetric quasidefinite matrices", SIAM J. Optim. 1995). QDLDL (the ``qdldl`` package, OSQP's own
 factoriser: Stellato et al., "OSQP: an operator splitting solver for quadratic programs", 2020)
 finds the fill-reducing AMD ordering and the elimination tree once; :meth:`QuasiDefinite.update`
-writes new d into the stored pattern and redoes only the numeric factorisation.
+writes new d into the stored pattern and redoes only the numeric factorisation. Where cvxopt
+imports, the same LDL' is computed by CHOLMOD (:class:`_Cholmod`), whose AMD ordering runs 3x
+faster than the ``qdldl`` package's on matrices with dense-ish rows; inertia checks use QDLDL.
 
 By Sylvester's law of inertia the pivots' signs are the eigenvalues' signs of K: those of -D and
 of the Schur complement H + B' D^-1 B. Fewer than n positive pivots therefore means that this
@@ -42,8 +44,6 @@ class QuasiDefinite:
     """
 
     def __init__(self, H: sp.spmatrix, B: sp.spmatrix | None, d: np.ndarray, check: bool = False):
-        import qdldl
-
         n = H.shape[0]
         m = 0 if B is None else B.shape[0]
         self.n, self.m = n, m
@@ -60,9 +60,16 @@ class QuasiDefinite:
         self._slots = K.indptr[n + 1:] - 1 if m else np.zeros(0, dtype=np.int64)
         K.data[self._slots] = -np.asarray(d, dtype=np.float64)
         try:
-            self._solver = qdldl.Solver(K, upper=True)
-        except (RuntimeError, ValueError) as exc:  # a zero pivot
+            self._cholmod = None if check else _Cholmod.of(K)
+        except RuntimeError as exc:  # a zero pivot
             self._refuse(exc, check)
+        if self._cholmod is None:
+            import qdldl
+
+            try:
+                self._solver = qdldl.Solver(K, upper=True)
+            except (RuntimeError, ValueError) as exc:  # a zero pivot
+                self._refuse(exc, check)
         self.factorisations = 1
         if check:
             self._check()
@@ -87,7 +94,10 @@ class QuasiDefinite:
         if h_diagonal is not None:
             self.K.data[self._hslots] = h_diagonal
         try:
-            self._solver.update(self.K, upper=True)
+            if self._cholmod is not None:
+                self._cholmod.refactor(self.K.data)
+            else:
+                self._solver.update(self.K, upper=True)
         except (RuntimeError, ValueError) as exc:
             self._refuse(exc, check)
         self.factorisations += 1
@@ -95,4 +105,72 @@ class QuasiDefinite:
             self._check()
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self._cholmod is not None:
+            return self._cholmod.solve(rhs)
         return self._solver.solve(np.ascontiguousarray(rhs, dtype=np.float64))
+
+
+class _Cholmod:
+    """The same LDL' by CHOLMOD's simplicial factorisation (through cvxopt), where cvxopt imports.
+
+    CHOLMOD's AMD ordering (Davis, Amestoy and Duff) is the one QDLDL's package runs too, in 32-bit
+    indices: measured here, 3x faster on KKT matrices with dense-ish rows (lasso, huber, svm: 1.8 s
+    against 5.3 s at 10,000 variables, where the factorisation itself takes 0.25 s). The numeric
+    factorisation and the solves cost what QDLDL's do. CHOLMOD's LDL' does not pivot, so a
+    quasi-definite matrix factors in its fill-reducing order; a zero pivot raises RuntimeError.
+    Inertia checks (``check=True``) stay with QDLDL, whose pivots are read back.
+    """
+
+    def __init__(self, cvxopt, cholmod, C, symbolic, order):
+        self._cvxopt, self._cholmod, self._C, self._F, self._order = cvxopt, cholmod, C, symbolic, order
+
+    @classmethod
+    def of(cls, K: sp.csc_matrix) -> "_Cholmod | None":
+        """The factor of the sorted upper-triangular ``K``, or None where cvxopt is missing or cannot hold it."""
+        try:
+            import cvxopt
+            from cvxopt import cholmod
+        except ImportError:
+            return None
+        n = K.shape[0]
+        if n == 0 or K.nnz >= 2**31:  # cvxopt's CHOLMOD indexes in 32 bits
+            return None
+        # cvxopt builds a matrix in time that grows faster than linearly with its columns' lengths (a KKT matrix
+        # with 100 dense rows of A: 0.78 s as the upper triangle, 0.04 s as the lower): the triangle with the
+        # shorter columns is passed, with the order that takes K's entries to it
+        upper_cost = float(np.sum(np.diff(K.indptr).astype(float) ** 2))
+        lower_cost = float(np.sum(np.bincount(K.indices, minlength=n).astype(float) ** 2))
+        order, uplo, M = None, "U", K
+        if lower_cost < upper_cost:
+            T = sp.csc_matrix((np.arange(K.nnz, dtype=np.float64), K.indices, K.indptr), shape=K.shape).T.tocsc()
+            T.sort_indices()
+            order, uplo = T.data.astype(np.int64), "L"
+            M = sp.csc_matrix((K.data[order], T.indices, T.indptr), shape=K.shape)
+        cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(M.indptr))
+        C = cvxopt.spmatrix(cvxopt.matrix(M.data), cvxopt.matrix(M.indices.astype(np.int64)), cvxopt.matrix(cols),
+                            (n, n))
+        if len(C.V) != K.nnz:  # an entry merged or dropped: values could not be written by position
+            return None
+        cholmod.options["supernodal"] = 0  # simplicial: LDL' (the supernodal factorisation is LL', definite only)
+        try:
+            F = cholmod.symbolic(C, uplo=uplo)
+            out = cls(cvxopt, cholmod, C, F, order)
+            out.refactor(None)
+        except ArithmeticError as exc:
+            raise RuntimeError(f"a zero pivot ({exc})") from None
+        return out
+
+    def refactor(self, values: np.ndarray | None):
+        """The numeric factorisation again, with K's entries ``values`` (in K's order) where given."""
+        if values is not None:
+            self._C.V = self._cvxopt.matrix(values if self._order is None else values[self._order])
+        self._cholmod.options["supernodal"] = 0
+        try:
+            self._cholmod.numeric(self._C, self._F)
+        except ArithmeticError as exc:
+            raise RuntimeError(f"a zero pivot ({exc})") from None
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        b = self._cvxopt.matrix(np.asarray(rhs, dtype=np.float64))
+        self._cholmod.solve(self._F, b)
+        return np.asarray(b).ravel()

@@ -40,14 +40,32 @@ def _rows(qp: QPProblem):
     return eq, ~eq & (finite_l | finite_u)
 
 
+def unscaled_residuals(qp: QPProblem, x: np.ndarray, y: np.ndarray) -> dict:
+    """OSQP's termination quantities of (x, y) on the unscaled problem (z = Ax clipped to the bounds)."""
+    from optsolve.qp.admm import Scaled, residuals_of
+
+    plain = Scaled(P=qp.P, q=qp.q, A=qp.A, l=qp.l, u=qp.u, D=np.ones(qp.n), E=np.ones(qp.m), c=1.0)
+    return residuals_of(plain, x, y, np.clip(qp.A @ x, qp.l, qp.u))
+
+
 def passes(qp: QPProblem, s: dict, x: np.ndarray, y: np.ndarray) -> bool:
-    """OSQP's termination test at the requested eps on the unscaled problem (z = Ax clipped to the bounds)."""
-    from optsolve.qp.admm import Scaled, passes_termination
+    """OSQP's termination test at the requested eps on the unscaled problem."""
+    from optsolve.qp.admm import tolerance_tests
 
     if x.shape != (qp.n,) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return False
-    plain = Scaled(P=qp.P, q=qp.q, A=qp.A, l=qp.l, u=qp.u, D=np.ones(qp.n), E=np.ones(qp.m), c=1.0)
-    return passes_termination(plain, x, y, np.clip(qp.A @ x, qp.l, qp.u), s["eps_abs"], s["eps_rel"])
+    return all(tolerance_tests(unscaled_residuals(qp, x, y), s["eps_abs"], s["eps_rel"]))
+
+
+def trace_answer(qp: QPProblem, iterations: int, x: np.ndarray | None, y: np.ndarray | None) -> None:
+    """The one point of ``--history`` that a method without a per-iteration trace has: its answer's residuals."""
+    from optsolve.core.history import active, trace
+    from optsolve.qp.admm import RESIDUAL_MEASURE
+
+    if active() is None or x is None or y is None:
+        return
+    r = unscaled_residuals(qp, x, y)
+    trace(iterations, max(r["prim"], r["dual"]), measure=RESIDUAL_MEASURE, prim=r["prim"], dual=r["dual"], gap=r["gap"])
 
 
 def _outcome(qp: QPProblem, s: dict, kind: str, x, y, stats: dict) -> dict:

@@ -16,7 +16,8 @@ CASES = {
     "ot exact": ("ot", ["--family", "clouds", "--n", "60"], []),
     "ot tnt": ("ot", ["--family", "clouds", "--n", "60"], ["--method", "tnt"]),
     "ot sinkhorn": ("ot", ["--family", "clouds", "--n", "60"], ["--method", "sinkhorn", "--reg", "0.05"]),
-    "qp admm": ("qp", ["--family", "random", "--n", "40"], []),
+    "qp admm": ("qp", ["--family", "random", "--n", "40"], ["--method", "admm"]),
+    "qp auto": ("qp", ["--family", "random", "--n", "40"], []),
     "qp distributed": ("qp", ["--family", "chain", "--n", "80"], ["--method", "distributed"]),
     "cover greedy": ("cover", ["--family", "karate"], []),
     "kmeans refine": ("kmeans", ["--family", "iris"], ["--refine", "5"]),
@@ -53,7 +54,7 @@ def test_every_command_records_a_columnar_history(cli, tmp_path, case):
 def test_the_last_qp_point_is_the_termination_check(cli, tmp_path):
     path = tmp_path / "p.npz"
     cli("gen", "qp", "--family", "random", "--n", "40", "--seed", "2", "-o", path)
-    doc = cli("qp", path, "--history", "--check-every", "5").json()
+    doc = cli("qp", path, "--method", "admm", "--history", "--check-every", "5").json()
     h = doc["stats"]["history"]
     assert h["iteration"][-1] == doc["stats"]["iterations"]
     assert h["prim"][-1] == pytest.approx(doc["stats"]["prim_res"])

@@ -54,3 +54,55 @@ def test_entries_beyond_float64_are_not_called_non_convex():
     with pytest.raises(RuntimeError, match="float64") as info:
         QuasiDefinite(H, None, np.zeros(0), check=True)
     assert not isinstance(info.value, NotQuasiDefinite)
+
+
+BACKENDS = ["cholmod", "qdldl"]
+
+
+def backend(monkeypatch, name):
+    import importlib.util
+
+    import optsolve.qp.ldl as ldl
+
+    if name == "cholmod" and importlib.util.find_spec("cvxopt") is None:
+        pytest.skip("cvxopt is not installed")
+    if name == "qdldl":
+        monkeypatch.setattr(ldl._Cholmod, "of", classmethod(lambda cls, K: None))
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("dense_rows", [0, 3])
+def test_both_factorisers_solve_and_refactor(monkeypatch, name, dense_rows):
+    """Without check, CHOLMOD (cvxopt) where it imports, else QDLDL; dense rows of B make its lower triangle the
+    cheaper one to pass, so both orders of the entries are exercised."""
+    backend(monkeypatch, name)
+    rng = np.random.default_rng(dense_rows)
+    n, m = 40, 50
+    M = sp.random(n, n, 0.1, random_state=rng)
+    H = (M @ M.T + 0.1 * sp.eye(n)).tocsc()
+    B = sp.random(m, n, 0.05, random_state=rng, format="lil")
+    for i in range(dense_rows):
+        B[i, :] = rng.standard_normal(n)
+    B = B.tocsc()
+    d = rng.random(m) + 0.1
+    f = QuasiDefinite(H, B, d)
+    assert (f._cholmod is not None) == (name == "cholmod")
+    b = rng.standard_normal(n + m)
+    np.testing.assert_allclose(kkt(H, B, d) @ f.solve(b), b, atol=1e-8)
+    d2, h2 = rng.random(m) * 100 + 1e-3, H.diagonal() + rng.random(n)
+    f.update(d2, h_diagonal=h2)
+    H2 = (H + sp.diags(h2 - H.diagonal())).tocsc()
+    np.testing.assert_allclose(f.solve(b), spla.spsolve(kkt(H2, B, d2), b), rtol=1e-7, atol=1e-9)
+    assert f.factorisations == 2
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_zero_pivot_is_a_singular_matrix(monkeypatch, name):
+    backend(monkeypatch, name)
+    H = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 1.0]]))  # singular: the second pivot is 0
+    with pytest.raises(RuntimeError, match="singular"):
+        QuasiDefinite(H, None, np.zeros(0))
+    if name == "cholmod":  # (the qdldl package's refactorisation does not report one)
+        f = QuasiDefinite(H + sp.eye(2), None, np.zeros(0))
+        with pytest.raises(RuntimeError, match="singular"):
+            f.update(np.zeros(0), h_diagonal=np.array([1.0, 1.0]))

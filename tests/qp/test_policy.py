@@ -175,19 +175,19 @@ def test_policy_start_replaces_the_initial_parameters():
 def test_default_method_follows_the_family_and_its_shipped_policy(monkeypatch, tmp_path):
     chain = family("chain", n=40)
     assert chain["family"] == "chain"
-    assert optsolve.qp.solve_problem(chain).method == "admm"  # partitioned: admm all the same (the faster)
+    assert optsolve.qp.solve_problem(chain).method == "auto"  # partitioned: the rule all the same (admm is the faster)
     if (SHIPPED / "chain-distributed.npz").exists():
         res = optsolve.qp.solve_problem(chain, method="deepdistributed")
         assert res.status.value == "optimal" and res.certificate.holds
         assert res.settings["policy"].endswith("chain-distributed.npz")  # the family's shipped policy
-    assert optsolve.qp.solve_problem(family("random")).method == "admm"
+    assert optsolve.qp.solve_problem(family("random")).method == "auto"
     unnamed = SCHEMA.validate({k: v for k, v in FAMILIES["chain"].generate(np.random.default_rng(1), n=40).items()
                                if k != "family"}, source="test")
-    assert optsolve.qp.solve_problem(unnamed).method == "admm"
+    assert optsolve.qp.solve_problem(unnamed).method == "auto"
     res = optsolve.qp.solve_problem(family("mpc", n=40), method="deepqp")
     assert res.settings["policy"].endswith("mpc.npz")  # the family's own policy
     monkeypatch.setattr(optsolve.qp, "POLICY_DIR", tmp_path)  # nothing shipped
-    assert optsolve.qp.solve_problem(chain).method == "admm"
+    assert optsolve.qp.solve_problem(chain).method == "auto"
     with pytest.raises(ParameterError, match="qp-train"):
         optsolve.qp.solve_problem(chain, method="deepdistributed")
 

@@ -135,15 +135,15 @@ def test_tampered_solution_fails_its_certificate():
 
 def test_warm_start_and_limits(tmp_path):
     problem = family("lasso")
-    first = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=1e-6)
+    first = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-6, eps_rel=1e-6)
     path = tmp_path / "s.json"
     path.write_text(first.to_json())
     again = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=1e-6, warm_start=str(path))
     assert again.status.value == "optimal" and again.stats["iterations"] <= 25
-    capped = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=30, refine=False)
+    capped = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-9, eps_rel=1e-9, max_iter=30, refine=False)
     assert capped.status.value == "max_iter" and capped.solution["x"] is not None
     assert capped.status.exit_code == 5
-    refined = optsolve.qp.solve_problem(problem, eps_abs=1e-9, eps_rel=1e-9, max_iter=30)
+    refined = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-9, eps_rel=1e-9, max_iter=30)
     assert refined.status.value == "optimal" and refined.certificate.holds
     assert refined.stats["polished"] == "refined a stalled run" and "polished" in refined.message
     ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-10, eps_rel=1e-10, max_iter=100000)
@@ -152,8 +152,8 @@ def test_warm_start_and_limits(tmp_path):
 
 def test_polish_option_keeps_the_optimum():
     problem = family("portfolio")
-    plain = optsolve.qp.solve_problem(problem)
-    polished = optsolve.qp.solve_problem(problem, polish=True)
+    plain = optsolve.qp.solve_problem(problem, method="admm")
+    polished = optsolve.qp.solve_problem(problem, method="admm", polish=True)
     assert polished.status.value == "optimal" and polished.certificate.holds
     assert polished.stats["polished"] in ("polished", None)
     assert polished.objective == pytest.approx(plain.objective, rel=1e-3)
@@ -244,13 +244,13 @@ def test_false_unboundedness_claim_is_refuted():
 
     problem = load_problem(str(MM / "PRIMALC2.mat"), SCHEMA)
     osqp_says = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
-    ours = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=2000)
+    ours = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-6, eps_rel=0.0, max_iter=2000)
     assert osqp_says.status.value in ("unbounded", "max_iter")
     if osqp_says.status.value == "unbounded":
         assert not osqp_says.certificate.holds or osqp_says.status.value == "max_iter"
     assert ours.status.value != "unbounded"
     assert "failed the independent certificate check" in ours.message
-    refined = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
+    refined = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
     assert refined.status.value == "optimal" and refined.certificate.holds  # the active set, solved exactly
 
 

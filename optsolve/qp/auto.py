@@ -1,0 +1,104 @@
+"""The default method, ``auto``: the method is picked by the problem's structure, by a fixed rule.
+
+1. **Equality rows only (or no rows; free rows, with both bounds infinite, do not count): one KKT
+   solve.** The optimality conditions are the linear system ``[P A'; A 0] [x; y] = [-q; l]``. It is solved on the equilibrated problem (Ruiz, as
+   ADMM scales it) with the LDL' factor of the quasi-definite regularisation ``[P + delta I, A';
+   A, -delta I]`` and iterative refinement (each refinement step is a proximal step, so a singular
+   P or dependent rows still converge where the system is consistent). The answer is taken where
+   it passes OSQP's termination test; otherwise (an inconsistent system: infeasible or unbounded)
+   the problem goes on to rule 3.
+2. **A small KKT matrix (at most ``PIQP_FIRST_ENTRIES`` stored entries): PIQP first.** At that
+   size every method's cost is per-call overhead, and a compiled interior-point method answers in
+   a few milliseconds where ADMM's Python iterations take several times as long; an answer that
+   is not optimal, or a claim that fails its check, goes on to rule 3.
+3. **Otherwise ADMM, handed over to PIQP once its iterations have cost ``SWITCH_AFTER`` times its
+   setup** (a ski-rental rule: an interior-point solve costs about that many factorisations of the
+   same KKT matrix, and the setup's time is an upper bound on one). Problems where ADMM converges
+   in few iterations keep its single factorisation; slow ones (portfolio optimisation: thousands
+   of iterations) pay at most about twice PIQP's time.
+
+The thresholds are measured with ``bin/bench-qp`` (its family table has a row for the default) on
+the ten generated families at 2,000-20,000 variables: see ``docs/qp-default.md``. A warm start
+goes straight to ADMM, the only method that takes one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import numpy as np
+import scipy.sparse as sp
+
+from optsolve.core.clock import remaining
+from optsolve.qp.problems import QPProblem
+
+PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
+SWITCH_AFTER = 15.0  # ADMM hands over to PIQP after iterations costing this many setups
+KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
+KKT_REFINE = 25  # at most this many refinement steps
+KKT_SCALING = 10  # Ruiz passes, as ADMM's default
+
+
+def kkt_entries(qp: QPProblem) -> int:
+    """Stored entries of the upper-triangular KKT matrix ``[P + sigma I, A'; ., -D]``."""
+    return int(sp.triu(qp.P).nnz) + int(qp.A.nnz) + qp.n + qp.m
+
+
+def equality_rows(qp: QPProblem) -> np.ndarray:
+    return np.isfinite(qp.l) & (qp.l == qp.u)
+
+
+def equality_only(qp: QPProblem) -> bool:
+    """Every row an equality (``l = u``, finite) or free (both bounds infinite), or no rows."""
+    return qp.m == 0 or bool(np.all(equality_rows(qp) | (np.isinf(qp.l) & np.isinf(qp.u))))
+
+
+def has_piqp() -> bool:
+    return importlib.util.find_spec("piqp") is not None
+
+
+def choose(qp: QPProblem, warm: bool) -> str:
+    """The rule's first step for ``qp``: 'kkt', 'piqp' or 'admm' (each falls through to 'admm')."""
+    if warm:
+        return "admm"
+    if equality_only(qp):
+        return "kkt"
+    if has_piqp() and kkt_entries(qp) <= PIQP_FIRST_ENTRIES:
+        return "piqp"
+    return "admm"
+
+
+def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | None = None):
+    """The equality-constrained (or unconstrained) QP by its KKT system: ``(x, y, z, steps)``, unscaled, where the
+    answer passes OSQP's termination test at (eps_abs, eps_rel); else None."""
+    from optsolve.qp.admm import passes_termination, ruiz_scale
+    from optsolve.qp.ldl import QuasiDefinite
+
+    eq = equality_rows(qp)
+    s = ruiz_scale(QPProblem(P=qp.P, q=qp.q, A=qp.A[eq], l=qp.l[eq], u=qp.u[eq]), KKT_SCALING)  # free rows left out
+    n, m = qp.n, int(eq.sum())
+    K = sp.bmat([[s.P, s.A.T], [s.A, None]], format="csr") if m else s.P.tocsr()
+    rhs = np.concatenate([-s.q, s.l]) if m else -s.q
+    try:
+        factor = QuasiDefinite(s.P + KKT_DELTA * sp.eye(n, format="csc"), s.A if m else None, np.full(m, KKT_DELTA))
+    except RuntimeError:
+        return None
+    sol = np.zeros(n + m)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for step in range(1, KKT_REFINE + 1):
+            sol = sol + factor.solve(rhs - K @ sol)
+            if not np.all(np.isfinite(sol)):
+                return None
+            x, y = sol[:n], sol[n:]
+            if passes_termination(s, x, y, np.clip(s.A @ x, s.l, s.u), eps_abs, eps_rel):
+                y_all = np.zeros(qp.m)
+                y_all[eq] = s.E * y / s.c
+                return s.D * x, y_all, qp.A @ (s.D * x), step
+            if deadline is not None and time.perf_counter() > deadline:
+                return None
+    return None
+
+
+def deadline_of(s: dict) -> float | None:
+    return None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])

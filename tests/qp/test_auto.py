@@ -1,0 +1,134 @@
+"""The default method ``auto``: each branch of its rule, each fall-through, against dense references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import optsolve.qp
+from optsolve.qp import auto
+from optsolve.qp.admm import SWITCHED, ADMMSettings, solve_admm
+from optsolve.qp.problems import FAMILIES, SCHEMA, prepare
+
+needs_piqp = pytest.mark.skipif(not auto.has_piqp(), reason="piqp is not installed")
+
+
+def problem(raw: dict):
+    return SCHEMA.validate(raw, source="test")
+
+
+def kkt_reference(P, q, A, b):
+    """min 1/2 x'Px + q'x s.t. Ax = b by a dense solve of the KKT system (least squares where singular)."""
+    n, m = P.shape[0], A.shape[0]
+    K = np.block([[P, A.T], [A, np.zeros((m, m))]])
+    sol = np.linalg.lstsq(K, np.concatenate([-q, b]), rcond=None)[0]
+    return sol[:n], sol[n:]
+
+
+def test_default_is_auto_and_reports_what_ran():
+    res = optsolve.qp.solve_problem(problem(FAMILIES["chain"].generate(np.random.default_rng(0), n=40)))
+    assert res.method == "auto" and res.stats["method_used"] in ("piqp", "admm", "admm, then piqp", "kkt")
+    assert res.status.value == "optimal" and res.certificate.holds
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_equality_only_is_one_kkt_solve(seed):
+    rng = np.random.default_rng(seed)
+    n, m = 30, 12
+    F = rng.standard_normal((n, n - m + 2))
+    P = F @ F.T  # singular (rank n - m + 2), positive definite on the equality rows' null space
+    P += np.diag(rng.uniform(0.0, 1.0, n) * (seed % 2))
+    A = rng.standard_normal((m, n))
+    b = rng.standard_normal(m)
+    q = rng.standard_normal(n)
+    raw = {"P": sp.csc_matrix(P), "q": q, "A": sp.csc_matrix(A), "l": b, "u": b}
+    res = optsolve.qp.solve_problem(problem(raw), eps_abs=1e-8, eps_rel=1e-8)
+    assert res.stats["method_used"] == "kkt" and res.status.value == "optimal" and res.certificate.holds
+    x, y = kkt_reference(P, q, A, b)
+    ref = 0.5 * x @ P @ x + q @ x
+    assert res.objective == pytest.approx(ref, rel=1e-6, abs=1e-6)
+    np.testing.assert_allclose(A @ res.solution["x"], b, atol=1e-6)
+
+
+def test_equality_only_with_dependent_rows_and_without_rows():
+    P = sp.diags([1.0, 2.0, 4.0], format="csc")
+    q = np.array([1.0, -1.0, 2.0])
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [2.0, 2.0, 0.0], [0.0, 1.0, 1.0]]))  # row 2 = 2 x row 1
+    b = np.array([1.0, 2.0, 0.5])
+    res = optsolve.qp.solve_problem(problem({"P": P, "q": q, "A": A, "l": b, "u": b}), eps_abs=1e-9, eps_rel=1e-9)
+    assert res.stats["method_used"] == "kkt" and res.certificate.holds
+    x, _ = kkt_reference(P.toarray(), q, A.toarray(), b)
+    np.testing.assert_allclose(res.solution["x"], x, atol=1e-7)
+    # a free row (both bounds infinite) is no constraint: still one KKT solve, its dual 0
+    Af = sp.vstack([A, sp.csc_matrix(np.array([[1.0, 0.0, 1.0]]))], format="csc")
+    raw = {"P": P, "q": q, "A": Af, "l": np.append(b, -np.inf), "u": np.append(b, np.inf)}
+    res = optsolve.qp.solve_problem(problem(raw), eps_abs=1e-9, eps_rel=1e-9)
+    assert res.stats["method_used"] == "kkt" and res.certificate.holds and res.solution["y"][3] == 0.0
+    np.testing.assert_allclose(res.solution["x"], x, atol=1e-7)
+    free = optsolve.qp.solve_problem(problem({"P": P, "q": q}), eps_abs=1e-9, eps_rel=1e-9)
+    assert free.stats["method_used"] == "kkt"
+    np.testing.assert_allclose(free.solution["x"], -q / np.array([1.0, 2.0, 4.0]), atol=1e-8)
+
+
+def test_inconsistent_equalities_and_unbounded_fall_through_to_admm():
+    A = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, 1.0]]))
+    infeasible = problem({"P": sp.eye(2, format="csc"), "q": np.zeros(2), "A": A, "l": np.array([1.0, 2.0]),
+                          "u": np.array([1.0, 2.0])})
+    res = optsolve.qp.solve_problem(infeasible)
+    assert res.status.value == "infeasible" and res.certificate.holds
+    assert res.stats["method_used"].startswith("admm") and "KKT system" in res.message
+    unbounded = problem({"P": sp.diags([1.0, 0.0], format="csc"), "q": np.array([0.0, -1.0])})
+    res = optsolve.qp.solve_problem(unbounded)
+    assert res.status.value == "unbounded" and res.certificate.holds
+
+
+@needs_piqp
+def test_small_problems_go_to_piqp_and_match_osqp():
+    for fam in ("portfolio", "huber", "flow"):
+        p = problem(FAMILIES[fam].generate(np.random.default_rng(3), n=300))
+        assert auto.choose(prepare(p), warm=False) == "piqp"
+        res = optsolve.qp.solve_problem(p, eps_abs=1e-6, eps_rel=1e-6)
+        ref = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-9, eps_rel=1e-9, max_iter=200000)
+        assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
+        assert res.objective == pytest.approx(ref.objective, rel=1e-4, abs=1e-5)
+
+
+@needs_piqp
+def test_piqp_that_does_not_answer_falls_through_to_admm(monkeypatch):
+    from optsolve.qp import peers
+
+    def broken(qp, s, time_limit):
+        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
+                "stats": {"iterations": 3, "piqp_status": "PIQP_NUMERICS"}}
+
+    monkeypatch.setattr(peers, "solve_piqp", broken)
+    p = problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=100))
+    res = optsolve.qp.solve_problem(p)
+    assert res.stats["method_used"] == "admm" and res.status.value == "optimal" and res.certificate.holds
+    assert "PIQP ended PIQP_NUMERICS" in res.message
+
+
+def test_rule_without_piqp_and_with_a_warm_start(monkeypatch):
+    p = problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=100))
+    qp = prepare(p)
+    assert auto.choose(qp, warm=True) == "admm"
+    monkeypatch.setattr(auto, "has_piqp", lambda: False)
+    assert auto.choose(qp, warm=False) == "admm"
+    res = optsolve.qp.solve_problem(p)
+    assert res.stats["method_used"] == "admm" and res.certificate.holds
+    big = prepare(problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000)))
+    assert auto.kkt_entries(big) > auto.PIQP_FIRST_ENTRIES
+
+
+@needs_piqp
+def test_admm_hands_a_slow_run_over_to_piqp():
+    """switch_after = 0: the first termination check that fails hands over; the answer passes the same test."""
+    qp = prepare(problem(FAMILIES["portfolio"].generate(np.random.default_rng(2), n=200)))
+    st = ADMMSettings(eps_abs=1e-6, eps_rel=1e-6, switch_after=0.0)
+    r = solve_admm(qp, st)
+    assert r.status == "optimal" and r.polished == SWITCHED and r.iterations == st.check_every
+    assert "handed over to PIQP" in r.message
+    ref = solve_admm(qp, ADMMSettings(eps_abs=1e-6, eps_rel=1e-6))
+    assert ref.polished is None and ref.iterations > r.iterations
+    assert qp.objective(r.x) == pytest.approx(qp.objective(ref.x), rel=1e-4, abs=1e-6)
