@@ -176,17 +176,20 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     a_rows, a_cols = A.indices, _columns(A)
     D, E, c = np.ones(n), np.ones(m), 1.0
     row_max = _RowMax(A)
+    u_max = _col_max(U)  # kept up to date: a positive factor on every entry multiplies each column's maximum
     for _ in range(passes):
-        dn = _limit(np.maximum(_col_max(U), _col_max(A)))
+        dn = _limit(np.maximum(u_max, _col_max(A)))
         en = _limit(row_max(A))
         dt, et = 1.0 / np.sqrt(dn), 1.0 / np.sqrt(en)
         U.data *= dt[u_rows] * dt[u_cols]
         A.data *= et[a_rows] * dt[a_cols]
         q = q * dt
         D, E = D * dt, E * et
-        mean_col = float(_col_max(U).mean()) if n else 0.0
+        u_max = _col_max(U)
+        mean_col = float(u_max.mean()) if n else 0.0
         ct = 1.0 / float(_limit(np.array([max(mean_col, float(_limit(np.array([np.abs(q).max() if n else 0.0]))[0]))]))[0])
         U.data *= ct
+        u_max *= ct
         q = q * ct
         c *= ct
         if max(float(np.abs(dt - 1.0).max(initial=0.0)), float(np.abs(et - 1.0).max(initial=0.0)), abs(ct - 1.0)) \
@@ -215,12 +218,17 @@ def support(y, l, u, dead=None) -> float:
 
 
 class KKT:
-    """The factored KKT matrix ``[P + sigma I, A'; A, -diag(1/rho)]`` for a rho vector
-    (:class:`optsolve.qp.ldl.QuasiDefinite`: pattern and ordering once); :meth:`update` refactors."""
+    """The factored KKT matrix ``[P + sigma I, A'; A, -diag(1/rho)]`` for a rho vector: in its reduced form
+    where that is sparse enough (:class:`optsolve.qp.reduced.Reduced`), else as it is
+    (:class:`optsolve.qp.ldl.QuasiDefinite`); pattern and ordering once, :meth:`update` refactors."""
 
-    def __init__(self, s: Scaled, sigma: float, rho_vec: np.ndarray):
+    def __init__(self, s: Scaled, sigma: float, rho_vec: np.ndarray, reduced: bool = True):
+        from optsolve.qp.reduced import Reduced
+
         self.s, self.sigma, self.rho_vec, self.inv_rho = s, sigma, rho_vec, 1.0 / rho_vec
-        self.ldl = QuasiDefinite(s.P + sigma * sp.eye(s.P.shape[0], format="csc"), s.A, self.inv_rho)
+        H = s.P + sigma * sp.eye(s.P.shape[0], format="csc")
+        self.ldl = (Reduced.of(H.tocsc(), s.A, self.inv_rho) if reduced else None) or \
+            QuasiDefinite(H, s.A, self.inv_rho)
 
     @property
     def factorisations(self) -> int:

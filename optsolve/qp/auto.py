@@ -74,14 +74,17 @@ def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | N
     answer passes OSQP's termination test at (eps_abs, eps_rel); else None."""
     from optsolve.qp.admm import passes_termination, ruiz_scale
     from optsolve.qp.ldl import QuasiDefinite
+    from optsolve.qp.reduced import Reduced
 
     eq = equality_rows(qp)
     s = ruiz_scale(QPProblem(P=qp.P, q=qp.q, A=qp.A[eq], l=qp.l[eq], u=qp.u[eq]), KKT_SCALING)  # free rows left out
     n, m = qp.n, int(eq.sum())
     K = sp.bmat([[s.P, s.A.T], [s.A, None]], format="csr") if m else s.P.tocsr()
     rhs = np.concatenate([-s.q, s.l]) if m else -s.q
+    H = (s.P + KKT_DELTA * sp.eye(n, format="csc")).tocsc()
     try:
-        factor = QuasiDefinite(s.P + KKT_DELTA * sp.eye(n, format="csc"), s.A if m else None, np.full(m, KKT_DELTA))
+        factor = (Reduced.of(H, s.A, np.full(m, KKT_DELTA)) if m else None) or \
+            QuasiDefinite(H, s.A if m else None, np.full(m, KKT_DELTA))
     except RuntimeError:
         return None
     sol = np.zeros(n + m)

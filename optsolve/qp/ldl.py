@@ -110,6 +110,27 @@ class QuasiDefinite:
         return self._solver.solve(np.ascontiguousarray(rhs, dtype=np.float64))
 
 
+def cvxopt_matrix(cvxopt, K: sp.csc_matrix, lower: bool = False):
+    """The triangle ``K`` (sorted CSC; upper, or lower where ``lower``) as a cvxopt matrix: ``(C, order, uplo)``,
+    where ``order`` (None, or indices into K's data) gives C's values from K's and ``uplo`` names C's triangle.
+
+    cvxopt builds a matrix in time that grows faster than linearly with its columns' lengths (a KKT
+    matrix with 100 dense rows of A: 0.78 s as the upper triangle, 0.04 s as the lower), so the
+    triangle with the shorter columns is passed: K, or its transpose."""
+    n = K.shape[0]
+    as_is = float(np.sum(np.diff(K.indptr).astype(float) ** 2))
+    transposed = float(np.sum(np.bincount(K.indices, minlength=n).astype(float) ** 2))
+    order, uplo, M = None, "L" if lower else "U", K
+    if transposed < as_is:
+        T = sp.csc_matrix((np.arange(K.nnz, dtype=np.float64), K.indices, K.indptr), shape=K.shape).T.tocsc()
+        T.sort_indices()
+        order, uplo = T.data.astype(np.int64), "U" if lower else "L"
+        M = sp.csc_matrix((K.data[order], T.indices, T.indptr), shape=K.shape)
+    cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(M.indptr))
+    C = cvxopt.spmatrix(cvxopt.matrix(M.data), cvxopt.matrix(M.indices.astype(np.int64)), cvxopt.matrix(cols), (n, n))
+    return C, order, uplo
+
+
 class _Cholmod:
     """The same LDL' by CHOLMOD's simplicial factorisation (through cvxopt), where cvxopt imports.
 
@@ -132,23 +153,9 @@ class _Cholmod:
             from cvxopt import cholmod
         except ImportError:
             return None
-        n = K.shape[0]
-        if n == 0 or K.nnz >= 2**31:  # cvxopt's CHOLMOD indexes in 32 bits
+        if K.shape[0] == 0 or K.nnz >= 2**31:  # cvxopt's CHOLMOD indexes in 32 bits
             return None
-        # cvxopt builds a matrix in time that grows faster than linearly with its columns' lengths (a KKT matrix
-        # with 100 dense rows of A: 0.78 s as the upper triangle, 0.04 s as the lower): the triangle with the
-        # shorter columns is passed, with the order that takes K's entries to it
-        upper_cost = float(np.sum(np.diff(K.indptr).astype(float) ** 2))
-        lower_cost = float(np.sum(np.bincount(K.indices, minlength=n).astype(float) ** 2))
-        order, uplo, M = None, "U", K
-        if lower_cost < upper_cost:
-            T = sp.csc_matrix((np.arange(K.nnz, dtype=np.float64), K.indices, K.indptr), shape=K.shape).T.tocsc()
-            T.sort_indices()
-            order, uplo = T.data.astype(np.int64), "L"
-            M = sp.csc_matrix((K.data[order], T.indices, T.indptr), shape=K.shape)
-        cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(M.indptr))
-        C = cvxopt.spmatrix(cvxopt.matrix(M.data), cvxopt.matrix(M.indices.astype(np.int64)), cvxopt.matrix(cols),
-                            (n, n))
+        C, order, uplo = cvxopt_matrix(cvxopt, K)
         if len(C.V) != K.nnz:  # an entry merged or dropped: values could not be written by position
             return None
         cholmod.options["supernodal"] = 0  # simplicial: LDL' (the supernodal factorisation is LL', definite only)
