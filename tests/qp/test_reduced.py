@@ -33,8 +33,13 @@ def setup(rng, n=40, m=60, dense_row=False):
     return H, A.tocsc(), l, u
 
 
-def test_solves_like_the_kkt_matrix_and_refactors_per_class(monkeypatch):
+def small_allowed(monkeypatch):
     monkeypatch.setattr(reduced, "MIN_ENTRIES", 0)
+    monkeypatch.setattr(reduced, "MIN_DENSITY", 0.0)
+
+
+def test_solves_like_the_kkt_matrix_and_refactors_per_class(monkeypatch):
+    small_allowed(monkeypatch)
     rng = np.random.default_rng(0)
     H, A, l, u = setup(rng)
     d = 1.0 / rho_vector(0.1, l, u)
@@ -56,6 +61,9 @@ def test_declines_small_problems_and_dense_rows(monkeypatch):
     d = 1.0 / rho_vector(0.1, l, u)
     assert Reduced.of(H, A, d) is None  # below MIN_ENTRIES
     monkeypatch.setattr(reduced, "MIN_ENTRIES", 0)
+    assert Reduced.of(H, A, d) is None  # below MIN_DENSITY: thin supernodes
+    small_allowed(monkeypatch)
+    assert Reduced.of(H, A, d) is not None
     monkeypatch.setattr(reduced, "GRAM_BOUND", 1.0)
     H, A, l, u = setup(rng, dense_row=True)
     assert Reduced.of(H, A, 1.0 / rho_vector(0.1, l, u)) is None  # A'A as dense as the dense row makes it
@@ -63,7 +71,7 @@ def test_declines_small_problems_and_dense_rows(monkeypatch):
 
 @pytest.mark.parametrize("fam", ["random", "mpc", "grid", "eqqp"])
 def test_admm_reaches_the_same_answer_in_either_form(monkeypatch, fam):
-    monkeypatch.setattr(reduced, "MIN_ENTRIES", 0)
+    small_allowed(monkeypatch)
     qp = prepare(SCHEMA.validate(FAMILIES[fam].generate(np.random.default_rng(3), n=80), source="test"))
     st = ADMMSettings(eps_abs=1e-7, eps_rel=1e-7, max_iter=20000)
     s = ruiz_scale(qp, st.scaling)
