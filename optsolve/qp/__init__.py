@@ -406,7 +406,7 @@ def _auto(qp, s, progress, x0, y0):
     out = _admm(qp, s, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None)
     out["stats"]["method_used"] = "admm, then piqp" if out["stats"]["polished"] == SWITCHED else "admm"
     if before:
-        out["message"] = (before + "solved by admm. " + out["message"]).strip()
+        out["message"] = (before + "ADMM ran next. " + out["message"]).strip()
     return out
 
 
