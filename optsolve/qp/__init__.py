@@ -429,8 +429,8 @@ def _no_variables(qp: QPProblem) -> dict:
 METHODS = {"auto": _auto, "admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
            "deepdistributed": _deepdistributed, "piqp": _interior_point_peer("piqp"),
            "clarabel": _interior_point_peer("clarabel")}
-DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0, "piqp": 0.1,
-               "clarabel": 0.1}
+DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0,
+               "piqp": 0.1, "clarabel": 0.1}
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,

@@ -222,13 +222,12 @@ class KKT:
     where that is sparse enough (:class:`optsolve.qp.reduced.Reduced`), else as it is
     (:class:`optsolve.qp.ldl.QuasiDefinite`); pattern and ordering once, :meth:`update` refactors."""
 
-    def __init__(self, s: Scaled, sigma: float, rho_vec: np.ndarray, reduced: bool = True):
+    def __init__(self, s: Scaled, sigma: float, rho_vec: np.ndarray):
         from optsolve.qp.reduced import Reduced
 
         self.s, self.sigma, self.rho_vec, self.inv_rho = s, sigma, rho_vec, 1.0 / rho_vec
-        H = s.P + sigma * sp.eye(s.P.shape[0], format="csc")
-        self.ldl = (Reduced.of(H.tocsc(), s.A, self.inv_rho) if reduced else None) or \
-            QuasiDefinite(H, s.A, self.inv_rho)
+        H = (s.P + sigma * sp.eye(s.P.shape[0], format="csc")).tocsc()
+        self.ldl = Reduced.of(H, s.A, self.inv_rho) or QuasiDefinite(H, s.A, self.inv_rho)
 
     @property
     def factorisations(self) -> int:

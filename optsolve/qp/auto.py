@@ -1,11 +1,12 @@
 """The default method, ``auto``: the method is picked by the problem's structure, by a fixed rule.
 
 1. **Equality rows only (or no rows; free rows, with both bounds infinite, do not count): one KKT
-   solve.** The optimality conditions are the linear system ``[P A'; A 0] [x; y] = [-q; l]``. It is solved on the equilibrated problem (Ruiz, as
-   ADMM scales it) with the LDL' factor of the quasi-definite regularisation ``[P + delta I, A';
-   A, -delta I]`` and iterative refinement (each refinement step is a proximal step, so a singular
-   P or dependent rows still converge where the system is consistent). The answer is taken where
-   it passes OSQP's termination test; otherwise (an inconsistent system: infeasible or unbounded)
+   solve.** The optimality conditions are the linear system ``[P A'; A 0] [x; y] = [-q; l]``. It
+   is solved on the equilibrated problem (Ruiz, as ADMM scales it) with the factor of the
+   quasi-definite regularisation ``[P + delta I, A'; A, -delta I]`` (in reduced form where that
+   is dense, :mod:`optsolve.qp.reduced`) and iterative refinement (each refinement step is a
+   proximal step, so a singular P or dependent rows still converge where the system is
+   consistent). The answer is taken where it passes OSQP's termination test; otherwise (an inconsistent system: infeasible or unbounded)
    the problem goes on to rule 3.
 2. **A small KKT matrix (at most ``PIQP_FIRST_ENTRIES`` stored entries): PIQP first.** At that
    size every method's cost is per-call overhead, and a compiled interior-point method answers in

@@ -52,9 +52,10 @@ class Reduced:
     """The x-part of the KKT system by the supernodal Cholesky factor of ``H + A' diag(rho) A``; the same
     interface as :class:`optsolve.qp.ldl.QuasiDefinite` (``d`` = 1/rho)."""
 
-    def __init__(self, A, d, classes, Hl, grams, parts, size, factor):
+    def __init__(self, A, d, classes, Hl, grams, parts, pattern, factor):
         self.n, self.A, self.At = A.shape[1], A, A.T.tocsc()
-        self._classes, self._Hl, self._grams, self._parts, self._size = classes, Hl, grams, parts, size
+        self._classes, self._Hl, self._grams, self._parts, self._pattern = classes, Hl, grams, parts, pattern
+        self._size = pattern.nnz
         self._cvxopt, self._cholmod, self._C, self._F, self._order = factor
         self.rho = 1.0 / d
         self.factorisations = 1
@@ -103,7 +104,7 @@ class Reduced:
             cholmod.numeric(C, F)
         except ArithmeticError:  # not positive definite in float64: the KKT form does not need that
             return None
-        return cls(A, d, (values, classes), Hl, grams, parts, pattern.nnz, (cvxopt, cholmod, C, F, order))
+        return cls(A, d, (values, classes), Hl, grams, parts, pattern, (cvxopt, cholmod, C, F, order))
 
     @staticmethod
     def _combine(size, Hl, grams, parts, values) -> np.ndarray:
@@ -114,15 +115,19 @@ class Reduced:
         return out
 
     def update(self, d: np.ndarray, h_diagonal: np.ndarray | None = None, check: bool = False):
-        """New 1/rho (constant on each of the rows' classes): new values, the numeric factorisation only."""
+        """New 1/rho: new values on the same pattern (from the classes' Gram matrices where rho is still constant on
+        each class), the numeric factorisation only."""
         if h_diagonal is not None:
             raise ValueError("the reduced form keeps H")
         rho = 1.0 / np.asarray(d, dtype=float)
         values, classes = self._classes
-        new = np.array([rho[classes == k][0] for k in range(values.size)])
-        if not np.array_equal(rho, new[classes]):
-            raise ValueError("rho is not constant on the classes of rows the reduced form was built for")
-        data = self._combine(self._size, self._Hl, self._grams, self._parts, new)
+        new = np.array([rho[classes == k][0] if np.any(classes == k) else 0.0 for k in range(values.size)])
+        if np.array_equal(rho, new[classes]):
+            data = self._combine(self._size, self._Hl, self._grams, self._parts, new)
+        else:  # rows of one class now differ: the weighted Gram matrix itself (its pattern is within the classes')
+            weighted = sp.tril(self.At @ sp.diags(rho) @ self.A, format="csc")
+            parts = [self._parts[0], _positions(self._pattern, weighted)]
+            data = self._combine(self._size, self._Hl, [weighted], parts, [1.0])
         self._C.V = self._cvxopt.matrix(data if self._order is None else data[self._order])
         self._cholmod.options["supernodal"] = 2
         try:

@@ -51,8 +51,13 @@ def test_solves_like_the_kkt_matrix_and_refactors_per_class(monkeypatch):
     f.update(d2)
     np.testing.assert_allclose(f.solve(b), spla.spsolve(kkt(H, A, d2), b), rtol=1e-6, atol=1e-8)
     assert f.factorisations == 2
-    with pytest.raises(ValueError, match="constant on the classes"):
-        f.update(d2 * (1.0 + np.arange(d2.size)))
+    d3 = d2 * (1.0 + np.arange(d2.size))  # a rho per row: the weighted Gram matrix itself
+    f.update(d3)
+    np.testing.assert_allclose(f.solve(b), spla.spsolve(kkt(H, A, d3), b), rtol=1e-6, atol=1e-8)
+    # a class whose rows shared a value at the start (rho 1e-6 on inequalities and free rows alike) may split
+    g = Reduced.of(H, A, np.full(d.size, 2.0))
+    g.update(d)
+    np.testing.assert_allclose(g.solve(b), spla.spsolve(kkt(H, A, d), b), rtol=1e-6, atol=1e-8)
 
 
 def test_declines_small_problems_and_dense_rows(monkeypatch):
