@@ -342,13 +342,14 @@ def test_stalled_lp_like_run_is_finished_by_interior_point_steps():
     problem = load_problem(str(MM / "QSCAGR7.mat"), SCHEMA)
     osqp_says = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-3, eps_rel=0.0, max_iter=10000)
     ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-9, eps_rel=0.0, max_iter=200000)
-    ours = optsolve.qp.solve_problem(problem, eps_abs=1e-3, eps_rel=0.0, max_iter=10000)
+    ours = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-3, eps_rel=0.0, max_iter=10000)
     assert osqp_says.status.value != "optimal"
     assert ours.status.value == "optimal" and ours.certificate.holds
     assert ours.stats["polished"] == "refined a stalled run by interior-point steps"
     assert "interior-point" in ours.message
     assert ours.objective == pytest.approx(ref.objective, rel=1e-3)  # a 1e-3 (absolute) answer
-    plain = optsolve.qp.solve_problem(problem, eps_abs=1e-3, eps_rel=0.0, max_iter=10000, refine=False)
+    plain = optsolve.qp.solve_problem(problem, method="admm", eps_abs=1e-3, eps_rel=0.0, max_iter=10000,
+                                      refine=False)
     assert plain.status.value != "optimal"
 
 
