@@ -119,3 +119,25 @@ def test_node_costs_are_measured_times_of_every_node(chain):
     assert cost.shape == (len(nodes),) and np.all(cost > 0) and np.all(cost < 1.0)
     # the node holding the whole (connected) cost matrix is the costliest
     assert int(np.argmax(cost)) == int(np.argmax([nd.Q.nnz for nd in nodes]))
+
+
+def test_ranks_on_one_machine_share_its_cores():
+    """Each rank's BLAS threads are capped at cores / ranks on the machine; under the cap, left alone."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from optsolve.qp.distributed import MPIRanks
+
+    def blas_threads():
+        return [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+
+    if not blas_threads():
+        pytest.skip("no BLAS library reports its threads to threadpoolctl")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    with threadpool_limits(limits=None):
+        before = blas_threads()
+        MPIRanks._share_cores(2 * cores)  # more ranks than cores: one thread each
+        assert max(blas_threads()) == 1
+        with threadpool_limits(limits=1):
+            MPIRanks._share_cores(1)  # one rank: the cap (all cores) is not below 1 thread: left alone
+            assert max(blas_threads()) == 1
+    assert blas_threads() == before
