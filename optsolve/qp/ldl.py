@@ -131,6 +131,9 @@ def cvxopt_matrix(cvxopt, K: sp.csc_matrix, lower: bool = False):
     return C, order, uplo
 
 
+QDLDL_DEGREE = 32  # no row of K with more entries than this: QDLDL (both orderings are fast; no conversion)
+
+
 class _Cholmod:
     """The same LDL' by CHOLMOD's simplicial factorisation (through cvxopt), where cvxopt imports.
 
@@ -139,7 +142,10 @@ class _Cholmod:
     against 5.3 s at 10,000 variables, where the factorisation itself takes 0.25 s). The numeric
     factorisation and the solves cost what QDLDL's do. CHOLMOD's LDL' does not pivot, so a
     quasi-definite matrix factors in its fill-reducing order; a zero pivot raises RuntimeError.
-    Inertia checks (``check=True``) stay with QDLDL, whose pivots are read back.
+    Inertia checks (``check=True``) stay with QDLDL, whose pivots are read back, and so do matrices
+    whose rows all have at most ``QDLDL_DEGREE`` entries: there both orderings are fast and the
+    conversion to cvxopt's matrix is a third of the setup (a chain of 10,000 variables: 27 ms
+    against 18 ms).
     """
 
     def __init__(self, cvxopt, cholmod, C, symbolic, order):
@@ -154,6 +160,9 @@ class _Cholmod:
         except ImportError:
             return None
         if K.shape[0] == 0 or K.nnz >= 2**31:  # cvxopt's CHOLMOD indexes in 32 bits
+            return None
+        degree = np.diff(K.indptr) + np.bincount(K.indices, minlength=K.shape[0])
+        if int(degree.max()) <= QDLDL_DEGREE:
             return None
         C, order, uplo = cvxopt_matrix(cvxopt, K)
         if len(C.V) != K.nnz:  # an entry merged or dropped: values could not be written by position

@@ -66,6 +66,8 @@ def backend(monkeypatch, name):
 
     if name == "cholmod" and importlib.util.find_spec("cvxopt") is None:
         pytest.skip("cvxopt is not installed")
+    if name == "cholmod":  # these small matrices have sparse rows, which go to QDLDL by default
+        monkeypatch.setattr(ldl, "QDLDL_DEGREE", 0)
     if name == "qdldl":
         monkeypatch.setattr(ldl._Cholmod, "of", classmethod(lambda cls, K: None))
 
@@ -73,8 +75,8 @@ def backend(monkeypatch, name):
 @pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize("dense_rows", [0, 3])
 def test_both_factorisers_solve_and_refactor(monkeypatch, name, dense_rows):
-    """Without check, CHOLMOD (cvxopt) where it imports, else QDLDL; dense rows of B make its lower triangle the
-    cheaper one to pass, so both orders of the entries are exercised."""
+    """Without check, CHOLMOD (cvxopt) where it imports and some row is dense enough, else QDLDL; dense rows of B
+    make its lower triangle the cheaper one to pass, so both orders of the entries are exercised."""
     backend(monkeypatch, name)
     rng = np.random.default_rng(dense_rows)
     n, m = 40, 50
@@ -106,3 +108,18 @@ def test_a_zero_pivot_is_a_singular_matrix(monkeypatch, name):
         f = QuasiDefinite(H + sp.eye(2), None, np.zeros(0))
         with pytest.raises(RuntimeError, match="singular"):
             f.update(np.zeros(0), h_diagonal=np.array([1.0, 1.0]))
+
+
+def test_sparse_rows_go_to_qdldl_and_dense_ones_to_cholmod():
+    import importlib.util
+
+    if importlib.util.find_spec("cvxopt") is None:
+        pytest.skip("cvxopt is not installed")
+    from optsolve.qp.ldl import QDLDL_DEGREE
+
+    n = 3 * QDLDL_DEGREE
+    H = sp.eye(n, format="csc")
+    banded = sp.diags([np.ones(n - 1)], [1], shape=(n - 1, n), format="csc")
+    assert QuasiDefinite(H, banded, np.ones(n - 1))._cholmod is None
+    dense = sp.csc_matrix(np.ones((1, n)))
+    assert QuasiDefinite(H, dense, np.ones(1))._cholmod is not None
