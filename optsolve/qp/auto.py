@@ -41,9 +41,16 @@ KKT_REFINE = 25  # at most this many refinement steps
 KKT_SCALING = 10  # Ruiz passes, as ADMM's default
 
 
+def upper_entries(P: sp.csc_matrix) -> int:
+    """Stored entries of the upper triangle of the symmetric ``P`` (both triangles stored), counted without
+    building it: the off-diagonal ones are half the rest."""
+    diagonal = int(np.count_nonzero(P.indices == np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))))
+    return diagonal + (int(P.nnz) - diagonal) // 2
+
+
 def kkt_entries(qp: QPProblem) -> int:
     """Stored entries of the upper-triangular KKT matrix ``[P + sigma I, A'; ., -D]``."""
-    return int(sp.triu(qp.P).nnz) + int(qp.A.nnz) + qp.n + qp.m
+    return upper_entries(qp.P) - int(np.count_nonzero(qp.P.diagonal())) + qp.n + int(qp.A.nnz) + qp.m
 
 
 def equality_rows(qp: QPProblem) -> np.ndarray:

@@ -66,7 +66,7 @@ class Reduced:
         from optsolve.qp.ldl import cvxopt_matrix
 
         n, m = H.shape[0], A.shape[0]
-        entries = int(sp.triu(H).nnz) + int(A.nnz) + m
+        entries = (int(H.nnz) + n) // 2 + int(A.nnz) + m  # H = P + sigma I stores its whole diagonal
         if m == 0 or entries < MIN_ENTRIES:
             return None
         counts = np.diff(A.tocsr().indptr).astype(float)
