@@ -60,7 +60,8 @@ class ADMMSettings:
     time_limit: float | None = None
     polish: bool = False  # polish an optimal solution (osqp's 'polishing')
     refine_stalled: bool = True  # at max_iter or time_limit, try polishing before giving up
-    switch_after: float | None = None  # hand over to PIQP once the iterations cost this many times the setup
+    switch_after: float | None = None  # hand over to PIQP once the iterations cost the setup and this many
+    # numeric factorisations
     delta: float = 1e-6
     polish_refine_iter: int = 3
 
@@ -422,10 +423,11 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     dy = np.zeros(m)
     info = {}
     iteration = 0
-    # the ski-rental switch: PIQP costs about as many factorisations as the setup's, so once the iterations
-    # have cost ``switch_after`` setups the interior-point method is the better bet
+    # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations of
+    # the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
     switched = False
-    switch_at = None if st.switch_after is None else t_setup + st.switch_after * (t_setup - t0)
+    switch_at = None if st.switch_after is None else \
+        t_setup + (t_setup - t0) + st.switch_after * kkt.ldl.numeric_time
 
     def room() -> bool:
         # neither PIQP nor the hand-written steps can stop inside a factorisation: each starts only where the

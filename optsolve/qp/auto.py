@@ -12,11 +12,11 @@
    size every method's cost is per-call overhead, and a compiled interior-point method answers in
    a few milliseconds where ADMM's Python iterations take several times as long; an answer that
    is not optimal, or a claim that fails its check, goes on to rule 3.
-3. **Otherwise ADMM, handed over to PIQP once its iterations have cost ``SWITCH_AFTER`` times its
-   setup** (a ski-rental rule: an interior-point solve costs about that many factorisations of the
-   same KKT matrix, and the setup's time is an upper bound on one). Problems where ADMM converges
-   in few iterations keep its single factorisation; slow ones (portfolio optimisation: thousands
-   of iterations) pay at most about twice PIQP's time.
+3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
+   ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
+   interior-point solve costs about a setup and that many factorisations of the same matrix).
+   Problems where ADMM converges in few iterations keep its single factorisation; slow ones
+   (portfolio optimisation: thousands of iterations) pay at most about twice PIQP's time.
 
 The thresholds are measured with ``bin/bench-qp`` (its family table has a row for the default) on
 the ten generated families at 2,000-20,000 variables: see ``docs/qp-default.md``. A warm start
@@ -35,7 +35,7 @@ from optsolve.core.clock import remaining
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
-SWITCH_AFTER = 15.0  # ADMM hands over to PIQP after iterations costing this many setups
+SWITCH_AFTER = 15.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
 KKT_REFINE = 25  # at most this many refinement steps
 KKT_SCALING = 10  # Ruiz passes, as ADMM's default

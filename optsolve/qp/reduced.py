@@ -30,6 +30,8 @@ are factored.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -102,10 +104,14 @@ class Reduced:
         cholmod.options["supernodal"] = 2
         try:
             F = cholmod.symbolic(C, uplo=uplo)
+            start = time.perf_counter()
             cholmod.numeric(C, F)
         except ArithmeticError:  # not positive definite in float64: the KKT form does not need that
             return None
-        return cls(A, d, (values, classes), Hl, grams, parts, pattern, (cvxopt, cholmod, C, F, order))
+        numeric_time = time.perf_counter() - start
+        out = cls(A, d, (values, classes), Hl, grams, parts, pattern, (cvxopt, cholmod, C, F, order))
+        out.numeric_time = numeric_time
+        return out
 
     @staticmethod
     def _combine(size, Hl, grams, parts, values) -> np.ndarray:
