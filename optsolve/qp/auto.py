@@ -16,7 +16,9 @@
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
    Problems where ADMM converges in few iterations keep its single factorisation; slow ones
-   (portfolio optimisation: thousands of iterations) pay at most about twice PIQP's time.
+   (portfolio optimisation: thousands of iterations) pay at most about twice PIQP's time, the
+   deterministic ski-rental bound (Karlin, Manasse, Rudolph and Sleator, "Competitive snoopy
+   caching", Algorithmica 1988).
 
 The thresholds are measured with ``bin/bench-qp`` (its family table has a row for the default) on
 the ten generated families at 2,000-20,000 variables: see ``docs/qp-default.md``. A warm start

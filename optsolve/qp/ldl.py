@@ -87,6 +87,8 @@ class QuasiDefinite:
         raise RuntimeError(f"the KKT matrix is singular in float64 ({exc})") from None
 
     def _check(self):
+        if self._cholmod is not None:
+            raise ValueError("the inertia is read from QDLDL's pivots: build the factor with check=True")
         _, pivots, _ = self._solver.factors()
         if not np.all(np.isfinite(pivots)):  # entries beyond float64's range, not a sign of non-convexity
             raise RuntimeError("the KKT matrix is singular in float64 (non-finite pivots)")

@@ -122,4 +122,8 @@ def test_sparse_rows_go_to_qdldl_and_dense_ones_to_cholmod():
     banded = sp.diags([np.ones(n - 1)], [1], shape=(n - 1, n), format="csc")
     assert QuasiDefinite(H, banded, np.ones(n - 1))._cholmod is None
     dense = sp.csc_matrix(np.ones((1, n)))
-    assert QuasiDefinite(H, dense, np.ones(1))._cholmod is not None
+    f = QuasiDefinite(H, dense, np.ones(1))
+    assert f._cholmod is not None
+    with pytest.raises(ValueError, match="check=True"):  # CHOLMOD's factor has no pivots to read the inertia from
+        f.update(np.ones(1), check=True)
+    assert QuasiDefinite(H, dense, np.ones(1), check=True)._cholmod is None
