@@ -426,12 +426,13 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations of
     # the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
     switched = False
-    switch_at = None if st.switch_after is None else \
-        t_setup + (t_setup - t0) + st.switch_after * kkt.ldl.numeric_time
+    piqp_cost = (t_setup - t0) + (st.switch_after or 0.0) * kkt.ldl.numeric_time  # PIQP's expected time
+    switch_at = None if st.switch_after is None else t_setup + piqp_cost
 
     def room() -> bool:
-        # neither PIQP nor the hand-written steps can stop inside a factorisation: each starts only where the
-        # deadline leaves room for FINISH_FACTORISATIONS of them
+        # neither PIQP nor the hand-written steps can stop inside a factorisation: a stalled run's finish starts
+        # only where the deadline leaves room for FINISH_FACTORISATIONS of them (the switch, where it leaves
+        # twice PIQP's expected time)
         return deadline is None or deadline - time.perf_counter() > FINISH_FACTORISATIONS * (t_setup - t0)
 
     def residuals(x, y, z):
@@ -539,7 +540,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                     break
                 if switch_at is not None and time.perf_counter() > switch_at:
                     switch_at = None  # once: where PIQP does not answer, the iterations go on
-                    if room():
+                    if deadline is None or deadline - time.perf_counter() > 2 * piqp_cost:
                         out = _piqp_finish(s, st)
                         if out is not None and out[3] and check(*out[:3], claims=False) == "optimal":
                             x, y, z = out[:3]
