@@ -110,6 +110,11 @@ def _verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | No
     return verify
 
 
+def _deadline(s: dict) -> float | None:
+    """The ``time.perf_counter()`` value at which the settings' time limit, counted from the command's start, ends."""
+    return None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
+
+
 def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None):
     from optsolve.qp.admm import ADMMSettings, solve_admm
 
@@ -118,7 +123,7 @@ def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None):
                       adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
                       eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
                       refine_stalled=s["refine"], switch_after=switch_after)
-    deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
+    deadline = _deadline(s)
     if controller is not None:
         st.check_every = controller.interval
     r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, s["cert_tol"], deadline), progress=progress,
@@ -141,7 +146,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
 
     if x0 is not None:
         raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
-    deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
+    deadline = _deadline(s)
     comm = engine_comm(s["engine"])
     partition = qp.partition if s["nodes"] is None else None
     n_nodes = s["nodes"] or qp.nodes or (None if partition is not None else 1)
@@ -292,7 +297,7 @@ def _osqp(qp, s, progress, x0, y0):
     import osqp
     import scipy.sparse as sp
 
-    deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
+    deadline = _deadline(s)
     solver = osqp.OSQP()
     big = 1e30
     with contextlib.redirect_stdout(sys.stderr):
@@ -366,7 +371,7 @@ def _interior_point_peer(name: str):
         except ImportError:
             raise ParameterError(f"Method {name!r} needs the {name} package: pip install {name} "
                                  "(or 'optsolve[peers]').") from None
-        deadline = None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
+        deadline = _deadline(s)
         with stdout_to_stderr():
             r = solve(qp, s, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
         out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None,
@@ -389,7 +394,7 @@ def _auto(qp, s, progress, x0, y0):
     before = ""
     if first == "kkt":
         t = time.perf_counter()
-        r = auto.solve_kkt(qp, s["eps_abs"], s["eps_rel"], auto.deadline_of(s))
+        r = auto.solve_kkt(qp, s["eps_abs"], s["eps_rel"], _deadline(s))
         if r is not None:
             peers.trace_answer(qp, r[3], r[0], r[1])
             stats = {"iterations": r[3], "method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}}

@@ -25,7 +25,7 @@ from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
-from optsolve.qp.ldl import QuasiDefinite
+from optsolve.qp.ldl import QuasiDefinite, columns
 from optsolve.qp.problems import QPProblem
 
 # What the traces of `--history` record as the residual (the termination test's quantities).
@@ -152,10 +152,6 @@ class _RowMax:
         return out
 
 
-def _columns(M: sp.csc_matrix) -> np.ndarray:
-    return np.repeat(np.arange(M.shape[1]), np.diff(M.indptr))
-
-
 SCALING_FIXED = 4 * np.finfo(float).eps  # Ruiz factors this close to 1: the equilibration has converged
 
 
@@ -173,8 +169,8 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     U = sp.triu(P, format="csc")
     U.sort_indices()
     n, m = qp.n, qp.m
-    u_rows, u_cols = U.indices, _columns(U)
-    a_rows, a_cols = A.indices, _columns(A)
+    u_rows, u_cols = U.indices, columns(U)
+    a_rows, a_cols = A.indices, columns(A)
     D, E, c = np.ones(n), np.ones(m), 1.0
     row_max = _RowMax(A)
     u_max = _col_max(U)  # kept up to date: a positive factor on every entry multiplies each column's maximum
@@ -196,7 +192,7 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
         if max(float(np.abs(dt - 1.0).max(initial=0.0)), float(np.abs(et - 1.0).max(initial=0.0)), abs(ct - 1.0)) \
                 <= SCALING_FIXED:
             break  # a fixed point: further passes change nothing but rounding
-    P.data *= D[P.indices] * D[_columns(P)] * c  # once, from the accumulated scalings (exactly symmetric)
+    P.data *= D[P.indices] * D[columns(P)] * c  # once, from the accumulated scalings (exactly symmetric)
     return Scaled(P=P, q=q, A=A, l=qp.l * E, u=qp.u * E, D=D, E=E, c=c)
 
 

@@ -6,8 +6,8 @@
    quasi-definite regularisation ``[P + delta I, A'; A, -delta I]`` (in reduced form where that
    is dense, :mod:`optsolve.qp.reduced`) and iterative refinement (each refinement step is a
    proximal step, so a singular P or dependent rows still converge where the system is
-   consistent). The answer is taken where it passes OSQP's termination test; otherwise (an inconsistent system: infeasible or unbounded)
-   the problem goes on to rule 3.
+   consistent). The answer is taken where it passes OSQP's termination test; otherwise (an
+   inconsistent system: infeasible or unbounded) the problem goes on to rule 3.
 2. **A small KKT matrix (at most ``PIQP_FIRST_ENTRIES`` stored entries): PIQP first.** At that
    size every method's cost is per-call overhead, and a compiled interior-point method answers in
    a few milliseconds where ADMM's Python iterations take several times as long; an answer that
@@ -33,7 +33,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from optsolve.core.clock import remaining
+from optsolve.qp.ldl import kkt_entries
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
@@ -41,18 +41,6 @@ SWITCH_AFTER = 15.0  # ADMM hands over to PIQP after iterations costing its setu
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
 KKT_REFINE = 25  # at most this many refinement steps
 KKT_SCALING = 10  # Ruiz passes, as ADMM's default
-
-
-def upper_entries(P: sp.csc_matrix) -> int:
-    """Stored entries of the upper triangle of the symmetric ``P`` (both triangles stored), counted without
-    building it: the off-diagonal ones are half the rest."""
-    diagonal = int(np.count_nonzero(P.indices == np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))))
-    return diagonal + (int(P.nnz) - diagonal) // 2
-
-
-def kkt_entries(qp: QPProblem) -> int:
-    """Stored entries of the upper-triangular KKT matrix ``[P + sigma I, A'; ., -D]``."""
-    return upper_entries(qp.P) - int(np.count_nonzero(qp.P.diagonal())) + qp.n + int(qp.A.nnz) + qp.m
 
 
 def equality_rows(qp: QPProblem) -> np.ndarray:
@@ -74,7 +62,7 @@ def choose(qp: QPProblem, warm: bool) -> str:
         return "admm"
     if equality_only(qp):
         return "kkt"
-    if has_piqp() and kkt_entries(qp) <= PIQP_FIRST_ENTRIES:
+    if has_piqp() and kkt_entries(qp.P, qp.A) <= PIQP_FIRST_ENTRIES:
         return "piqp"
     return "admm"
 
@@ -111,7 +99,3 @@ def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | N
             if deadline is not None and time.perf_counter() > deadline:
                 return None
     return None
-
-
-def deadline_of(s: dict) -> float | None:
-    return None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])

@@ -28,6 +28,18 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def columns(M: sp.csc_matrix) -> np.ndarray:
+    """The column index of every stored entry of a CSC matrix (int64)."""
+    return np.repeat(np.arange(M.shape[1], dtype=np.int64), np.diff(M.indptr))
+
+
+def kkt_entries(P: sp.csc_matrix, A: sp.csc_matrix) -> int:
+    """Stored entries of the upper-triangular KKT matrix ``[P + sigma I, A'; ., -D]`` for a symmetric ``P`` stored
+    whole, counted without building its triangle: half of P's off-diagonal entries, the full diagonal, A, and D."""
+    off = int(P.nnz) - int(np.count_nonzero(P.indices == columns(P)))
+    return off // 2 + P.shape[0] + int(A.nnz) + A.shape[0]
+
+
 class NotQuasiDefinite(ValueError):
     """The matrix has fewer positive pivots than rows of H (H is not positive definite)."""
 
@@ -135,8 +147,8 @@ def cvxopt_matrix(cvxopt, K: sp.csc_matrix, lower: bool = False):
         T.sort_indices()
         order, uplo = T.data.astype(np.int64), "U" if lower else "L"
         M = sp.csc_matrix((K.data[order], T.indices, T.indptr), shape=K.shape)
-    cols = np.repeat(np.arange(n, dtype=np.int64), np.diff(M.indptr))
-    C = cvxopt.spmatrix(cvxopt.matrix(M.data), cvxopt.matrix(M.indices.astype(np.int64)), cvxopt.matrix(cols), (n, n))
+    C = cvxopt.spmatrix(cvxopt.matrix(M.data), cvxopt.matrix(M.indices.astype(np.int64)), cvxopt.matrix(columns(M)),
+                        (n, n))
     return C, order, uplo
 
 

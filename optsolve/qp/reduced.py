@@ -45,10 +45,10 @@ MIN_DENSITY = 128.0  # fewer entries per column in the reduced matrix's lower tr
 
 def _positions(pattern: sp.csc_matrix, part: sp.csc_matrix) -> np.ndarray:
     """Where each stored entry of ``part`` sits in ``pattern``'s data (pattern's entries include part's)."""
+    from optsolve.qp.ldl import columns
+
     n = pattern.shape[0]
-    cols_p = np.repeat(np.arange(pattern.shape[1], dtype=np.int64), np.diff(pattern.indptr))
-    cols = np.repeat(np.arange(part.shape[1], dtype=np.int64), np.diff(part.indptr))
-    return np.searchsorted(cols_p * n + pattern.indices, cols * n + part.indices)
+    return np.searchsorted(columns(pattern) * n + pattern.indices, columns(part) * n + part.indices)
 
 
 class Reduced:
@@ -65,10 +65,10 @@ class Reduced:
 
     @classmethod
     def of(cls, H: sp.csc_matrix, A: sp.csc_matrix, d: np.ndarray) -> "Reduced | None":
-        from optsolve.qp.ldl import cvxopt_matrix
+        from optsolve.qp.ldl import cvxopt_matrix, kkt_entries
 
         n, m = H.shape[0], A.shape[0]
-        entries = (int(H.nnz) + n) // 2 + int(A.nnz) + m  # H = P + sigma I stores its whole diagonal
+        entries = kkt_entries(H, A)
         if m == 0 or entries < MIN_ENTRIES:
             return None
         counts = np.diff(A.tocsr().indptr).astype(float)
