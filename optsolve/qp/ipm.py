@@ -15,7 +15,8 @@ one quasi-definite system per step,
     [P + delta I, A'; A, -W^-1] [dx; dy] = [-r_d; -g / W],   W = zl/sl + zu/su,
 
 (equality rows: ``a'dx - eps dy = -(a'x - b)``), factored once and solved twice (predictor and
-corrector).
+corrector). It is factored as ADMM's KKT matrix is (:class:`optsolve.qp.ldl.QuasiDefinite`: the
+ordering and symbolic analysis once, only the numeric LDL' again at each step, as W changes).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
+
+from optsolve.qp.ldl import QuasiDefinite
 
 REG_PRIMAL = 1e-9  # delta: regularisation of P (keeps the system quasi-definite)
 REG_EQ = 1e-10  # the same for equality rows
@@ -59,8 +61,9 @@ def _interior_point(s, x0, score, max_iter, deadline):
     zl, zu = np.where(has_l, 1.0, 0.0), np.where(has_u, 1.0, 0.0)
     ye = np.zeros(m)
     pairs = int(has_l.sum() + has_u.sum())
-    top = sp.hstack([P + REG_PRIMAL * sp.eye(n), A.T])
+    H = (P + REG_PRIMAL * sp.eye(n, format="csc")).tocsc()
     AT = A.T.tocsr()
+    factor = None
 
     def dual_y():
         return np.where(eq, ye, zu - zl)
@@ -92,23 +95,25 @@ def _interior_point(s, x0, score, max_iter, deadline):
         Wexact = np.where(eq, 0.0, np.where(free, 1e12, 1.0 / np.maximum(W, 1e-300)))
         Winv = np.clip(np.where(eq, REG_EQ, Wexact), REG_EQ, 1e12)
         try:
-            lu = spla.splu(sp.vstack([top, sp.hstack([A, sp.diags(-Winv)])], format="csc"),
-                           permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.0, options={"SymmetricMode": True})
-        except RuntimeError:
+            if factor is None:
+                factor = QuasiDefinite(H, A, Winv)
+            else:
+                factor.update(Winv)
+        except RuntimeError:  # a zero pivot: the steps have broken down
             break
 
         def direction(cl, cu):
             """Newton direction for complementarity targets sl zl -> cl, su zu -> cu (row-wise)."""
             g = np.where(has_u, (cu - zu * r_u) / su - zu, 0.0) - np.where(has_l, (cl - zl * r_l) / sl - zl, 0.0)
             rhs = np.concatenate([-r_d, np.where(eq, -r_e, np.where(free, 0.0, -g * Winv))])
-            sol = lu.solve(rhs)
+            sol = factor.solve(rhs)
 
             def residual(v):
                 return rhs - np.concatenate([P @ v[:n] + AT @ v[n:], A @ v[:n] - Wexact * v[n:]])
 
             res = residual(sol)
             for _ in range(REFINE_STEPS):  # iterative refinement against the unregularised system, while it helps
-                trial = sol + lu.solve(res)
+                trial = sol + factor.solve(res)
                 res_trial = residual(trial)
                 if not np.abs(res_trial).max() < 0.5 * np.abs(res).max():
                     break

@@ -373,6 +373,36 @@ def test_interior_point_steps_solve_generated_problems(name):
     assert qp.objective(s.D * x) == pytest.approx(ref.objective, rel=1e-6, abs=1e-6)
 
 
+def test_interior_point_steps_order_once_and_refactor_numerically(monkeypatch):
+    """The interior-point finish factors its quasi-definite system as ADMM does: the ordering and symbolic analysis
+    once, one numeric refactorisation per further step (W changes, the pattern does not)."""
+    import optsolve.qp.ipm as ipm
+    from optsolve.qp.admm import ruiz_scale
+    from optsolve.qp.problems import prepare
+
+    built, updates = [], []
+
+    class Counting(ipm.QuasiDefinite):
+        def __init__(self, *args, **kwargs):
+            built.append(1)
+            super().__init__(*args, **kwargs)
+
+        def update(self, *args, **kwargs):
+            updates.append(1)
+            super().update(*args, **kwargs)
+
+    monkeypatch.setattr(ipm, "QuasiDefinite", Counting)
+    s = ruiz_scale(prepare(family("portfolio", n=40)), 10)
+    steps = []
+
+    def score(x, y, z):
+        steps.append(1)
+        return 10.0 if len(steps) < 6 else 0.5  # five steps, then accepted
+
+    x, y, z, accepted = ipm.interior_point(s, np.zeros(s.P.shape[0]), score)
+    assert accepted and len(built) == 1 and len(updates) == 4
+
+
 def test_support_function_reads_rounding_as_zero_against_the_scale():
     from optsolve.qp.certificate import support_function
 
