@@ -37,7 +37,7 @@ from optsolve.qp.ldl import kkt_entries
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
-SWITCH_AFTER = 15.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
+SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
 KKT_REFINE = 25  # at most this many refinement steps
 KKT_SCALING = 10  # Ruiz passes, as ADMM's default
