@@ -203,19 +203,20 @@ def default_method(qp: QPProblem) -> str:
     return DEFAULT_METHOD
 
 
-def _load_policy(path: str, kind: str):
+def _load_policy(path: str, kinds: tuple[str, ...]):
     from optsolve.qp.policy import Policy
 
     policy = Policy.load(path)
-    if policy.kind != kind:
-        raise ParameterError(f"Policy file {path!r} holds a {policy.kind} policy; method "
-                             f"{'deepqp' if kind == 'centralised' else 'deepdistributed'} needs a {kind} one.")
+    if policy.kind not in kinds:
+        method = "deepdistributed" if kinds == ("distributed",) else "deepqp"
+        raise ParameterError(f"Policy file {path!r} holds a {policy.kind} policy; method {method} needs a "
+                             f"{' or '.join(kinds)} one.")
     return policy
 
 
 def _policy_stats(path, policy):
-    return {"path": path, "family": policy.header.get("family"), "K": policy.steps, "interval": policy.interval,
-            "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
+    return {"path": path, "family": policy.header.get("family"), "kind": policy.kind, "K": policy.steps,
+            "interval": policy.interval, "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
 
 
 def _deepdistributed(qp, s, progress, x0, y0):
@@ -224,7 +225,7 @@ def _deepdistributed(qp, s, progress, x0, y0):
         raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
                              "--nodes N -o POLICY.npz' and pass '--policy POLICY.npz'.")
     s["policy"] = path  # the settings record the policy used (the certificate reads its bound there)
-    policy = _load_policy(path, "distributed")
+    policy = _load_policy(path, ("distributed",))
     out = _distributed(qp, s, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)
     return out
@@ -232,7 +233,7 @@ def _deepdistributed(qp, s, progress, x0, y0):
 
 def _deepqp(qp, s, progress, x0, y0):
     path = s["policy"] = s["policy"] or default_policy_path(qp)
-    policy = _load_policy(path, "centralised")
+    policy = _load_policy(path, ("centralised", "rows"))
     out = _admm(qp, s, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)
     return out

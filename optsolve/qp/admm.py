@@ -286,10 +286,13 @@ def passes_termination(s: Scaled, x, y, z, eps_abs: float, eps_rel: float) -> bo
     return all(tolerance_tests(residuals_of(s, x, y, z), eps_abs, eps_rel))
 
 
-def rho_vector(rho, l, u):
+def rho_vector(rho, l, u, factor=None):
+    """OSQP's rho per row: RHO_MIN on free rows, RHO_EQ_FACTOR * rho on equality rows, rho on the others, there
+    multiplied by ``factor`` (a per-row policy's, :meth:`optsolve.qp.policy.Policy.rows`) where given."""
     loose = np.isinf(l) & np.isinf(u)
     eq = np.abs(u - l) < RHO_TOL
-    return np.where(loose, RHO_MIN, np.where(eq, RHO_EQ_FACTOR * rho, rho))
+    rest = rho if factor is None else np.clip(rho * factor, RHO_MIN, RHO_MAX)
+    return np.where(loose, RHO_MIN, np.where(eq, RHO_EQ_FACTOR * rho, rest))
 
 
 def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int, start):
@@ -394,7 +397,9 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
 
     ``controller``: a learned parameter policy (:class:`optsolve.qp.policy.Policy`): every
     ``controller.interval`` iterations, for its first ``controller.steps`` calls, it maps the
-    relative residuals to (rho, alpha); OSQP's adaptive rule is off meanwhile and takes over after.
+    relative residuals to (rho, alpha), or (a per-row policy) each inequality row's features to the
+    factor of its rho; OSQP's adaptive rule is off meanwhile and takes over after (moving the rows'
+    common rho, their factors kept).
     The policy's starting rho (``controller.start["rho"]``, fitted with it), where it has one,
     replaces ``settings.rho``.
 
@@ -418,6 +423,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     z = s.A @ x if x0 is not None else np.zeros(m)  # as osqp: z = Ax on a warm start, else 0
     alpha, sigma = st.alpha, st.sigma
     rho_updates = 0
+    row_factor = None  # a per-row policy's factors of the rows' rho
     rejected = []
     status = "max_iter"
     dx = np.zeros(n)
@@ -555,7 +561,10 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                          float(np.abs(info["Px"]).max()) if n else 0.0)
                 prim_rel = info["prim_scaled"] / (pn + DIVISION_TOL)
                 dual_rel = info["dual_scaled"] / (dn + DIVISION_TOL)
-                if learned:
+                if learned and controller.kind == "rows":
+                    new, change = rho, True
+                    row_factor = controller.rows(iteration // controller.interval, s.l, s.u, z, y, info["Ax"])
+                elif learned:
                     new, alpha = controller(iteration // controller.interval, prim_rel, dual_rel, rho, alpha)
                     change = abs(math.log(new / rho)) > 0.01
                 else:
@@ -563,7 +572,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                     change = new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance
                 if change:
                     rho = new
-                    kkt.update(rho_vector(rho, s.l, s.u))
+                    kkt.update(rho_vector(rho, s.l, s.u, row_factor))
                     rho_updates += 1
             if deadline is not None and time.perf_counter() > deadline:
                 status = "time_limit"

@@ -17,7 +17,7 @@ OUTPUT_OPTIONS = ()
                    "factorisations (stats.method_used says which answered). "
                    "admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
                    "distributed: DistributedQP over --nodes nodes (or the file's partition). "
-                   "deepqp: admm with rho and alpha from a learned policy for its first K steps. "
+                   "deepqp: admm with rho and alpha (or one rho per row) from a learned policy for its first K steps. "
                    "deepdistributed: distributed with each node's rho and mu from a learned policy. "
                    "osqp, piqp, clarabel: those packages called on the problem.")
 @click.option("--nodes", type=int, default=None,
@@ -121,17 +121,21 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
               help="Iterations at which the loss is 1.")
 @click.option("--nodes", type=click.IntRange(min=1), default=None,
               help="Train a DeepDistributedQP policy for this many nodes (families with a partition use theirs).")
+@click.option("--per-row", is_flag=True,
+              help="A per-row DeepQP policy: one rho per inequality row, from the row's own distance to its bounds, "
+                   "dual and residual (not with --nodes).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-q", "--quiet", is_flag=True, help="Silence stderr except error lines.")
 def train_command(family, output, size, count, steps, interval, hidden, generations, population, sigma, lr, eps, cap,
-                  nodes, seed, quiet):
+                  nodes, per_row, seed, quiet):
     """Train a DeepQP policy on FAMILY (a generator family of `optsolve gen qp`) and certify it.
 
     Problems are generated and split before anything is fitted: the policy is trained by
     evolution strategies on 30%, compared on 20% held out with OSQP's defaults and a tuned
     constant rho, and certified on the rest by a PAC-Bayes bound on the loss
     min(iterations, cap) / cap. With --nodes the policy is a DeepDistributedQP one, for
-    the nodes' rho and mu. The header of POLICY.npz records all of it.
+    the nodes' rho and mu; with --per-row it sets one rho per inequality row. The header of
+    POLICY.npz records all of it.
     """
     import json
     import sys
@@ -145,17 +149,20 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
     from optsolve.qp.train import train_policy
 
     check_writable(output, "'-o' / '--output'", stdout=False)
+    if per_row and nodes is not None:
+        raise click.BadParameter("a per-row policy is for the centralised ADMM (deepqp); drop --nodes or --per-row.",
+                                 param_hint="'--per-row'")
     if family not in FAMILIES:
         raise click.BadParameter(f"unknown family {family!r}; expected one of {', '.join(sorted(FAMILIES))}.",
                                  param_hint="FAMILY")
     configure_logging(verbosity_of(quiet, 1))
-    _check_training_memory(family, size, count, hidden, population)
+    _check_training_memory(family, size, count, hidden, population, "rows" if per_row else "centralised")
     rng = np.random.default_rng(seed)
     problems = [prepare(SCHEMA.validate(FAMILIES[family].generate(rng, n=size), source=f"{family} #{i}"))
                 for i in range(count)]
     policy = train_policy(problems, family=family, hidden=hidden, steps=steps, interval=interval, eps=eps,
                           generations=generations, population=population, sigma=sigma, lr=lr, seed=seed, cap=cap,
-                          nodes=nodes)
+                          nodes=nodes, rows=per_row)
     policy.header["n"] = size
     policy.save(output)
     summary = {k: policy.header[k] for k in ("family", "training_loss", "held_out_loss", "held_out_iterations")}
@@ -164,7 +171,8 @@ def train_command(family, output, size, count, steps, interval, hidden, generati
     sys.stderr.write(f"optsolve qp-train: wrote {output}\n")
 
 
-def _check_training_memory(family: str, size: int, count: int, hidden: int, population: int) -> None:
+def _check_training_memory(family: str, size: int, count: int, hidden: int, population: int,
+                           kind: str = "centralised") -> None:
     """A usage error, before anything is generated, when the problems (all kept) or the evolution
     strategies' noise (2 population + 4 vectors of the policy's parameters) exceed the memory budget."""
     from optsolve.core import memory
@@ -178,7 +186,7 @@ def _check_training_memory(family: str, size: int, count: int, hidden: int, popu
                                  f"{memory.human_bytes(problems)}, more than the memory budget of "
                                  f"{memory.human_bytes(budget)} (raise it with {memory.ENV_VAR}).",
                                  param_hint="'--count' / '--n'")
-    weights = 8.0 * n_params(hidden) * (2 * population + 4)
+    weights = 8.0 * n_params(hidden, kind) * (2 * population + 4)
     if not weights <= budget:
         raise click.BadParameter(f"a policy of {hidden} hidden units trained with {population} antithetic pairs "
                                  f"needs about {memory.human_bytes(weights)}, more than the memory budget of "

@@ -12,6 +12,15 @@ DeepDistributedQP the same MLP, shared by all nodes, maps a node's relative prim
 consensus residuals, the global dual residual, k/K and its log10 rho and mu to its new rho
 and mu; after K steps the parameters stay fixed, where the relaxed ADMM converges.
 
+A per-row policy (``kind`` ``"rows"``, ours) sets one rho per inequality row of the centralised
+ADMM instead of one for all: the same MLP, shared by the rows, maps a row's own features (how
+far its z is from the nearer bound, the size of its dual, its primal residual, k/K) to the
+row's rho as a factor between 1/100 and 100 of the starting rho (equality and free rows keep
+OSQP's rho; alpha stays OSQP's 1.6). A row whose bound is active wants a large rho (its
+constraint is nearly an equality), an inactive one a small rho (its dual is zero and its z
+should move freely); OSQP itself separates only equality rows (rho x 1e3). The factors stay
+after the K steps, and OSQP's adaptive rule then moves the rows' common level.
+
 Training uses evolution strategies (antithetic Gaussian perturbations of the weights, Salimans
 et al. 2017) on the loss ``min(iterations to tolerance, cap) / cap`` in [0, 1]: no gradients
 through the solver, numpy only. The search distribution N(m, s^2 I) is the PAC-Bayes posterior.
@@ -34,20 +43,31 @@ import numpy as np
 
 FEATURES = 6
 OUTPUTS = 2
+ROW_FEATURES = 4  # per-row policies: distance to the nearer bound, |y|, primal residual, k/K
+ROW_SPAN = 2.0  # a row's rho is the starting rho times 10^(-ROW_SPAN .. ROW_SPAN)
+KINDS = ("centralised", "distributed", "rows")
 LOG_RES_CLIP = 12.0
 ALPHA_SPAN = 0.95
 ALPHA_START = 1.6
 
 
-def n_params(hidden: int) -> int:
-    return hidden * FEATURES + hidden + OUTPUTS * hidden + OUTPUTS
+def shape_of(kind: str) -> tuple[int, int]:
+    """(features, outputs) of a policy of ``kind``."""
+    return (ROW_FEATURES, 1) if kind == "rows" else (FEATURES, OUTPUTS)
+
+
+def n_params(hidden: int, kind: str = "centralised") -> int:
+    features, outputs = shape_of(kind)
+    return hidden * features + hidden + outputs * hidden + outputs
 
 
 def initial_weights(hidden: int, rng=None, scale: float = 0.1, kind: str = "centralised") -> np.ndarray:
-    """Small random first layer, zero output layer: the parameters unchanged at the start (alpha = 1.6)."""
+    """Small random first layer, zero output layer: the parameters unchanged at the start (alpha = 1.6; every
+    row's rho the starting one)."""
     rng = rng or np.random.default_rng(0)
-    theta = np.zeros(n_params(hidden))
-    theta[: hidden * FEATURES] = rng.standard_normal(hidden * FEATURES) * scale
+    features, _ = shape_of(kind)
+    theta = np.zeros(n_params(hidden, kind))
+    theta[: hidden * features] = rng.standard_normal(hidden * features) * scale
     if kind == "centralised":
         theta[-1] = math.atanh((ALPHA_START - 1.0) / ALPHA_SPAN)
     return theta
@@ -59,7 +79,8 @@ class Policy:
 
     ``kind`` ``"distributed"`` (DeepDistributedQP): one MLP shared by all nodes,
     ``policy.nodes(k, prim_rel, cons_rel, dual_rel, rho, mu) -> (rho, mu)`` from each node's own
-    relative primal and consensus residuals and the global dual residual.
+    relative primal and consensus residuals and the global dual residual. ``kind`` ``"rows"``:
+    ``policy.rows(k, l, u, z, y, Ax) -> factors`` of every row's rho.
     """
 
     theta: np.ndarray
@@ -72,15 +93,18 @@ class Policy:
 
     def __post_init__(self):
         self.theta = np.asarray(self.theta, dtype=float)
-        if self.theta.shape != (n_params(self.hidden),):
-            raise ValueError(f"policy weights have {self.theta.size} entries, expected {n_params(self.hidden)} "
+        if self.kind not in KINDS:
+            raise ValueError(f"policy kind {self.kind!r}, expected one of {', '.join(KINDS)}")
+        size = n_params(self.hidden, self.kind)
+        if self.theta.shape != (size,):
+            raise ValueError(f"policy weights have {self.theta.size} entries, expected {size} "
                              f"for {self.hidden} hidden units")
-        h, f = self.hidden, FEATURES
+        h, (f, o) = self.hidden, shape_of(self.kind)
         t = self.theta
         self.W1 = t[: h * f].reshape(h, f)
         self.b1 = t[h * f: h * f + h]
-        self.W2 = t[h * f + h: h * f + h + OUTPUTS * h].reshape(OUTPUTS, h)
-        self.b2 = t[h * f + h + OUTPUTS * h:]
+        self.W2 = t[h * f + h: h * f + h + o * h].reshape(o, h)
+        self.b2 = t[h * f + h + o * h:]
 
     def _forward(self, feats):
         """Outputs for features ``feats`` (FEATURES,) or (FEATURES, N): one column per node."""
@@ -100,6 +124,20 @@ class Policy:
                            np.full(prim_rel.shape, k / max(self.steps, 1)), np.log10(rho) / 3.0, np.log10(mu) / 3.0])
         out = self._forward(feats)
         return np.clip(rho * 10.0 ** out[0], 1e-6, 1e6), np.clip(mu * 10.0 ** out[1], 1e-6, 1e6)
+
+    def rows(self, k: int, l, u, z, y, Ax) -> np.ndarray:
+        """Per-row policy: the factor (1/100 to 100) of every row's rho, from the (scaled) bounds ``l``, ``u``, the
+        iterate's ``z``, ``y`` and ``Ax`` (the solver applies it to inequality rows only:
+        :func:`optsolve.qp.admm.rho_vector`)."""
+        def lg(v):
+            return np.clip(np.log10(v + 1e-300), -LOG_RES_CLIP, 4.0) / 4.0
+
+        gap = np.minimum(np.where(np.isfinite(l), z - l, np.inf), np.where(np.isfinite(u), u - z, np.inf))
+        size = 1.0 + np.abs(z)
+        y_top = float(np.abs(y).max()) if y.size else 0.0
+        feats = np.vstack([lg(np.maximum(gap, 0.0) / size), lg(np.abs(y) / (y_top + 1e-300)),
+                           lg(np.abs(Ax - z) / size), np.full(z.shape, k / max(self.steps, 1))])
+        return 10.0 ** (ROW_SPAN * self._forward(feats)[0])
 
     def __call__(self, k: int, prim_rel: float, dual_rel: float, rho: float, alpha: float):
         lp = float(np.clip(math.log10(prim_rel + 1e-300), -LOG_RES_CLIP, 4.0))

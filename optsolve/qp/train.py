@@ -87,7 +87,7 @@ def tune_start(batch: Batch, shape: dict, eps: float, cap: int, minibatch: int, 
             scores[key] = float(_losses(batch, Policy(theta, **shape, start=dict(start)), eps, cap, idx).mean())
         return scores[key]
 
-    if shape["kind"] == "centralised":
+    if shape["kind"] != "distributed":
         start = min(({"rho": float(r)} for r in START_GRID), key=score)
     else:
         start = {"rho": 1.0, "mu": 1.0}
@@ -139,13 +139,16 @@ def tune_constant_rho(batch: Batch, eps: float, cap: int, check_every: int, adap
 def train_policy(problems, *, family: str, hidden: int = 8, steps: int = 10, interval: int = 5, eps: float = 1e-3,
                  cap: int = 500, generations: int = 30, population: int = 8, sigma: float = 0.05, lr: float = 0.05,
                  minibatch: int = 16, split=(0.3, 0.2), samples: int = 2, delta: float = 0.01,
-                 delta_prime: float = 0.01, seed: int = 0, nodes: int | None = None) -> Policy:
+                 delta_prime: float = 0.01, seed: int = 0, nodes: int | None = None, rows: bool = False) -> Policy:
     """Train, evaluate and certify a policy on ``problems`` (QPProblem list); the header records it all.
 
     ``nodes``: a DeepDistributedQP policy (for DistributedQP over that many nodes, or each problem's
-    own partition), compared with the untrained method and with centralised OSQP.
+    own partition), compared with the untrained method and with centralised OSQP. ``rows``: a per-row
+    policy (one rho per inequality row, :meth:`optsolve.qp.policy.Policy.rows`) for centralised ADMM.
     """
-    kind = "centralised" if nodes is None else "distributed"
+    if nodes is not None and rows:
+        raise ValueError("a per-row policy is for the centralised ADMM: nodes must be None")
+    kind = "distributed" if nodes is not None else "rows" if rows else "centralised"
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(problems))

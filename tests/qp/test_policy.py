@@ -79,7 +79,7 @@ def test_every_shipped_policy_bound_recomputes(name):
     bound = kl_inverse(up, (pb["KL"] + math.log(2 * math.sqrt(pb["N"]) / pb["delta"])) / pb["N"])
     assert up == pytest.approx(pb["empirical_loss_bound"], rel=1e-9)
     assert bound == pytest.approx(pb["bound"], rel=1e-9) and bound < 0.9
-    assert pol.kind == ("distributed" if name.endswith("-distributed") else "centralised")
+    assert pol.kind in (("distributed",) if name.endswith("-distributed") else ("centralised", "rows"))
     assert pol.header["family"] == name.removesuffix("-distributed")
 
 
@@ -155,6 +155,69 @@ def test_node_policy_on_arrays_is_the_policy_of_each_node():
     for i in range(3):
         r1, m1 = pol.nodes(3, prim[i:i + 1], cons[i:i + 1], 1e-2, rho[i:i + 1], mu[i:i + 1])
         assert r_all[i] == pytest.approx(r1[0], rel=1e-12) and m_all[i] == pytest.approx(m1[0], rel=1e-12)
+
+
+def test_row_policy_reads_each_row_alone_and_spans_its_range():
+    """A per-row policy is one MLP applied to every row: a row's factor depends on that row's features (and the
+    common scale of y) only, and lies in 10^(-ROW_SPAN .. ROW_SPAN)."""
+    from optsolve.qp.policy import ROW_SPAN
+
+    pol = Policy(np.random.default_rng(5).standard_normal(n_params(8, "rows")) * 3.0, kind="rows")
+    l, u = np.array([0.0, -np.inf, -1.0, 2.0]), np.array([1.0, 3.0, np.inf, 2.0])
+    z, y, Ax = np.array([0.0, 1.0, 5.0, 2.0]), np.array([-2.0, 0.0, 1e-9, 0.5]), np.array([-0.1, 1.0, 5.0, 2.3])
+    every = pol.rows(2, l, u, z, y, Ax)
+    assert every.shape == (4,) and np.all(every >= 10.0 ** -ROW_SPAN) and np.all(every <= 10.0 ** ROW_SPAN)
+    moved = z.copy()
+    moved[2] = 0.0  # row 2's z moves to its lower bound: only row 2's factor changes
+    other = pol.rows(2, l, u, moved, y, Ax)
+    assert np.array_equal(np.delete(other, 2), np.delete(every, 2)) and other[2] != every[2]
+    with pytest.raises(ValueError, match="kind"):
+        Policy(np.zeros(n_params(8)), kind="nodes")
+
+
+def test_row_policy_factors_apply_to_inequality_rows_only():
+    from optsolve.qp.admm import RHO_EQ_FACTOR, RHO_MIN, rho_vector
+
+    l, u = np.array([0.0, 1.0, -np.inf, -np.inf]), np.array([1.0, 1.0, np.inf, 2.0])
+    out = rho_vector(0.1, l, u, np.array([10.0, 10.0, 10.0, 0.01]))
+    np.testing.assert_allclose(out, [1.0, 0.1 * RHO_EQ_FACTOR, RHO_MIN, 1e-3])
+    np.testing.assert_array_equal(rho_vector(0.1, l, u, np.ones(4)), rho_vector(0.1, l, u))
+
+
+def test_zero_row_policy_is_its_constant_rho_and_any_row_policy_converges(tmp_path):
+    """A per-row policy whose output layer is zero gives every row its starting rho (the iterates of that
+    constant rho); a wild one still reaches the tolerance (OSQP's rule after its K steps, the factors kept)."""
+    from optsolve.qp.admm import ADMMSettings, solve_admm
+    from optsolve.qp.problems import prepare
+
+    qp = prepare(family("random", n=30))
+    keep = Policy(initial_weights(8, kind="rows"), kind="rows", steps=5, interval=5, start={"rho": 0.3})
+    a = solve_admm(qp, ADMMSettings(check_every=5, refine_stalled=False), controller=keep)
+    b = solve_admm(qp, ADMMSettings(check_every=5, rho=0.3, refine_stalled=False))
+    assert a.status == b.status == "optimal" and a.iterations == b.iterations
+    np.testing.assert_allclose(a.x, b.x, rtol=1e-9, atol=1e-12)
+    wild = Policy(np.random.default_rng(6).standard_normal(n_params(8, "rows")) * 3.0, kind="rows", steps=10,
+                  interval=5)
+    path = tmp_path / "rows.npz"
+    wild.save(str(path))
+    assert Policy.load(str(path)).kind == "rows"
+    for name in ("random", "mpc", "lasso", "portfolio"):
+        res = optsolve.qp.solve_problem(family(name, n=60), method="deepqp", policy=str(path), max_iter=20000)
+        assert res.status.value == "optimal" and res.certificate.holds
+    with pytest.raises(ParameterError, match="rows policy"):
+        optsolve.qp.solve_problem(family("chain", n=40), method="deepdistributed", policy=str(path))
+
+
+def test_qp_train_per_row_cli(cli, tmp_path):
+    out = tmp_path / "rows.npz"
+    r = cli("qp-train", "random", "--n", "12", "--count", "20", "--generations", "1", "--population", "2",
+            "--per-row", "-q", "-o", out)
+    assert r.exit_code == 0, r.stderr
+    pol = Policy.load(str(out))
+    assert pol.kind == "rows" and pol.header["kind"] == "rows" and set(pol.start) == {"rho"}
+    assert {"osqp_defaults", "tuned_initial_rho_adaptive", "policy"} <= set(pol.header["held_out_iterations"])
+    r = cli("qp-train", "chain", "--per-row", "--nodes", "4", "-o", tmp_path / "x.npz")
+    assert r.exit_code == 2 and "--per-row" in r.stderr
 
 
 def test_policy_start_replaces_the_initial_parameters():
