@@ -115,14 +115,14 @@ def _deadline(s: dict) -> float | None:
     return None if s["time_limit"] is None else time.perf_counter() + remaining(s["time_limit"])
 
 
-def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None):
+def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None, row_spread=None):
     from optsolve.qp.admm import ADMMSettings, solve_admm
 
     st = ADMMSettings(eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                       rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
                       adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
                       eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
-                      refine_stalled=s["refine"], switch_after=switch_after)
+                      refine_stalled=s["refine"], switch_after=switch_after, row_spread=row_spread)
     deadline = _deadline(s)
     if controller is not None:
         st.check_every = controller.interval
@@ -409,7 +409,8 @@ def _auto(qp, s, progress, x0, y0):
             out["stats"]["method_used"] = "piqp"
             return out
         before = f"PIQP ended {out['stats'].get('piqp_status')} without an answer that passes the termination test; "
-    out = _admm(qp, s, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None)
+    out = _admm(qp, s, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None,
+                row_spread=auto.ROW_SPREAD)
     out["stats"]["method_used"] = "admm, then piqp" if out["stats"]["polished"] == SWITCHED else "admm"
     if before:
         out["message"] = (before + "ADMM ran next. " + out["message"]).strip()

@@ -18,7 +18,10 @@
    Problems where ADMM converges in few iterations keep its single factorisation; slow ones
    (portfolio optimisation: thousands of iterations) pay at most about twice PIQP's time, the
    deterministic ski-rental bound (Karlin, Manasse, Rudolph and Sleator, "Competitive snoopy
-   caching", Algorithmica 1988).
+   caching", Algorithmica 1988). This ADMM gives each inequality row its own rho at early
+   adaptive-rho steps (``ROW_SPREAD`` times the common rho on rows whose bound is active, a
+   ``ROW_SPREAD``-th of it elsewhere; :func:`optsolve.qp.admm.active_row_factors`), so its iterates
+   are not osqp's (``--method admm`` keeps those).
 
 The thresholds are measured with ``bin/bench-qp`` (its family table has a row for the default) on
 the ten generated families at 2,000-20,000 variables: see ``docs/qp-default.md``. A warm start
@@ -38,6 +41,7 @@ from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
+ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
 KKT_REFINE = 25  # at most this many refinement steps
 KKT_SCALING = 10  # Ruiz passes, as ADMM's default

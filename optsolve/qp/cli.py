@@ -13,8 +13,9 @@ OUTPUT_OPTIONS = ()
 @click.option("--method", type=click.Choice(sorted(METHODS)), default=None,
               help="[default: auto] "
                    "auto: one KKT solve where every row is an equality; PIQP where the KKT matrix has at most "
-                   "40,000 entries; else admm, handed over to PIQP once its iterations cost its setup and 10 "
-                   "factorisations (stats.method_used says which answered). "
+                   "40,000 entries; else ADMM (one rho per row from its active set at early adaptive steps), "
+                   "handed over to PIQP once its iterations cost its setup and 10 factorisations "
+                   "(stats.method_used says which answered). "
                    "admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
                    "distributed: DistributedQP over --nodes nodes (or the file's partition). "
                    "deepqp: admm with rho and alpha (or one rho per row) from a learned policy for its first K steps. "
