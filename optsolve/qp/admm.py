@@ -62,7 +62,7 @@ class ADMMSettings:
     refine_stalled: bool = True  # at max_iter or time_limit, try polishing before giving up
     switch_after: float | None = None  # hand over to PIQP once the iterations cost the setup and this many
     # numeric factorisations
-    row_spread: float | None = None  # at each adaptive-rho step, rho x this on rows at a bound, / this elsewhere
+    row_spread: float | None = None  # at early adaptive-rho steps: rho x this on rows at a bound, / this elsewhere
     delta: float = 1e-6
     polish_refine_iter: int = 3
 
