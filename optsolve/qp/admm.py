@@ -388,9 +388,22 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1, 
 # The interior-point finishes factor a KKT system at every step, and PIQP has no time limit: each
 # starts only where the deadline leaves this many times the ADMM's own setup (its factorisation) ahead
 FINISH_FACTORISATIONS = 60
+PIQP_MAX_ITER = 500  # PIQP's iterations in a finish without a deadline
+PIQP_MIN_ITER = 50  # and at least this many in a hand-over without one (interior-point methods need 10 to 40)
 
 
-def _piqp_finish(s: Scaled, st: ADMMSettings, unscaled: QPProblem | None = None):
+def _piqp_iterations(deadline: float | None, budget: float, numeric_time: float) -> int:
+    """PIQP's iteration cap, for it has no time limit of its own: as many of its steps as fit in the time left
+    before ``deadline``, else in ``budget`` seconds (at least PIQP_MIN_ITER), each step costing about one
+    factorisation of ADMM's KKT matrix (``numeric_time``)."""
+    if deadline is None:
+        steps = max(PIQP_MIN_ITER, budget / max(numeric_time, 1e-9))
+    else:
+        steps = max(1.0, (deadline - time.perf_counter()) / max(numeric_time, 1e-9))
+    return int(min(PIQP_MAX_ITER, steps))
+
+
+def _piqp_finish(s: Scaled, st: ADMMSettings, unscaled: QPProblem | None = None, max_iter: int = PIQP_MAX_ITER):
     """PIQP on the scaled problem (or on ``unscaled``, its answer scaled back), for a stalled or handed-over run:
     ``(x, y, z, solved)`` in the scaled variables, like :func:`optsolve.qp.ipm.interior_point`, or None where
     the package is missing or returns no point.
@@ -406,7 +419,7 @@ def _piqp_finish(s: Scaled, st: ADMMSettings, unscaled: QPProblem | None = None)
     except ImportError:
         return None
     target = unscaled if unscaled is not None else QPProblem(P=s.P, q=s.q, A=s.A, l=s.l, u=s.u)
-    r = solve_piqp(target, {"eps_abs": st.eps_abs, "eps_rel": st.eps_rel, "max_iter": 500}, None)
+    r = solve_piqp(target, {"eps_abs": st.eps_abs, "eps_rel": st.eps_rel, "max_iter": max_iter}, None)
     x, y = r["x"], r["y"]
     if x.shape != (s.P.shape[0],) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return None
@@ -575,7 +588,9 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
                 if switch_at is not None and time.perf_counter() > switch_at:
                     switch_at = None  # once: where PIQP does not answer, the iterations go on
                     if deadline is None or deadline - time.perf_counter() > 2 * piqp_cost:
-                        out = _piqp_finish(s, st, unscaled=qp)
+                        # at most about four times its expected cost: a stalling PIQP does not hold the run
+                        out = _piqp_finish(s, st, unscaled=qp,
+                                           max_iter=_piqp_iterations(deadline, 4 * piqp_cost, numeric_time))
                         if out is not None and out[3] and check(*out[:3], claims=False) == "optimal":
                             x, y, z = out[:3]
                             status, switched = "optimal", True
@@ -680,7 +695,8 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
             return out
 
         # PIQP first (where it imports), then the hand-written steps from the ADMM iterate
-        out = finished(_piqp_finish(s, st)) if room() else None
+        out = finished(_piqp_finish(s, st, max_iter=_piqp_iterations(deadline, math.inf, numeric_time))) \
+            if room() else None
         if out is None and room():
             out = finished(interior_point(s, x, score, deadline=deadline))
         if out is not None:

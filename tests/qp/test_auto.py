@@ -172,3 +172,16 @@ def test_active_set_rho_refactors_at_most_its_steps_and_auto_uses_it(monkeypatch
     calls.clear()
     plain = optsolve.qp.solve_problem(raw, method="admm")
     assert not calls and plain.stats["iterations"] == optsolve.qp.solve_problem(raw, method="osqp").stats["iterations"]
+
+
+def test_piqp_iterations_fit_the_time_left_or_the_budget():
+    """PIQP has no time limit: the hand-over and the finish cap its iterations by the time left (or a budget)."""
+    import time
+
+    from optsolve.qp.admm import PIQP_MAX_ITER, PIQP_MIN_ITER, _piqp_iterations
+
+    assert _piqp_iterations(None, 10.0, 0.1) == 100
+    assert _piqp_iterations(None, 1.0, 0.1) == PIQP_MIN_ITER and _piqp_iterations(None, 1e9, 0.1) == PIQP_MAX_ITER
+    soon = time.perf_counter() + 2.0
+    assert 15 <= _piqp_iterations(soon, 1e9, 0.1) <= 20
+    assert _piqp_iterations(time.perf_counter() - 1.0, 1e9, 0.1) == 1  # past the deadline: one step at most
