@@ -463,7 +463,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     rho_updates = 0
     row_factor = None  # a per-row policy's factors of the rows' rho (or those of the active set: row_spread)
     adaptive_steps = row_refactors = 0
-    numeric_time = kkt.ldl.numeric_time
+    numeric_time = kkt.ldl.numeric_time  # one numeric factorisation, timed at the setup
     rejected = []
     status = "max_iter"
     dx = np.zeros(n)
@@ -473,7 +473,7 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations of
     # the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
     switched = False
-    piqp_cost = (t_setup - t0) + (st.switch_after or 0.0) * kkt.ldl.numeric_time  # PIQP's expected time
+    piqp_cost = (t_setup - t0) + (st.switch_after or 0.0) * numeric_time  # PIQP's expected time
     switch_at = None if st.switch_after is None else t_setup + piqp_cost
 
     def room() -> bool:
