@@ -25,13 +25,13 @@ from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
-from optsolve.qp.ldl import QuasiDefinite, columns
+from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
+from optsolve.qp.scaling import Scaled, ruiz_scale  # noqa: F401  (ruiz_scale: imported from here too)
 
 # What the traces of `--history` record as the residual (the termination test's quantities).
 RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"
 
-MIN_SCALING, MAX_SCALING = 1e-4, 1e4
 RHO_MIN, RHO_MAX = 1e-6, 1e6
 RHO_EQ_FACTOR = 1e3
 RHO_TOL = 1e-4  # |u - l| below this (scaled): an equality row
@@ -107,96 +107,6 @@ def refined_message(iterations: int, how: str = REFINED) -> str:
             "one (the active set of the last iterate, solved exactly).")
 
 
-def _limit(v):
-    v = np.where(v < MIN_SCALING, 1.0, v)
-    return np.minimum(v, MAX_SCALING)
-
-
-@dataclass
-class Scaled:
-    """The equilibrated problem: P~ = c D P D, q~ = c D q, A~ = E A D, bounds E l, E u."""
-
-    P: sp.csc_matrix
-    q: np.ndarray
-    A: sp.csc_matrix
-    l: np.ndarray
-    u: np.ndarray
-    D: np.ndarray
-    E: np.ndarray
-    c: float
-
-
-def _col_max(M: sp.csc_matrix) -> np.ndarray:
-    """max |entry| of every column of a CSC matrix (0 for an empty column)."""
-    out = np.zeros(M.shape[1])
-    full = np.diff(M.indptr) > 0
-    if full.any():
-        out[full] = np.maximum.reduceat(np.abs(M.data), M.indptr[:-1][full])
-    return out
-
-
-class _RowMax:
-    """max |entry| of every row of a CSC matrix whose pattern stays fixed: its entries in row order are found
-    once, so that each call is one gather and one segmented maximum (``np.maximum.at`` is several times slower)."""
-
-    def __init__(self, M: sp.csc_matrix):
-        self.order = np.argsort(M.indices, kind="stable")
-        counts = np.bincount(M.indices, minlength=M.shape[0])
-        self.full = counts > 0
-        self.starts = (np.cumsum(counts) - counts)[self.full]
-        self.rows = M.shape[0]
-
-    def __call__(self, M: sp.csc_matrix) -> np.ndarray:
-        out = np.zeros(self.rows)
-        if self.starts.size:
-            out[self.full] = np.maximum.reduceat(np.abs(M.data[self.order]), self.starts)
-        return out
-
-
-SCALING_FIXED = 4 * np.finfo(float).eps  # Ruiz factors this close to 1: the equilibration has converged
-
-
-def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
-    """Ruiz equilibration of the KKT matrix [P A'; A 0] with cost scaling, as osqp does it.
-
-    The column norms of P are those of its stored upper triangle, as osqp 1.x computes them
-    (measured: with the full matrix's norms the iterates leave osqp's after a few steps).
-    The passes scale the stored entries of A and of P's upper triangle in place; P itself is
-    scaled once at the end.
-    """
-    P, A, q = qp.P.tocsc(copy=True), qp.A.tocsc(copy=True), qp.q.copy()
-    P.sort_indices()
-    A.sort_indices()
-    U = sp.triu(P, format="csc")
-    U.sort_indices()
-    n, m = qp.n, qp.m
-    u_rows, u_cols = U.indices, columns(U)
-    a_rows, a_cols = A.indices, columns(A)
-    D, E, c = np.ones(n), np.ones(m), 1.0
-    row_max = _RowMax(A)
-    u_max = _col_max(U)  # kept up to date: a positive factor on every entry multiplies each column's maximum
-    for _ in range(passes):
-        dn = _limit(np.maximum(u_max, _col_max(A)))
-        en = _limit(row_max(A))
-        dt, et = 1.0 / np.sqrt(dn), 1.0 / np.sqrt(en)
-        U.data *= dt[u_rows] * dt[u_cols]
-        A.data *= et[a_rows] * dt[a_cols]
-        q = q * dt
-        D, E = D * dt, E * et
-        u_max = _col_max(U)
-        mean_col = float(u_max.mean()) if n else 0.0
-        ct = 1.0 / float(_limit(np.array([max(mean_col, float(_limit(np.array([np.abs(q).max() if n else 0.0]))[0]))]))[0])
-        U.data *= ct
-        u_max *= ct
-        q = q * ct
-        c *= ct
-        if max(float(np.abs(dt - 1.0).max(initial=0.0)), float(np.abs(et - 1.0).max(initial=0.0)), abs(ct - 1.0)) \
-                <= SCALING_FIXED:
-            break  # a fixed point: further passes change nothing but rounding
-    P.data *= D[P.indices] * D[columns(P)] * c  # once, from the accumulated scalings (exactly symmetric)
-    return Scaled(P=P, q=q, A=A, l=qp.l * E, u=qp.u * E, D=D, E=E, c=c)
-
-
 def dual_cone(y, l, u) -> np.ndarray:
     """y without pushes on missing bounds (its projection on the dual cone of [l, u]): an answer's
     duals as the certificate reads them."""
@@ -224,8 +134,8 @@ class KKT:
         from optsolve.qp.reduced import Reduced
 
         self.s, self.sigma, self.rho_vec, self.inv_rho = s, sigma, rho_vec, 1.0 / rho_vec
-        H = (s.P + sigma * sp.eye(s.P.shape[0], format="csc")).tocsc()
-        self.ldl = Reduced.of(H, s.A, self.inv_rho) or QuasiDefinite(H, s.A, self.inv_rho)
+        self.ldl = Reduced.of(s.P, s.A, self.inv_rho, shift=sigma) or \
+            QuasiDefinite(s.P, s.A, self.inv_rho, shift=sigma)
 
     @property
     def factorisations(self) -> int:

@@ -64,7 +64,8 @@ class Reduced:
         self.factorisations = 1
 
     @classmethod
-    def of(cls, H: sp.csc_matrix, A: sp.csc_matrix, d: np.ndarray) -> "Reduced | None":
+    def of(cls, H: sp.csc_matrix, A: sp.csc_matrix, d: np.ndarray, shift: float = 0.0) -> "Reduced | None":
+        """The factor for ``H + shift I``, or None where the reduced form is declined (see the module)."""
         from optsolve.qp.ldl import cvxopt_matrix, kkt_entries
 
         n, m = H.shape[0], A.shape[0]
@@ -73,8 +74,11 @@ class Reduced:
             return None
         counts = np.diff(A.tocsr().indptr).astype(float)
         bound = float(np.sum(counts * (counts + 1) / 2))  # entries of the Gram matrices' lower triangles, at most
-        if bound > GRAM_BOUND * entries or bound + (H.nnz + n) / 2 < MIN_DENSITY * n:
+        lower = entries - A.nnz - m  # H's lower triangle, its diagonal full
+        if bound > GRAM_BOUND * entries or bound + lower < MIN_DENSITY * n:
             return None
+        if shift:
+            H = (H + shift * sp.eye(n, format="csc")).tocsc()
         rho = 1.0 / np.asarray(d, dtype=float)
         values, classes = np.unique(rho, return_inverse=True)
         if values.size > MAX_CLASSES:

@@ -127,3 +127,33 @@ def test_sparse_rows_go_to_qdldl_and_dense_ones_to_cholmod():
     with pytest.raises(ValueError, match="check=True"):  # CHOLMOD's factor has no pivots to read the inertia from
         f.update(np.ones(1), check=True)
     assert QuasiDefinite(H, dense, np.ones(1), check=True)._cholmod is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_upper_kkt_is_the_upper_triangle_with_every_diagonal_last(seed):
+    """Index arithmetic against the dense block matrix: H's upper triangle plus the shift (explicit zeros, an
+    unsorted H and empty rows of B included), B' beside it, a stored zero on each of B's rows' diagonal."""
+    from optsolve.qp.ldl import upper_kkt
+
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 9)), int(rng.integers(0, 6))
+    M = sp.random(n, n, float(rng.random()), random_state=rng, format="csc")
+    H = (M + M.T).tocsc() if n else sp.csc_matrix((0, 0))
+    if H.nnz:
+        H.data[rng.random(H.nnz) < 0.2] = 0.0  # explicit zeros
+        H.has_sorted_indices = False  # the function sorts what it is not told is sorted
+    B = sp.random(m, n, float(rng.random()), random_state=rng, format="csr") if n else sp.csr_matrix((m, 0))
+    shift = float(rng.random())
+    K = upper_kkt(H, B if m else None, shift)
+    dense = np.zeros((n + m, n + m))
+    dense[:n, :n] = np.triu(H.toarray()) + shift * np.eye(n)
+    dense[:n, n:] = B.toarray().T
+    np.testing.assert_array_equal(K.toarray(), dense)
+    for j in range(n + m):
+        column = K.indices[K.indptr[j]:K.indptr[j + 1]]
+        assert column[-1] == j and np.all(np.diff(column) > 0)
+    assert not np.any((K.data == 0) & (K.indices != columns_of(K)))
+
+
+def columns_of(K):
+    return np.repeat(np.arange(K.shape[1]), np.diff(K.indptr))

@@ -84,7 +84,7 @@ def test_admm_reaches_the_same_answer_in_either_form(monkeypatch, fam):
 
     assert isinstance(KKT(s, st.sigma, rho_vector(0.1, s.l, s.u)).ldl, Reduced)
     a = solve_admm(qp, st, scaled=s)
-    monkeypatch.setattr(reduced.Reduced, "of", classmethod(lambda cls, H, A, d: None))
+    monkeypatch.setattr(reduced.Reduced, "of", classmethod(lambda cls, H, A, d, shift=0.0: None))
     b = solve_admm(qp, st, scaled=s)
     assert a.status == b.status == "optimal"
     assert abs(a.iterations - b.iterations) <= 2 * st.check_every

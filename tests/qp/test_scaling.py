@@ -1,0 +1,66 @@
+"""Ruiz equilibration (optsolve.qp.scaling) against a dense restatement of osqp's passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from optsolve.qp.problems import FAMILIES, SCHEMA, QPProblem, prepare
+from optsolve.qp.scaling import ruiz_scale
+
+
+def dense_ruiz(P, q, A, passes):
+    """osqp's scaling on dense arrays: each pass divides the KKT matrix's rows and columns by the square root of
+    their largest entry (P's columns read from its upper triangle; maxima outside [1e-4, 1e4] count as 1), then
+    scales the cost by the mean column maximum of P or the largest |q|."""
+    def bounded(v):
+        v = np.where(v < 1e-4, 1.0, v)
+        return np.minimum(v, 1e4)
+
+    P, q, A = np.triu(P.copy()), q.copy(), A.copy()
+    n, m = A.shape[1], A.shape[0]
+    D, E, c = np.ones(n), np.ones(m), 1.0
+    for _ in range(passes):
+        col = np.abs(np.vstack([P, A])).max(axis=0, initial=0.0)
+        row = np.abs(A).max(axis=1, initial=0.0)
+        dt, et = 1 / np.sqrt(bounded(col)), 1 / np.sqrt(bounded(row))
+        P, A, q = dt[:, None] * P * dt[None, :], et[:, None] * A * dt[None, :], dt * q
+        D, E = D * dt, E * et
+        mean = np.abs(P).max(axis=0, initial=0.0).mean() if n else 0.0
+        ct = 1 / bounded(np.array([max(mean, bounded(np.array([np.abs(q).max(initial=0.0)]))[0])]))[0]
+        P, q, c = ct * P, ct * q, c * ct
+    return D, E, c, q
+
+
+def random_problem(rng, n, m):
+    M = sp.random(n, n, 0.3, random_state=rng)
+    P = (M @ M.T).tocsc() * float(10 ** rng.uniform(-3, 3))
+    A = sp.random(m, n, 0.3, random_state=rng, format="csc") * float(10 ** rng.uniform(-3, 3))
+    return QPProblem(P=P, q=rng.standard_normal(n) * 10 ** rng.uniform(-3, 3), A=A, l=-np.ones(m), u=np.ones(m))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_the_dense_passes(seed):
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(0, 12)), int(rng.integers(0, 12))
+    qp = random_problem(rng, n, m)  # empty rows and columns included at this density
+    s = ruiz_scale(qp, 10)
+    D, E, c, q = dense_ruiz(qp.P.toarray(), qp.q, qp.A.toarray(), 10)
+    np.testing.assert_allclose(s.D, D, rtol=1e-12)
+    np.testing.assert_allclose(s.E, E, rtol=1e-12)
+    assert s.c == pytest.approx(c, rel=1e-12)
+    np.testing.assert_allclose(s.q, q, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(s.P.toarray(), c * D[:, None] * qp.P.toarray() * D[None, :], rtol=1e-12)
+    np.testing.assert_allclose(s.A.toarray(), E[:, None] * qp.A.toarray() * D[None, :], rtol=1e-12)
+    np.testing.assert_allclose(s.l, qp.l * E, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_families_match_the_dense_passes(name):
+    qp = prepare(SCHEMA.validate(FAMILIES[name].generate(np.random.default_rng(3), n=40), source="test"))
+    s = ruiz_scale(qp, 10)
+    D, E, c, _ = dense_ruiz(qp.P.toarray(), qp.q, qp.A.toarray(), 10)
+    np.testing.assert_allclose(s.D, D, rtol=1e-11)
+    np.testing.assert_allclose(s.E, E, rtol=1e-11)
+    assert s.c == pytest.approx(c, rel=1e-11)
