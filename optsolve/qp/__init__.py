@@ -93,9 +93,11 @@ def _verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | No
         checks = infeasibility_checks(qp, vec, tol) if kind == "infeasible" else unboundedness_checks(qp, vec, tol)
         return [c.name for c in checks if not c.holds]
 
-    def verify(kind, vec):
+    def verify(kind, vec, exact=True):
         if not failures(kind, vec):
             return vec, ""
+        if not exact:
+            return None, "the direction fails its checks"
         budget = LP_TIME_LIMIT if deadline is None else min(LP_TIME_LIMIT, deadline - time.perf_counter())
         if budget <= 0:
             return None, TIME_FOR_CERTIFICATE

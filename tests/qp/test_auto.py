@@ -185,3 +185,30 @@ def test_piqp_iterations_fit_the_time_left_or_the_budget():
     soon = time.perf_counter() + 2.0
     assert 15 <= _piqp_iterations(soon, 1e9, 0.1) <= 20
     assert _piqp_iterations(time.perf_counter() - 1.0, 1e9, 0.1) == 1  # past the deadline: one step at most
+
+
+@needs_piqp
+def test_a_claim_failing_its_own_checks_hands_over_before_any_lp(monkeypatch):
+    """Where the run may hand over, an infeasibility claim whose vector fails its checks goes to PIQP at once (no
+    exact LP); where PIQP does not answer optimal, the next claim gets the exact check as before."""
+    import optsolve.qp.admm as admm
+
+    n = 30
+    eye = sp.eye(n, format="csc")
+    qp = prepare(problem({"P": eye, "q": np.ones(n), "A": sp.vstack([eye, eye], format="csc"),
+                          "l": np.concatenate([np.ones(n), np.full(n, -np.inf)]),
+                          "u": np.concatenate([np.full(n, np.inf), np.zeros(n)])}))  # x >= 1 and x <= 0
+    calls, handed = [], []
+    real_finish = admm._piqp_finish
+    monkeypatch.setattr(admm, "_piqp_finish", lambda *a, **k: handed.append(1) or real_finish(*a, **k))
+
+    def verify(kind, vec, exact=True):
+        calls.append((kind, exact))
+        return (vec, "") if exact else (None, "fails its checks")
+
+    r = solve_admm(qp, ADMMSettings(switch_after=1e9), verify_claim=verify)
+    assert r.status == "infeasible"
+    assert calls == [("infeasible", False), ("infeasible", True)] and handed == [1]
+    calls.clear()
+    r = solve_admm(qp, ADMMSettings(), verify_claim=verify)  # no hand-over: the exact check at once
+    assert r.status == "infeasible" and calls == [("infeasible", True)]
