@@ -27,7 +27,7 @@ from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
-from optsolve.qp.scaling import Scaled, ruiz_scale  # noqa: F401  (ruiz_scale: imported from here too)
+from optsolve.qp.scaling import Scaled, ruiz_scale
 
 # What the traces of `--history` record as the residual (the termination test's quantities).
 RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"

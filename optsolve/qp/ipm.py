@@ -36,7 +36,7 @@ EQ_TOL = 1e-4  # |u - l| below this (scaled): an equality row, as in the ADMM
 
 
 def interior_point(s, x0, score, *, max_iter: int = 80, deadline: float | None = None):
-    """``(x, y, z, accepted)`` for the scaled problem ``s`` (see :class:`optsolve.qp.admm.Scaled`),
+    """``(x, y, z, accepted)`` for the scaled problem ``s`` (see :class:`optsolve.qp.scaling.Scaled`),
     starting near ``x0``: the first iterate whose ``score(x, y, z)`` (the termination test's largest
     ratio of a residual to its tolerance) is at most 1, else the iterate of the smallest score
     (``accepted`` False: a start for polishing); None when the steps break down at once."""

@@ -42,7 +42,8 @@ def _rows(qp: QPProblem):
 
 def unscaled_residuals(qp: QPProblem, x: np.ndarray, y: np.ndarray) -> dict:
     """OSQP's termination quantities of (x, y) on the unscaled problem (z = Ax clipped to the bounds)."""
-    from optsolve.qp.admm import Scaled, residuals_of
+    from optsolve.qp.admm import residuals_of
+    from optsolve.qp.scaling import Scaled
 
     plain = Scaled(P=qp.P, q=qp.q, A=qp.A, l=qp.l, u=qp.u, D=np.ones(qp.n), E=np.ones(qp.m), c=1.0)
     return residuals_of(plain, x, y, np.clip(qp.A @ x, qp.l, qp.u))

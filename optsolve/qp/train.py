@@ -15,8 +15,9 @@ import time
 import numpy as np
 
 from optsolve.core.progress import get_logger
-from optsolve.qp.admm import ADMMSettings, ruiz_scale, solve_admm
+from optsolve.qp.admm import ADMMSettings, solve_admm
 from optsolve.qp.policy import Policy, initial_weights, pac_bayes_bound
+from optsolve.qp.scaling import ruiz_scale
 
 LOSS = "min(iterations to eps_abs = eps_rel = eps, cap) / cap; a run that misses the tolerance by cap scores 1"
 

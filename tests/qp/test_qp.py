@@ -267,7 +267,7 @@ def test_distributed_reaches_the_centralised_optimum(name, nodes):
 
 
 def test_distributed_split_is_exact_and_locally_convex():
-    from optsolve.qp.admm import ruiz_scale
+    from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.distributed import auto_partition, split
 
     qp = prepare(family("mpc", n=150))
@@ -356,7 +356,8 @@ def test_stalled_lp_like_run_is_finished_by_interior_point_steps():
 @pytest.mark.parametrize("name", ["random", "eqqp", "mpc", "portfolio"])
 def test_interior_point_steps_solve_generated_problems(name):
     """From x = 0, the interior-point method alone reaches tight residuals on the scaled problem."""
-    from optsolve.qp.admm import ruiz_scale, support
+    from optsolve.qp.admm import support
+    from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.ipm import interior_point
     from optsolve.qp.problems import prepare
 
@@ -377,7 +378,7 @@ def test_interior_point_steps_order_once_and_refactor_numerically(monkeypatch):
     """The interior-point finish factors its quasi-definite system as ADMM does: the ordering and symbolic analysis
     once, one numeric refactorisation per further step (W changes, the pattern does not)."""
     import optsolve.qp.ipm as ipm
-    from optsolve.qp.admm import ruiz_scale
+    from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.problems import prepare
 
     built, updates = [], []

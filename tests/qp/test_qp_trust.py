@@ -270,7 +270,7 @@ def _loose(rng, n):
 @pytest.mark.parametrize("family, nodes", [("chain", 40), ("random", 7), ("flow", None), ("portfolio", 5),
                                            ("loose", 9)])
 def test_split_builds_the_nodes_its_definition_gives(family, nodes):
-    from optsolve.qp.admm import ruiz_scale
+    from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.distributed import auto_partition, split
 
     rng = np.random.default_rng(2)

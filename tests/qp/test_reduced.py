@@ -10,9 +10,10 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 import optsolve.qp.reduced as reduced
-from optsolve.qp.admm import ADMMSettings, rho_vector, ruiz_scale, solve_admm
+from optsolve.qp.admm import ADMMSettings, rho_vector, solve_admm
 from optsolve.qp.problems import FAMILIES, SCHEMA, prepare
 from optsolve.qp.reduced import Reduced
+from optsolve.qp.scaling import ruiz_scale
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("cvxopt") is None, reason="cvxopt is not installed")
 
