@@ -57,8 +57,9 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
 
     The column maxima of P are those of its stored upper triangle, as osqp 1.x computes them
     (with the full matrix's the iterates leave osqp's after a few steps). The passes scale the
-    magnitudes of the entries of P's upper triangle and of A; the scaled P and A are computed once
-    at the end, from the accumulated factors.
+    magnitudes of the entries of P's upper triangle and of A, each pass's factors applied in turn
+    (as osqp rounds them: ADMM's later decisions, such as when rho changes, can turn on the last
+    bit); P is computed once at the end, from the accumulated factors, so that it stays symmetric.
     """
     P, A, q = qp.P.tocsc(copy=True), qp.A.tocsc(copy=True), qp.q.copy()
     P.sort_indices()
@@ -74,7 +75,7 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     u_full, a_full = u_count > 0, a_count > 0
     u_starts, a_starts = (np.cumsum(u_count) - u_count)[u_full], A.indptr[:-1][a_full]
     D, E, c = np.ones(n), np.ones(m), 1.0
-    u_max = _column_max(wu, u_starts, u_full)  # times c: the cost scaling is applied to these maxima only
+    u_max = _column_max(wu, u_starts, u_full)
     for _ in range(passes):
         dn = _limit(np.maximum(u_max, _column_max(wa, a_starts, a_full)))
         row_max = np.zeros(m)
@@ -85,9 +86,10 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
         wa *= et[a_rows] * dt[a_cols]
         q = q * dt
         D, E = D * dt, E * et
-        u_max = _column_max(wu, u_starts, u_full) * c
+        u_max = _column_max(wu, u_starts, u_full)
         mean_col = float(u_max.mean()) if n else 0.0
         ct = 1.0 / float(_limit(np.array([max(mean_col, float(_limit(np.array([np.abs(q).max() if n else 0.0]))[0]))]))[0])
+        wu *= ct  # in the entries too: each pass rounds as osqp's does, in the same order
         u_max *= ct
         q = q * ct
         c *= ct
@@ -95,5 +97,5 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
                 <= SCALING_FIXED:
             break  # a fixed point: further passes change nothing but rounding
     P.data *= D[p_rows] * D[p_cols] * c  # exactly symmetric
-    A.data *= E[a_rows] * D[a_cols]
+    A.data = np.copysign(wa, A.data)  # A's entries as scaled pass by pass (|a| f rounds as |a f| for f > 0)
     return Scaled(P=P, q=q, A=A, l=qp.l * E, u=qp.u * E, D=D, E=E, c=c)
