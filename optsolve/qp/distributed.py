@@ -72,6 +72,10 @@ class OneProcess:
         return x
 
     @staticmethod
+    def max_array(v: np.ndarray) -> np.ndarray:
+        return v
+
+    @staticmethod
     def start_sum(v: np.ndarray):
         return v
 
@@ -113,6 +117,11 @@ class MPIRanks:
 
     def max(self, x: float) -> float:
         return float(self.comm.allreduce(float(x), op=self._MPI.MAX))
+
+    def max_array(self, v: np.ndarray) -> np.ndarray:
+        out = np.empty_like(v)
+        self.comm.Allreduce(np.ascontiguousarray(v), out, op=self._MPI.MAX)
+        return out
 
     def start_sum(self, v: np.ndarray):
         """A non-blocking :meth:`sum` (Iallreduce); :meth:`finish_sum` waits for it."""
@@ -430,6 +439,26 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     C, M = B.gidx.size, B.rows.size
     X, Y = np.zeros(C), np.zeros(C)
     sl, lam = np.zeros(M), np.zeros(M)
+    # w at this rank's variables only: the consensus sums of a variable no other rank copies need no reduction,
+    # and only the shared ones travel (the Allreduce and the update of w are O(n / ranks + shared), not O(n))
+    var = np.unique(B.gidx)
+    local = np.searchsorted(var, B.gidx)  # each copy's variable, in var
+    here = np.zeros(n)
+    here[var] = 1.0
+    holders = comm.sum(here)
+    everywhere = np.flatnonzero(holders > 1)  # the variables copied on more than one rank: what the ranks exchange
+    shared = np.flatnonzero(holders[var] > 1)  # this rank's among them (positions in var)
+    slot = np.searchsorted(everywhere, var[shared])  # their places in the exchanged vector
+    owner = comm.max_array(np.where(here > 0, float(comm.rank), -1.0))  # who writes a variable into the whole w
+    owned = np.flatnonzero(owner[var] == comm.rank)
+    wl = np.zeros(var.size)
+
+    def whole_w() -> np.ndarray:
+        """w at every variable, on every rank (collective: every rank calls it at the same iterations)."""
+        out = np.zeros(n)
+        out[var[owned]] = wl[owned]
+        return comm.sum(out)
+
     w = np.zeros(n)
     t_setup = time.perf_counter()
     Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
@@ -439,6 +468,8 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     learned_until = controller.interval * controller.steps if controller is not None else 0  # then balancing
 
     def residuals():
+        nonlocal w
+        w = whole_w()
         both = np.zeros(2 * m)
         both[B.rows], both[m + B.rows] = lam, sl
         both = comm.sum(both)  # every node's rows: on every rank
@@ -464,16 +495,20 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
 
     try:
         for it in range(1, max_iter + 1):
-            w_old = w
-            wt = w[B.gidx]
+            w_old = wl
+            wt = wl[local]
             X = B.solve(-B.q + B.mu * wt - Y + B.AT @ (B.rho * sl - lam))
-            pending = comm.start_sum(np.bincount(B.gidx, weights=B.mu * X, minlength=n))  # the consensus sums
+            sums = np.bincount(local, weights=B.mu * X, minlength=var.size)  # the consensus sums
+            exchange = np.zeros(everywhere.size)
+            exchange[slot] = sums[shared]
+            pending = comm.start_sum(exchange)
             zr = alpha * (B.A @ X) + (1.0 - alpha) * sl  # the rows' updates, while the sums travel
             s_new = np.clip(zr + lam / B.rho, B.l, B.u)
             lam = lam + B.rho * (zr - s_new)
             sl = s_new
-            w = alpha * (comm.finish_sum(pending) / B.counts) + (1.0 - alpha) * w_old
-            Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - w[B.gidx])
+            sums[shared] = comm.finish_sum(pending)[slot]
+            wl = alpha * (sums / B.counts[var]) + (1.0 - alpha) * w_old
+            Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - wl[local])
             checking = it % check_every == 0
             if checking:
                 info = residuals()
@@ -489,9 +524,9 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             if (controller is not None and it % controller.interval == 0
                     and it // controller.interval <= controller.steps):
                 dual_rel = (info if checking else residuals())["dual_rel"]
-                _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
+                _apply_node_policy(controller, it // controller.interval, B, X, sl, whole_w(), dual_rel)
             if balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX:
-                if _balance(B, X, sl, w, (info if checking else residuals())["dual_rel"]):
+                if _balance(B, X, sl, whole_w(), (info if checking else residuals())["dual_rel"]):
                     balanced += 1
             if deadline is not None and (checking or comm.size == 1):  # ranks decide together, at checks
                 if comm.max(float(time.perf_counter() > deadline)) > 0:
@@ -504,6 +539,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         if info["ok"]:
             status = "optimal"
     lam_g = info["lam"]
+    w = whole_w()
     polished = None
     # a time_limit status means the deadline has passed (all ranks agreed): no polishing after it
     if refine_stalled and status == "max_iter" and m and (deadline is None or time.perf_counter() < deadline):
