@@ -409,9 +409,10 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
 
     ``comm``: :class:`MPIRanks` to spread the nodes over MPI ranks (:func:`assign_nodes`); every
     rank calls this with the same problem and settings. Per iteration the ranks exchange one
-    Allreduce (the sums of the consensus step, overlapped with the rows' updates); a termination
-    check adds two (the nodes' duals and rows, and the largest consensus residual). The iterates
-    equal the single-process ones up to the order of floating-point sums.
+    Allreduce (the consensus sums of the variables copied on more than one rank, overlapped with the
+    rows' updates); a termination check adds three (the whole w, the nodes' duals and rows, and the
+    largest consensus residual). The iterates equal the single-process ones up to the order of
+    floating-point sums.
     """
     t0 = time.perf_counter()
     s = scaled if scaled is not None else ruiz_scale(qp, scaling)
