@@ -6,8 +6,9 @@ equilibrate both rows and columns norms in matrices", RAL-TR-2001-034. Each pass
 row and column of the KKT matrix ``[P A'; A 0]`` by the square root of its largest entry, then
 scales the cost so that the mean column maximum of P (or the largest |q|) is one.
 
-The passes read only the entries' magnitudes, so they run on one vector of them per matrix; the
-scaled matrices are written once, from the accumulated factors.
+The passes read only the entries' magnitudes, so they run on one vector of them per matrix
+(A's entries are then those magnitudes with their signs; P is written once, from the
+accumulated factors, so that it stays exactly symmetric).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import scipy.sparse as sp
 from optsolve.qp.ldl import columns
 from optsolve.qp.problems import QPProblem
 
-MIN_SCALING, MAX_SCALING = 1e-4, 1e4  # a row or column maximum outside this range counts as 1 (osqp's bounds)
+MIN_SCALING, MAX_SCALING = 1e-4, 1e4  # osqp's: a maximum below counts as 1, one above as MAX_SCALING
 SCALING_FIXED = 4 * np.finfo(float).eps  # Ruiz factors this close to 1: the equilibration has converged
 
 
