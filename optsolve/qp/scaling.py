@@ -46,11 +46,6 @@ def _limit(v):
     return np.minimum(v, MAX_SCALING)
 
 
-def _bounded(x: float) -> float:
-    """:func:`_limit` of one number."""
-    return 1.0 if x < MIN_SCALING else min(x, MAX_SCALING)
-
-
 def _column_max(w: np.ndarray, starts: np.ndarray, full: np.ndarray) -> np.ndarray:
     """The maximum of each column of entries ``w`` stored by column (``starts``: where the non-empty columns
     ``full`` begin; an empty column's maximum is 0)."""
@@ -126,7 +121,7 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
         D, E = D * dt, E * et
         u_max = _column_max(wu, u_starts, u_full)
         mean_col = float(u_max.mean()) if n else 0.0
-        ct = 1.0 / _bounded(max(mean_col, _bounded(float(np.abs(q).max()) if n else 0.0)))
+        ct = 1.0 / float(_limit(max(mean_col, float(_limit(float(np.abs(q).max()) if n else 0.0)))))
         wu *= ct  # in the entries too: each pass rounds as osqp's does, in the same order
         u_max *= ct
         q = q * ct
