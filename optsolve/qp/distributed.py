@@ -524,10 +524,11 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                     break
             if (controller is not None and it % controller.interval == 0
                     and it // controller.interval <= controller.steps):
-                dual_rel = (info if checking else residuals())["dual_rel"]
-                _apply_node_policy(controller, it // controller.interval, B, X, sl, whole_w(), dual_rel)
+                dual_rel = (info if checking else residuals())["dual_rel"]  # residuals() has gathered w
+                _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
             if balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX:
-                if _balance(B, X, sl, whole_w(), (info if checking else residuals())["dual_rel"]):
+                dual_rel = (info if checking else residuals())["dual_rel"]
+                if _balance(B, X, sl, w, dual_rel):
                     balanced += 1
             if deadline is not None and (checking or comm.size == 1):  # ranks decide together, at checks
                 if comm.max(float(time.perf_counter() > deadline)) > 0:
