@@ -314,7 +314,11 @@ def make_batch_command(kind: str) -> click.Command:
                 kill_children()  # whatever worker is left
                 sys.stderr.write(f"optsolve batch {kind}: stopped by {signal_name(stopped)}; the files finished "
                                  "before it are written, the others are not.\n")
-                sys.exit(128 + stopped)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                # no interpreter teardown: the process pool's exit hook would wake its manager thread through
+                # a pipe to the workers killed above, and print that failure's traceback
+                os._exit(128 + stopped)
             signal_code = signals.exit_code  # a signal after the last file
         counts: dict[str, int] = {}
         for o in outcomes:
