@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # each runs a benchmark script in a new process
 
 
 def quick(script: str, *args: str) -> list:

@@ -92,6 +92,7 @@ def _grandchildren(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find worker processes")
+@pytest.mark.slow
 def test_batch_survives_a_killed_worker(tmp_path, small_ot):
     rng = np.random.default_rng(1)
     slow = tmp_path / "slow.npz"

@@ -11,6 +11,8 @@ import pytest
 from optsolve.core.batch import finished_solution
 from optsolve.core.problem import save_problem
 
+pytestmark = pytest.mark.slow  # each starts a pool or a Dask cluster
+
 
 def _dask():
     pytest.importorskip("dask.distributed", reason="dask.distributed is not installed (pip install 'optsolve[dist]')")

@@ -15,7 +15,7 @@ import pytest
 
 from optsolve.core.guard import GRACE_S
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="POSIX fork and signals")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="POSIX fork and signals")]
 
 # An operator for `optsolve mvi --operator games.py:NAME`: a rotation of the plane, each of whose
 # evaluations after the first few takes a long time (a step the solver cannot cut short).

@@ -19,7 +19,7 @@ from optsolve.core import signals as sigmod
 from optsolve.core.errors import Terminated
 from optsolve.core.problem import save_problem
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
 
 class Running:

@@ -502,8 +502,9 @@ def assert_certified_against_emd(res, a, b, x, y):
     return opt
 
 
-@pytest.mark.parametrize("n,seed,kind", [(1000, 1, "uniform"), (1000, 1, "gaussians"), (2000, 0, "uniform"),
-                                         (2000, 1, "gaussians")])
+@pytest.mark.parametrize("n,seed,kind", [(1000, 1, "uniform"), (1000, 1, "gaussians"),
+                                         pytest.param(2000, 0, "uniform", marks=pytest.mark.slow),
+                                         pytest.param(2000, 1, "gaussians", marks=pytest.mark.slow)])
 def test_point_clouds_meet_the_target_gap(n, seed, kind):
     a, b, x, y = point_clouds(n, seed, kind)
     res = optsolve.ot.solve(a, b, x=x, y=y, cost="sqeuclidean", method="tnt", target_gap=1e-3)

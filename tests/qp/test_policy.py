@@ -117,6 +117,7 @@ def test_qp_train_cli(cli, tmp_path):
     assert r.exit_code == 7 and "--policy" in r.stderr
 
 
+@pytest.mark.slow
 def test_any_node_policy_keeps_distributed_convergence(tmp_path):
     """DeepDistributedQP: after its K steps the nodes' parameters stay fixed, and the ADMM converges."""
     wild = Policy(np.random.default_rng(3).standard_normal(n_params(8)) * 3.0, steps=10, interval=5,
@@ -133,6 +134,7 @@ def test_any_node_policy_keeps_distributed_convergence(tmp_path):
         optsolve.qp.solve_problem(family("random"), method="deepqp", policy=str(path))
 
 
+@pytest.mark.slow
 def test_qp_train_distributed_cli(cli, tmp_path):
     out = tmp_path / "pol.npz"
     r = cli("qp-train", "chain", "--n", "30", "--count", "20", "--generations", "1", "--population", "2",
@@ -208,6 +210,7 @@ def test_zero_row_policy_is_its_constant_rho_and_any_row_policy_converges(tmp_pa
         optsolve.qp.solve_problem(family("chain", n=40), method="deepdistributed", policy=str(path))
 
 
+@pytest.mark.slow
 def test_qp_train_per_row_cli(cli, tmp_path):
     out = tmp_path / "rows.npz"
     r = cli("qp-train", "random", "--n", "12", "--count", "20", "--generations", "1", "--population", "2",
