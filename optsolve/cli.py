@@ -115,8 +115,9 @@ def solve_options(func):
     """The options every solve command shares, and its PROBLEM argument."""
     decorators = [
         click.argument("problem", metavar="PROBLEM", type=str),
-        click.option("-o", "--output", metavar="FILE|-", default="-", show_default=True,
-                     help="Where to write the JSON document ('-' for stdout)."),
+        click.option("-o", "--output", metavar="FILE|-", default=None,
+                     help="Where to write the JSON document: a file, or '-' for stdout. Default: stdout, where a "
+                          "terminal gets a few readable lines instead (a pipe or a file gets the document)."),
         click.option("--arrays", metavar="FILE.npz", default=None,
                      help="Also write large arrays (matrices) in binary to this .npz file."),
         click.option("--max-iter", type=click.IntRange(min=1), default=None,

@@ -94,18 +94,27 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     return result
 
 
-def write_result(result: Result, output: str | None, arrays: str | None, indent: int | None = 2) -> None:
-    """Write the arrays file (if asked) and then the JSON document, each atomically; ``-`` is stdout."""
+def write_result(result: Result, output: str | None, arrays: str | None, indent: int | None = 2) -> bool:
+    """Write the arrays file (if asked) and then the JSON document, each atomically; ``-`` is stdout.
+    Without ``output``, a terminal on stdout gets :func:`optsolve.core.view.terminal_view` instead:
+    returns whether it did."""
     arrays_path = None
     if arrays and result.arrays:
         write_arrays(arrays, result.arrays)
         arrays_path = arrays
-    text = result.to_json(arrays_path=arrays_path, indent=indent) + "\n"
+    view = output is None and sys.stdout.isatty()
+    if view:
+        from optsolve.core.view import terminal_view
+
+        text = terminal_view(result.to_dict(arrays_path=arrays_path)) + "\n"
+    else:
+        text = result.to_json(arrays_path=arrays_path, indent=indent) + "\n"
     if output in (None, "-"):
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
         write_atomic(output, text)
+    return view
 
 
 def summary_line(kind: str, result: Result) -> str:
@@ -222,13 +231,13 @@ def _run_command(kind, problem, params, output, arrays, verbosity, started, chan
             if signals.received is not None and result.status is Status.INTERRUPTED:
                 result.add_message(signals.describe())
             try:
-                write_result(result, output, arrays)
+                viewed = write_result(result, output, arrays)
             except OSError as exc:
                 sys.stderr.write(f"optsolve {kind}: error: cannot write the result ({exc}).\n")
                 return Status.INTERNAL_ERROR.exit_code
             code = signals.exit_code or result.exit_code
             line = summary_line(kind, result)
-            if code != 0 or verbosity > QUIET:
+            if (code != 0 or verbosity > QUIET) and not (viewed and sys.stderr.isatty()):  # the view said it
                 if signals.received is not None and result.status is not Status.INTERRUPTED:
                     line += f" ({signal_name(signals.received)} received after the solve)"
                 sys.stderr.write(line + "\n")
