@@ -79,11 +79,14 @@ def test_bench_cover_quick():
 
 def test_bench_kmeans_quick():
     lines = quick("bench-kmeans")
+    header = next(line for line in lines if line.startswith("| data | scheme |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert {"labels", "sample-centre", "default"} <= set(columns)
     rows = [line for line in lines if line.startswith("| digits |")]
-    assert len(rows) == 2 and all(len(row.split("|")) == 11 for row in rows)
+    assert len(rows) == 2 and all(len(row.split("|")) == len(header.split("|")) for row in rows)
     scal = [line for line in lines if line.startswith("| 10000 |")]
-    assert {row.split("|")[2].strip().split(",")[0] for row in scal} == {"sort-window", "crdest", "sample-window",
-                                                                         "sample-centre"}
+    assert {row.split("|")[2].strip().split(",")[0].split(":")[0] for row in scal} == {
+        "sort-window", "crdest", "sample-window", "sample-centre", "default"}
 
 
 def test_bench_truncated_quick():

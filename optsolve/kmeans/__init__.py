@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -30,14 +31,15 @@ PRELOAD = ("sklearn.cluster", "optsolve.kmeans.estimators", "optsolve.kmeans.cer
 SETUP_IMPORTS = {"lloyd": ("sklearn.cluster",)}
 METHODS = ("sample-centre", "sample-window", "sort-window", "crdest", "labels", "lloyd")
 ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
-# kmeans's methods run in one pass: `--history` records the cost of the estimate and, with
-# '--refine', after the Lloyd steps (iteration = Lloyd iterations).
+# kmeans's methods run in one pass: `--history` records the cost of the estimate and, where it is
+# refined, after the Lloyd steps (iteration = Lloyd iterations).
 KMEANS_MEASURE = "k-means cost (sum of squared distances to the nearest centre)"
 CRDEST_GRID = tuple(round(0.02 * i, 2) for i in range(10))  # its kept fraction 1 - 5 alpha: 1, 0.9, ..., 0.1
 SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many points (a fixed random subset)
 SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
 MAX_SWEEPS = 3  # sweeps over the clusters choosing each one's alpha
 LLOYD_STARTS = 10  # k-means++ starts of the lloyd method (scikit-learn's n_init)
+LLOYD_STEPS = 10  # Lloyd steps at most after an estimator's centres (refine, the default)
 
 
 def _alpha_option(alpha):
@@ -185,7 +187,8 @@ def _limits(**given) -> dict:
     return out
 
 
-def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: int = 0, seed: int | None = None,
+def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: bool = True,
+                  lloyd_steps: int = LLOYD_STEPS, seed: int | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
                   cost_rtol: float | None = None, cost_atol: float | None = None, assign_tol: float | None = None,
                   label_cost_slack: float | None = None, progress: Progress = SILENT) -> Result:
@@ -196,8 +199,10 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
     :func:`choose_alphas`; the clusters with more points estimated again on all of them at their
     alpha, kept when they cost no more on those 20,000 points);
-    ``refine``: Lloyd steps after the estimate (scikit-learn's KMeans from these centres; under a
-    time limit :func:`optsolve.kmeans.estimators.lloyd_steps`, checked between steps);
+    ``refine``: at most ``lloyd_steps`` Lloyd steps after the estimate (scikit-learn's KMeans from these
+    centres; under a time limit :func:`optsolve.kmeans.estimators.lloyd_steps`, checked between steps).
+    A Lloyd step never raises the cost, so the estimator's guarantee holds for the refined centres too;
+    ``refine=False`` returns the estimator's centres;
     ``time_limit``: seconds for the whole solve, certificate included. Past it, the clusters not
     yet estimated get their plain centroid, the alpha grid stops at the values done, the Lloyd
     steps stop, the certificate leaves out what it has no time for (see
@@ -208,7 +213,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     (:data:`optsolve.kmeans.certificate.LIMITS`), recorded in the settings.
     """
     from optsolve.kmeans import certificate
-    from optsolve.kmeans.estimators import assign, clusters, lloyd_restarts, lloyd_steps
+    from optsolve.kmeans.estimators import assign, clusters, lloyd_restarts
+    from optsolve.kmeans.estimators import lloyd_steps as steps_until
 
     if device == "gpu":
         raise ParameterError("optsolve kmeans runs on the CPU; use '--device cpu' (or auto).")
@@ -218,11 +224,12 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
     alpha = _alpha_option(alpha)
     limits = _limits(cost_rtol=cost_rtol, cost_atol=cost_atol, assign_tol=assign_tol,
                      label_cost_slack=label_cost_slack)
-    if refine is None or refine < 0:
-        raise ParameterError(f"The '--refine' option must be a nonnegative integer; got {refine!r}.")
+    if isinstance(lloyd_steps, bool) or not isinstance(lloyd_steps, (int, np.integer)) or lloyd_steps < 0:
+        raise ParameterError(f"The '--lloyd-steps' option must be a nonnegative integer; got {lloyd_steps!r}.")
     if max_iter is not None and method != "lloyd":
         raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
-                             f"{method} is not iterative: use '--refine N' for Lloyd steps after it.")
+                             f"{method} is not iterative: '--lloyd-steps N' sets the Lloyd steps after it.")
+    refine = int(lloyd_steps) if refine else 0  # the Lloyd steps allowed after the estimate
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ParameterError(f"The '--time-limit' option must be a number of seconds > 0; got {time_limit!r}.")
     t0 = time.perf_counter()
@@ -233,7 +240,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
 
     kp = prepare(problem)
     seed = 0 if seed is None else int(seed)
-    settings = {"alpha": alpha, "refine": int(refine), "seed": seed, **limits}
+    settings = {"alpha": alpha, "refine": bool(refine), "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
     if time_limit is not None:
         settings["time_limit"] = float(time_limit)
     stats = {"m": kp.m, "d": kp.d, "k": kp.k}
@@ -320,7 +327,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
         if cut:
             timed_out.append(f"predicted clusters {cut} given their plain centroid")
         if refine and late():
-            timed_out.append("no Lloyd step of '--refine' run")
+            timed_out.append("no Lloyd step of the refinement run")
         elif refine:
             if history_active() is not None:  # the estimate's cost, before the Lloyd steps
                 trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
@@ -328,19 +335,22 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: i
             try:
                 if deadline is None:
                     from sklearn.cluster import KMeans
+                    from sklearn.exceptions import ConvergenceWarning
 
-                    km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
-                        np.asarray(kp.X, dtype=float))
+                    with warnings.catch_warnings():  # fewer distinct points than centres: the steps are still valid
+                        warnings.simplefilter("ignore", category=ConvergenceWarning)
+                        km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
+                            np.asarray(kp.X, dtype=float))
                     centres, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
                 else:  # steps of its own, the deadline looked at between them
-                    centres, steps, stopped = lloyd_steps(kp.X, centres, int(refine), deadline)
+                    centres, steps, stopped = steps_until(kp.X, centres, int(refine), deadline)
             except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
                 status = Status.INTERRUPTED
-                messages.append("Interrupted during the Lloyd steps of '--refine': the centres are the estimate's.")
+                messages.append("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
             else:
                 stats["refine_iterations"] = steps
                 if stopped:
-                    timed_out.append(f"{steps} of the {int(refine)} Lloyd steps of '--refine' run")
+                    timed_out.append(f"{steps} of the {int(refine)} Lloyd steps of the refinement run")
     if empty:
         messages.append(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} centres).")
     if timed_out and status is Status.OPTIMAL:

@@ -20,9 +20,13 @@ OUTPUT_OPTIONS = ()
               help="The error rate the estimators trim for, in [0, 0.5), or 'auto': one value per predicted "
                    "cluster from a small grid (0, 0.05, ..., 0.45; crdest 0, 0.02, ..., 0.18) by the cost, "
                    "reported.")
-@click.option("--refine", type=click.IntRange(min=0), default=0, show_default=True,
-              help="At most this many Lloyd steps from the estimated centres after the estimate (scikit-learn's "
-                   "KMeans; under --time-limit, steps of optsolve's own that stop at the limit).")
+@click.option("--refine/--no-refine", default=True, show_default=True,
+              help="Lloyd steps from the estimated centres (at most --lloyd-steps; scikit-learn's KMeans, under "
+                   "--time-limit steps of optsolve's own that stop at the limit). A Lloyd step never raises the "
+                   "cost, so the estimator's guarantee holds for the refined centres; --no-refine: the estimator's "
+                   "centres alone.")
+@click.option("--lloyd-steps", type=click.IntRange(min=0), default=10, show_default=True,
+              help="The most Lloyd steps of the refinement.")
 @click.option("--cost-rtol", type=float, default=None,
               help="Certificate: relative tolerance between the reported objective and the recomputed cost "
                    "(default 1e-9).")

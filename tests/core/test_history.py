@@ -20,7 +20,7 @@ CASES = {
     "qp auto": ("qp", ["--family", "random", "--n", "40"], []),
     "qp distributed": ("qp", ["--family", "chain", "--n", "80"], ["--method", "distributed"]),
     "cover greedy": ("cover", ["--family", "karate"], []),
-    "kmeans refine": ("kmeans", ["--family", "iris"], ["--refine", "5"]),
+    "kmeans refine": ("kmeans", ["--family", "iris"], ["--lloyd-steps", "5"]),
     "truncated newton": ("truncated", ["--family", "gaussian", "--d", "2"], []),
     "mvi ecppa": ("mvi", ["--family", "polar"], []),
 }

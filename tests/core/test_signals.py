@@ -137,9 +137,9 @@ def _cover(path, rng):
 
 
 def _kmeans(path, rng):
-    # no clusters in the points: the Lloyd steps of --refine go on for some hundred iterations
+    # no clusters in the points: the Lloyd steps of the refinement go on for some hundred iterations
     save_problem(str(path), {"X": rng.random((1_000_000, 2)), "labels": rng.integers(0, 100, 1_000_000)})
-    return ["--method", "labels", "--refine", "100000"], None
+    return ["--method", "labels", "--lloyd-steps", "100000"], None
 
 
 COMMANDS = {  # kind -> (problem writer, key of the solution it keeps; None: it keeps none when interrupted)

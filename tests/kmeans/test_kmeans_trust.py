@@ -29,7 +29,7 @@ def solve(cli, path, *args):
 
 def test_hostile_files(hostile):
     hostile("kmeans", small(), args=("--method", "sample-centre", "--alpha", "0.1"), examples=60)
-    hostile("kmeans", small(), args=("--method", "sort-window", "--refine", "3"), examples=25)
+    hostile("kmeans", small(), args=("--method", "sort-window", "--lloyd-steps", "3"), examples=25)
     hostile("kmeans", small(), args=("--method", "crdest", "--time-limit", "1e-9"), examples=25)
 
 
@@ -216,7 +216,7 @@ def test_lower_bound_is_skipped_when_its_tables_exceed_the_budget():
     ("sample-centre", ()),
     ("sort-window", ("--alpha", "0.1")),
     ("crdest", ()),
-    ("sample-window", ("--refine", "5")),
+    ("sample-window", ("--lloyd-steps", "5")),
     ("lloyd", ()),
 ])
 def test_time_limit_reached_writes_the_best_iterate(cli, tmp_path, method, args):
@@ -239,8 +239,10 @@ def test_time_limit_reached_writes_the_best_iterate(cli, tmp_path, method, args)
 
 def test_labels_method_is_final_under_any_time_limit(cli, tmp_path):
     path = write(tmp_path / "p.npz", small())
-    r, doc = solve(cli, path, "--method", "labels", "--time-limit", "1e-9")
+    r, doc = solve(cli, path, "--method", "labels", "--no-refine", "--time-limit", "1e-9")
     assert r.exit_code == 0 and doc["status"] == "optimal", r.stderr
+    r, doc = solve(cli, path, "--method", "labels", "--time-limit", "1e-9")  # the Lloyd steps are cut
+    assert r.exit_code == 5 and doc["status"] == "time_limit" and "Lloyd" in doc["message"], r.stderr
 
 
 def test_crdest_on_tiny_clusters_and_at_alpha_zero(cli, tmp_path):
