@@ -224,6 +224,9 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     alpha = _alpha_option(alpha)
     limits = _limits(cost_rtol=cost_rtol, cost_atol=cost_atol, assign_tol=assign_tol,
                      label_cost_slack=label_cost_slack)
+    if not isinstance(refine, (bool, np.bool_)):
+        raise ParameterError(f"The 'refine' option is True or False (the number of Lloyd steps is 'lloyd_steps'); "
+                             f"got {refine!r}.")
     if isinstance(lloyd_steps, bool) or not isinstance(lloyd_steps, (int, np.integer)) or lloyd_steps < 0:
         raise ParameterError(f"The '--lloyd-steps' option must be a nonnegative integer; got {lloyd_steps!r}.")
     if max_iter is not None and method != "lloyd":

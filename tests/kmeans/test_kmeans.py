@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import optsolve.kmeans
+from optsolve.core.errors import ParameterError
 from optsolve.kmeans import estimators
 from optsolve.kmeans.certificate import guarantee
 from optsolve.kmeans.problems import FAMILIES, SCHEMA, corrupt, realised_alpha
@@ -239,3 +240,12 @@ def test_the_default_refines_an_estimate_that_wrong_labels_pulled_away():
     assert refined.objective <= estimate.objective and refined.objective <= 1.01 * best
     assert refined.status.value == "optimal" and refined.certificate.holds
     assert 1 <= refined.stats["refine_iterations"] <= refined.settings["lloyd_steps"] == 10
+
+
+def test_refine_is_a_switch_and_lloyd_steps_a_count():
+    X = np.arange(12, dtype=float).reshape(6, 2)
+    labels = np.array([0, 0, 0, 1, 1, 1])
+    for bad in ({"refine": 5}, {"lloyd_steps": -1}, {"lloyd_steps": True}, {"lloyd_steps": 2.5}):
+        with pytest.raises(ParameterError):
+            optsolve.kmeans.solve(X, labels, **bad)
+    assert optsolve.kmeans.solve(X, labels, lloyd_steps=0).settings["lloyd_steps"] == 0
