@@ -57,3 +57,16 @@ def test_mvi_example_runs(capsys):
     exec(compile(block, "README.md", "exec"), scope)
     assert scope["res"].status.value == "optimal" and scope["res2"].status.value == "optimal"
     assert np.allclose(scope["res2"].solution["z"], np.linalg.solve(scope["M"], -np.ones(2)), atol=1e-5)
+
+
+def test_kmeans_estimator_example_runs(capsys):
+    import numpy as np
+
+    section = README.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    block = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if "PredictedLabelsKMeans" in b][0]
+    scope = {}
+    exec(compile(block, "README.md", "exec"), scope)
+    km = scope["km"]
+    found = sorted(map(tuple, np.round(km.cluster_centers_)))
+    assert found == [(0.0, 0.0), (0.0, 5.0), (5.0, 0.0)] and km.result_.certificate.holds
+    assert km.predict([[4.0, 1.0]]).tolist() == [int(np.argmin(((km.cluster_centers_ - [4, 1]) ** 2).sum(1)))]
