@@ -267,7 +267,7 @@ class Result:
             "certificate": to_jsonable(
                 self.certificate.to_dict() if self.certificate else None, "certificate", nonfinite
             ),
-            "stats": to_jsonable(self.stats, "stats", nonfinite),
+            "stats": to_jsonable(common_stats(self.stats), "stats", nonfinite),
             "settings": to_jsonable(self.settings, "settings", nonfinite),
         }
         if self.arrays:
@@ -280,6 +280,21 @@ class Result:
 
     def to_json(self, arrays_path: str | None = None, indent: int | None = 2) -> str:
         return dumps(self.to_dict(arrays_path), indent=indent)
+
+
+# Keys every document's stats has (null where a method does not count them), method-specific ones beside:
+# iterations, evaluations (what the method counts as work: README's vocabulary table), and the times
+STATS_KEYS = ("iterations", "evaluations")
+TIME_KEYS = ("load", "solve", "certificate", "total")
+
+
+def common_stats(stats: dict) -> dict:
+    """``stats`` with :data:`STATS_KEYS` first and ``time_s`` holding :data:`TIME_KEYS` (None where missing)."""
+    out = {k: stats.get(k) for k in STATS_KEYS}
+    out.update((k, v) for k, v in stats.items() if k not in STATS_KEYS)
+    times = stats.get("time_s") or {}
+    out["time_s"] = {**{k: times.get(k) for k in TIME_KEYS}, **times}
+    return out
 
 
 def dumps(doc, indent: int | None = 2) -> str:

@@ -54,7 +54,7 @@ def _milp(cp, s, info, stats, deadline, source="Problem") -> Result:
     remaining = None if deadline is None else max(0.05, deadline - time.perf_counter())
     run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None,
                      label=source)
-    stats.update({"dual_bound": run.dual_bound, "mip_nodes": run.nodes})
+    stats.update({"iterations": run.nodes, "evaluations": 0, "dual_bound": run.dual_bound})  # branch-and-bound nodes
     if run.status == "infeasible":
         return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
                       solution={"certificate_kind": "infeasible", "reason": run.message}, stats=stats, settings=s)
@@ -140,7 +140,7 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     deadline = None if s["time_limit"] is None else t0 + remaining(s["time_limit"])
     cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
     info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
-    stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
+    stats = {"iterations": 0, "evaluations": 0, "function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
     reason = infeasibility_reason(cp, fairness=not s["unfair"], rtol=s["value_rtol"])
     if reason is not None:
         result = Result("cover", method, Status.INFEASIBLE, f"Infeasible: {reason}", problem=info,
@@ -150,7 +150,7 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     else:
         fn = make_function(cp)
         run = METHODS[method](cp, fn, s, deadline)
-        stats.update({"oracle_calls": int(run.calls), "rounds": run.rounds, "kappa": run.kappa, "beta": run.beta,
+        stats.update({"iterations": run.rounds, "evaluations": int(run.calls), "kappa": run.kappa, "beta": run.beta,
                       "repaired": run.repaired})
         status = Status(run.status)
         result = Result("cover", method, status, run.message, problem=info, stats=stats, settings=s)

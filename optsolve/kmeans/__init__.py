@@ -246,7 +246,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     settings = {"alpha": alpha, "refine": bool(refine), "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
     if time_limit is not None:
         settings["time_limit"] = float(time_limit)
-    stats = {"m": kp.m, "d": kp.d, "k": kp.k}
+    stats = {"iterations": 0, "m": kp.m, "d": kp.d, "k": kp.k}  # iterations: Lloyd steps
     messages = []
     status = Status.OPTIMAL
     timed_out = []  # what the time limit cut short
@@ -264,7 +264,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
                 timed_out.append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut short (the "
                                  "cheapest kept)")
         empty, used = [], None
-        stats["lloyd_iterations"] = steps
+        stats["iterations"] = steps
     else:
         grid = None
         if alpha == "auto" and method != "labels":
@@ -351,7 +351,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
                 status = Status.INTERRUPTED
                 messages.append("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
             else:
-                stats["refine_iterations"] = steps
+                stats["iterations"] = steps
                 if stopped:
                     timed_out.append(f"{steps} of the {int(refine)} Lloyd steps of the refinement run")
     if empty:
@@ -361,8 +361,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
         messages.append(f"Time limit of {time_limit:g} s reached: " + "; ".join(timed_out) + ".")
     assignment, dist = assign(kp.X, centres)
     cost = float(dist.sum())
-    trace(stats.get("refine_iterations", stats.get("lloyd_iterations", 0)), cost, measure=KMEANS_MEASURE,
-          stage="final")
+    trace(stats["iterations"], cost, measure=KMEANS_MEASURE, stage="final")
+    stats["evaluations"] = stats["iterations"] + 1  # passes over all the points: each Lloyd step, the assignment
     settings["alpha_used"] = used
     stats.update({"alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
                                                                                      minlength=centres.shape[0])})

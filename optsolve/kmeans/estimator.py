@@ -99,7 +99,7 @@ class PredictedLabelsKMeans(ClusterMixin, BaseEstimator):
         self.cluster_centers_ = np.asarray(res.solution["centres"], dtype=float)
         self.labels_ = np.asarray(res.solution["assignment"], dtype=np.int64)
         self.inertia_ = float(res.objective)
-        self.n_iter_ = int(res.stats.get("refine_iterations", res.stats.get("lloyd_iterations", 0)))
+        self.n_iter_ = int(res.stats["iterations"])
         self.n_features_in_ = self.cluster_centers_.shape[1]
         self.result_ = res
         return self

@@ -212,8 +212,8 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
                 "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
     if mp.z_star is not None:
         solution["distance_to_z_star"] = norm2(z - mp.z_star)
-    stats = {"d": mp.d, "evaluations": ev.evals, "jacobian_evaluations": ev.jacobian_evals,
-             "best_at_evaluation": ev.best_eval, "outer_iterations": run.get("outer"),
+    stats = {"iterations": run.get("outer"), "evaluations": ev.evals, "d": mp.d,
+             "jacobian_evaluations": ev.jacobian_evals, "best_at_evaluation": ev.best_eval,
              "inner_iterations": run.get("inner"), "max_inner": run.get("max_inner"),
              "L": mp.L, "rho": rho_used}
     if run.get("gamma_max"):
@@ -225,9 +225,11 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
                 "time_limit": time_limit, **limits}
     result = Result("mvi", method, status, " ".join(messages), problem=problem.info(d=mp.d), solution=solution,
                     stats=stats, settings=settings)
+    t = time.perf_counter()
     result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=None,
                                                 settings=settings, limits=limits, status=result.status.value,
                                                 operator=operator))
+    stats["time_s"]["certificate"] = time.perf_counter() - t
     return result
 
 

@@ -135,8 +135,8 @@ def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None, row_sprea
         it, kind, why = r.rejected_claims[-1]
         message += (f" An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
                    "not reported; iterations went on.")
-    stats = {"iterations": r.iterations, "rho_updates": r.rho_updates, "rho": r.rho,
-             "factorisations": r.factorisations, "prim_res": r.prim_res, "dual_res": r.dual_res,
+    stats = {"iterations": r.iterations, "evaluations": r.factorisations, "rho_updates": r.rho_updates, "rho": r.rho,
+             "prim_res": r.prim_res, "dual_res": r.dual_res,
              "duality_gap": r.duality_gap, "polished": r.polished, "time_s": {"setup": r.time_s.get("setup"),
                                                       "iterations": r.time_s.get("iterations")}}
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
@@ -160,7 +160,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
     from optsolve.qp.admm import refined_message
 
     message = refined_message(r.iterations) if r.polished else r.message
-    stats = {"iterations": r.iterations, "nodes": r.nodes, "copies": r.copies, "factorisations": r.factorisations,
+    stats = {"iterations": r.iterations, "evaluations": r.factorisations, "nodes": r.nodes, "copies": r.copies,
              "balance_updates": r.balance_updates, "prim_res": r.prim_res,
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
              "time_s": dict(r.time_s)}
@@ -330,7 +330,8 @@ def _osqp(qp, s, progress, x0, y0):
             sys.stderr.write(text)
         r = solver.solve(raise_error=False)
     status = OSQP_STATUS.get(r.info.status, "numerical_error")
-    stats = {"iterations": int(r.info.iter), "rho_updates": int(r.info.rho_updates),
+    stats = {"iterations": int(r.info.iter), "evaluations": 1 + int(r.info.rho_updates),
+             "rho_updates": int(r.info.rho_updates),
              "prim_res": float(r.info.prim_res), "dual_res": float(r.info.dual_res), "osqp_status": r.info.status,
              "osqp_version": osqp.__version__}
     out = {"status": status, "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
@@ -377,8 +378,8 @@ def _interior_point_peer(name: str):
         deadline = _deadline(s)
         with stdout_to_stderr():
             r = solve(qp, s, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
-        out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None,
-               "dual_inf_cert": None}
+        stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
+        out = {"status": r["status"], "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
         if r["status"] in ("infeasible", "unbounded"):
             _check_claim(qp, s, deadline, out, r["claim"], f"{name} reported {r['status']}")
         _answer(qp, out, r["x"], r["y"])
@@ -400,7 +401,8 @@ def _auto(qp, s, progress, x0, y0):
         r = auto.solve_kkt(qp, s["eps_abs"], s["eps_rel"], _deadline(s))
         if r is not None:
             peers.trace_answer(qp, r[3], r[0], r[1])
-            stats = {"iterations": r[3], "method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}}
+            stats = {"iterations": r[3], "evaluations": 1, "method_used": "kkt",
+                     "time_s": {"kkt": time.perf_counter() - t}}
             return {"x": r[0], "y": r[1], "z": r[2], "status": "optimal", "message": "", "stats": stats,
                     "prim_inf_cert": None, "dual_inf_cert": None}
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
@@ -425,7 +427,7 @@ def _no_variables(qp: QPProblem) -> dict:
     certificate (dy = -1 where l > 0, +1 where u < 0: A'dy = 0 and SC(dy) < 0)."""
     z = np.zeros(qp.m)
     dy = np.where(qp.l > 0, -1.0, 0.0) + np.where(qp.u < 0, 1.0, 0.0)
-    stats = {"iterations": 0}
+    stats = {"iterations": 0, "evaluations": 0}
     if np.any(dy):
         return {"x": None, "y": None, "z": None, "status": "infeasible", "stats": stats,
                 "message": f"No variables (n = 0): row {int(np.flatnonzero(dy)[0])} excludes Ax = 0.",

@@ -163,9 +163,12 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
     solution = {k: np.asarray(v).tolist() for k, v in params.items()}
     if held is not None:
         solution["holdout_rows"] = held.tolist()
-    stats = {"n": tp.n, "d": tp.d, "family": tp.family.name, "oracle_calls": counter.calls,
-             "samples_drawn": int(run.get("samples_drawn", 0))}
-    for key in ("alpha0", "radius", "radius_doublings", "ess", "steps"):
+    # iterations: Newton steps over all batches (newton), SGD steps (psgd, dgtz), none (naive);
+    # evaluations: membership-oracle calls, the papers' measure of work
+    steps = sum(b["newton_steps"] for b in run["batches"]) if "batches" in run else run.get("steps", 0)
+    stats = {"iterations": int(steps), "evaluations": counter.calls, "n": tp.n, "d": tp.d,
+             "family": tp.family.name, "samples_drawn": int(run.get("samples_drawn", 0))}
+    for key in ("alpha0", "radius", "radius_doublings", "ess"):
         if key in run:
             stats[key] = run[key]
     if "batches" in run:
@@ -175,7 +178,7 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
                                            deadline=deadline, oracle=counter)
         solution.update(intervals)
         stats["bootstrap_resamples"] = done
-        stats["oracle_calls"] = counter.calls
+        stats["evaluations"] = counter.calls
         if late:
             messages.append(f"The time limit stopped the bootstrap with {done} of {bootstrap} resamples estimated.")
             if status is Status.OPTIMAL:

@@ -37,7 +37,7 @@ def command(problem, **params):
     """Estimation from truncated samples: the truncated MLE with few membership-oracle calls.
 
     Writes solution.mean and solution.covariance (or rates), alpha_hat (the estimate's mass on
-    the set) with its interval; stats.oracle_calls counts every membership query. The
+    the set) with its interval; stats.evaluations counts every membership query. The
     certificate re-estimates the likelihood's gradient at the estimate with fresh draws.
     """
     run_solve("truncated", problem, params)

@@ -35,6 +35,9 @@ def test_every_command_records_a_columnar_history(cli, tmp_path, case):
     r = cli(kind, path, *opts, "--history", "--seed", "0")
     assert r.exit_code in (0, 5, 6), r.stderr
     doc = r.json()
+    stats = doc["stats"]  # the keys every document has
+    assert isinstance(stats["iterations"], int) and isinstance(stats["evaluations"], (int, float))
+    assert all(isinstance(stats["time_s"][k], float) for k in ("load", "solve", "certificate", "total"))
     h = doc["stats"]["history"]
     lengths = {len(h[c]) for c in COLUMNS}
     assert len(lengths) == 1 and lengths.pop() >= 1

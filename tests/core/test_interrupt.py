@@ -123,7 +123,7 @@ def test_cover_convert_fair_interrupted_reports_its_search(monkeypatch, method):
     res = optsolve.cover.solve_problem(_cover_problem(), method=method)
     assert seen["calls"] >= 3
     assert res.status.value == "interrupted" and res.exit_code == 130
-    assert res.message.startswith("Interrupted after") and res.stats["rounds"] >= 1 and res.stats["oracle_calls"] > 0
+    assert res.message.startswith("Interrupted after") and res.stats["iterations"] >= 1 and res.stats["evaluations"] > 0
     assert res.solution is None  # no fair cover was found before the interrupt
 
 

@@ -107,3 +107,15 @@ def test_lazy_array_is_computed_once_on_first_use():
     assert len(calls) == 1
     with pytest.raises(AttributeError):
         lazy._missing
+
+
+def test_every_document_has_the_common_stats_keys():
+    from optsolve.core.result import Result, Status
+
+    doc = Result("qp", None, Status.INVALID_INPUT, "bad", stats={"time_s": {"total": 0.1}, "extra": 1}).to_dict()
+    assert list(doc["stats"])[:2] == ["iterations", "evaluations"] and doc["stats"]["iterations"] is None
+    assert doc["stats"]["time_s"] == {"load": None, "solve": None, "certificate": None, "total": 0.1}
+    assert doc["stats"]["extra"] == 1
+    doc = Result("ot", "tnt", Status.OPTIMAL, stats={"evaluations": 3.5, "iterations": 2,
+                                                     "time_s": {"round": 0.2}}).to_dict()
+    assert doc["stats"]["evaluations"] == 3.5 and doc["stats"]["time_s"]["round"] == 0.2

@@ -330,7 +330,7 @@ def test_extreme_options_solve(cli, tmp_path, args):
     r = cli("cover", path, "-o", sol, *args)
     assert r.exit_code == 0, r.stderr
     doc = json.loads(sol.read_text())
-    assert doc["stats"]["rounds"] <= 40
+    assert doc["stats"]["iterations"] <= 40
     verify_args = ("--eps", "1e-300") if "--eps" in args else ()
     assert cli("verify", path, sol, *verify_args).exit_code == 0
 

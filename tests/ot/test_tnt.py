@@ -161,7 +161,7 @@ def test_stats_and_settings_are_reported():
     a, b, C = family_problem("clouds", 9, n=20, m=20)
     res = optsolve.ot.solve(a, b, 3.0 * C, gamma=512.0)
     st_ = res.stats
-    for key in ("stages", "newton_steps", "cg_iterations", "passes", "final_gamma", "stage_log"):
+    for key in ("stages", "newton_steps", "cg_iterations", "evaluations", "final_gamma", "stage_log"):
         assert key in st_
     assert st_["final_gamma"] == 512.0
     assert res.settings["reg"] == pytest.approx(3.0 * C.max() / 512.0)

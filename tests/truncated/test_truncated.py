@@ -114,12 +114,12 @@ def test_determinism_baselines_and_the_certificate_scale():
     problem, data = gaussian(2, d=2, n=1500, alpha=0.2, set="halfspace", cond=2.0)
     a = optsolve.truncated.solve_problem(problem, seed=7)
     b = optsolve.truncated.solve_problem(problem, seed=7)
-    assert a.solution == b.solution and a.stats["oracle_calls"] == b.stats["oracle_calls"]
+    assert a.solution == b.solution and a.stats["evaluations"] == b.stats["evaluations"]
     grad = {}
     for method in ("newton", "naive", "dgtz", "psgd"):
         res = optsolve.truncated.solve_problem(problem, method=method, seed=1)
         grad[method] = res.certificate["gradient_statistic"].value
-        assert res.stats["oracle_calls"] >= (0 if method == "naive" else 1000)
+        assert res.stats["evaluations"] >= (0 if method == "naive" else 1000)
         lo, hi = res.solution["alpha_interval"]
         assert lo <= res.solution["alpha_hat"] <= hi
     assert grad["newton"] < 0.1 * grad["naive"]
@@ -139,8 +139,8 @@ def test_oracle_option_counts_calls(tmp_path, monkeypatch, cli):
     problem = SCHEMA.validate({"samples": X}, source="test")
     res = optsolve.truncated.solve_problem(problem, oracle="myset:inside", seed=0)
     # the solver's calls, then the certificate's (its fresh draws) and the samples' own check
-    assert res.stats["oracle_calls"] > 0
-    assert myset.CALLS[0] >= res.stats["oracle_calls"] + X.shape[0]
+    assert res.stats["evaluations"] > 0
+    assert myset.CALLS[0] >= res.stats["evaluations"] + X.shape[0]
     path = tmp_path / "p.json"
     path.write_text(json.dumps({"samples": X.tolist()}))
     sol = tmp_path / "s.json"
@@ -157,7 +157,7 @@ def test_oracle_option_counts_calls(tmp_path, monkeypatch, cli):
 def test_budget_holdout_bootstrap_and_collapse(tmp_path, monkeypatch):
     problem, data = gaussian(3, d=2, n=1000, alpha=0.2, set="ball", cond=2.0)
     small = optsolve.truncated.solve_problem(problem, max_oracle_calls=20000)
-    assert small.status.value == "max_iter" and small.stats["oracle_calls"] <= 20000
+    assert small.status.value == "max_iter" and small.stats["evaluations"] <= 20000
     res = optsolve.truncated.solve_problem(problem, holdout=0.2, bootstrap=3, seed=0)
     assert len(res.solution["holdout_rows"]) == 200 and res.certificate["holdout_nll"].value > 0
     lo, hi = np.array(res.solution["mean_interval"]).T

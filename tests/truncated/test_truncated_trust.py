@@ -218,7 +218,7 @@ def test_an_estimate_that_does_not_exist_ends_early(cli, tmp_path):
     doc = r.json()
     assert doc["status"] == "numerical_error" and "does not exist" in doc["message"]
     assert "precision's smallest eigenvalue" in doc["message"]
-    assert doc["stats"]["oracle_calls"] < 5e7
+    assert doc["stats"]["evaluations"] < 5e7
 
 
 def test_samples_on_a_face_of_the_set_end_early(cli, tmp_path):
@@ -249,7 +249,7 @@ def test_oracle_budget_and_time_limit_keep_an_iterate(cli, tmp_path):
     r = cli("truncated", path, "--max-oracle-calls", "1000")
     assert r.exit_code == 5 and "--max-oracle-calls" in r.stderr
     r = cli("truncated", path, "--max-oracle-calls", "6000")
-    assert r.exit_code == 5 and r.json()["status"] == "max_iter" and r.json()["stats"]["oracle_calls"] <= 6000
+    assert r.exit_code == 5 and r.json()["status"] == "max_iter" and r.json()["stats"]["evaluations"] <= 6000
     assert "budget" in r.json()["message"]
     r = cli("truncated", path, "--time-limit", "0.001")
     doc = r.json()
