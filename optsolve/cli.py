@@ -30,7 +30,7 @@ BUILTIN_COMMANDS = {
     "gen": ("optsolve.cli:gen", "Generate problem files from a benchmark family."),
     "batch": ("optsolve.cli:batch",
               "Solve many problem files (worker processes or a Dask cluster), one JSON line each."),
-    "plot": ("optsolve.core.plot:plot", "Draw the convergence histories of solutions written with --history."),
+    "plot": ("optsolve.commands.plot:plot", "Draw the convergence histories of solutions written with --history."),
 }
 
 
@@ -267,12 +267,12 @@ class PerKindGroup(LazyGroup):
         return getattr(importlib.import_module(module), attr)(name)
 
 
-@click.group(cls=PerKindGroup, factory="optsolve.core.generate:make_gen_command", context_settings=CONTEXT_SETTINGS)
+@click.group(cls=PerKindGroup, factory="optsolve.commands.gen:make_gen_command", context_settings=CONTEXT_SETTINGS)
 def gen():
     """Generate a problem file: optsolve gen KIND --family NAME [options] --seed S -o FILE."""
 
 
-@click.group(cls=PerKindGroup, factory="optsolve.core.batch:make_batch_command", context_settings=CONTEXT_SETTINGS)
+@click.group(cls=PerKindGroup, factory="optsolve.commands.batch:make_batch_command", context_settings=CONTEXT_SETTINGS)
 def batch():
     """Solve many problem files: optsolve batch KIND [solver options] FILES... [--jobs N] [--out-dir DIR].
 

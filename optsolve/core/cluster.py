@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+from optsolve.core.errors import UsageError
+
 MAX_CHUNK = 64
 TASKS_PER_WORKER = 4
 
@@ -51,14 +53,12 @@ class DaskEngine:
 
     def __init__(self, scheduler: str | None = None, local_workers: int | None = None, chunk: int | None = None,
                  kind: str | None = None):
-        import click
-
         try:
             import dask
             from dask.distributed import Client, LocalCluster
         except ImportError as exc:
-            raise click.UsageError(f"a Dask batch needs dask.distributed ({exc}); install it with "
-                                   "pip install 'optsolve[dist]'.") from None
+            raise UsageError(f"a Dask batch needs dask.distributed ({exc}); install it with "
+                             "pip install 'optsolve[dist]'.") from None
         self.chunk = chunk
         self.cluster = None
         self.where = scheduler
@@ -77,7 +77,7 @@ class DaskEngine:
         except (OSError, TimeoutError) as exc:
             self.close()
             what = f"connect to the Dask scheduler {scheduler!r}" if scheduler else "start a local Dask cluster"
-            raise click.UsageError(f"cannot {what} ({exc}).") from None
+            raise UsageError(f"cannot {what} ({exc}).") from None
         except KeyboardInterrupt:  # Ctrl-C or a signal while starting: leave nothing running
             self.close()
             raise

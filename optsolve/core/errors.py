@@ -26,6 +26,14 @@ class ParameterError(OptsolveError):
     status = "invalid_input"
 
 
+class UsageError(OptsolveError):
+    """The command cannot run as asked (an optional package missing, a service out of reach): exit 2, as
+    the command line's usage errors."""
+
+    exit_code = 2
+    status = "invalid_input"
+
+
 class SolverError(OptsolveError):
     """A solver failed numerically and has no usable iterate to return."""
 
