@@ -17,6 +17,14 @@ from typing import Callable
 
 from optsolve.core.clock import remaining
 
+# Passes over the kernel (products, log-sum-exps) between two looks at the deadline: a loop stops when
+# the next stretch would not fit (see :class:`Deadline`).
+STAGE_START_PASSES = 3  # column update, building the plan, a first sweep
+SWEEP_PASSES = 3  # one chi-Sinkhorn sweep: row and column marginals, from products or LSEs
+STEP_HEAD_PASSES = 5  # a Newton step before CG: build, r_P, the preconditioner and the first product
+CG_ITERATION_PASSES = 2
+STEP_TAIL_PASSES = 6  # after CG: the line search's first try, the new marginals, the column update
+
 # Log-sum-exp-equivalent passes after the solver stops: rounding (three kernel passes and a cost
 # product), two dual bounds (two c-transforms each) and the certificate's rebuilt plan (two passes).
 FINISH_PASSES = 16.0
