@@ -112,7 +112,7 @@ def rng():
 @pytest.fixture
 def small_ot(tmp_path, rng):
     """A small OT problem file (30 x 20 points in the plane) and its arrays."""
-    from optsolve.core.problem import save_problem
+    from optsolve.core.files import save_problem
 
     x, y = rng.random((30, 2)), rng.random((20, 2))
     a, b = rng.dirichlet(np.ones(30)), rng.dirichlet(np.ones(20))
@@ -189,7 +189,7 @@ def _mutations(data: dict):
 
 
 def _write_hostile(path: Path, data: dict, compress: bool) -> None:
-    from optsolve.core.problem import _json_value, flatten_arrays
+    from optsolve.core.files import _json_value, flatten_arrays
 
     if path.suffix == ".json":
         def plain(v):

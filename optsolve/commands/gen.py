@@ -32,7 +32,7 @@ def make_gen_command(kind: str) -> click.Command:
         import numpy as np
 
         from optsolve.cli import check_writable
-        from optsolve.core.problem import EXTENSIONS, save_problem
+        from optsolve.core.files import EXTENSIONS, save_problem
 
         check_writable(output, "'-o' / '--output'")
         if output != "-" and os.path.splitext(output)[1].lower() not in EXTENSIONS:
@@ -55,7 +55,7 @@ def make_gen_command(kind: str) -> click.Command:
             raise click.UsageError(f"family {family!r} cannot be generated with {shown or 'its defaults'} "
                                    f"({type(exc).__name__}: {exc or 'a size out of range'}).") from None
         if output == "-":  # the JSON form, which `optsolve KIND -` reads on stdin
-            from optsolve.core.problem import _json_value
+            from optsolve.core.files import _json_value
 
             sys.stdout.write(json.dumps({k: _json_value(v) for k, v in data.items()}) + "\n")
             sys.stdout.flush()

@@ -128,7 +128,7 @@ def finished_solution(kind: str, problem_path: str, solution_path: str) -> dict 
     that of the problem file as it is now. None otherwise (missing, unreadable, stale or tampered)."""
     import json
 
-    from optsolve.core.problem import file_sha256
+    from optsolve.core.files import file_sha256
 
     try:
         with open(solution_path, encoding="utf-8") as f:

@@ -423,7 +423,7 @@ def write_atomic_with(path: str, writer) -> None:
 
 def write_arrays(path: str, arrays: dict) -> None:
     """Write named arrays to an ``.npz`` file atomically (dense arrays; scipy sparse in prefixed keys)."""
-    from optsolve.core.problem import flatten_arrays
+    from optsolve.core.files import flatten_arrays
 
     flat = flatten_arrays({k: v() if isinstance(v, LazyArray) else v for k, v in arrays.items()})
     write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))

@@ -17,7 +17,7 @@ from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
-from optsolve.core.problem import file_label, read_raw, refuse_other_format
+from optsolve.core.files import file_label, read_raw, refuse_other_format
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
 from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic

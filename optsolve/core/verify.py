@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from optsolve.core.errors import InputError, OptsolveError, ParameterError
-from optsolve.core.problem import file_label, parse_json, read_json_bytes, read_raw
+from optsolve.core.files import file_label, parse_json, read_json_bytes, read_raw
 from optsolve.core.registry import available_kinds, solver_module, solver_package
 from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, Status, dumps,
                                   write_atomic)

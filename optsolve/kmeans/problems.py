@@ -74,7 +74,7 @@ def _read_archive(problem: Problem, path: str) -> np.ndarray:
     """The points of a .npz archive named by X_path: its array 'X', or its only array (declared
     sizes checked against the memory budget as a problem file's)."""
     from optsolve.core.errors import InputError
-    from optsolve.core.problem import read_raw
+    from optsolve.core.files import read_raw
 
     name = problem["X_path"]
     try:

@@ -159,7 +159,7 @@ class Policy:
     @classmethod
     def load(cls, path: str) -> "Policy":
         from optsolve.core.errors import InputError, ParameterError
-        from optsolve.core.problem import read_raw
+        from optsolve.core.files import read_raw
 
         try:  # read as a problem file is: its arrays' declared sizes within the memory budget first
             raw, _ = read_raw(path)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from optsolve.core.batch import output_paths
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLE_OT
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 
 SCHEMA_FIELDS = {"schema", "optsolve_version", "command", "method", "status", "message", "problem", "objective",
                  "solution", "certificate", "stats", "settings"}

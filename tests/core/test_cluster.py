@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from optsolve.core.batch import finished_solution
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 
 pytestmark = pytest.mark.slow  # each starts a pool or a Dask cluster
 

@@ -175,7 +175,7 @@ def test_a_limit_shorter_than_the_setup_still_ends_within_a_second(tmp_path):
     # importing POT alone takes about a second: the limit runs out before the solve starts
     import numpy as np
 
-    from optsolve.core.problem import save_problem
+    from optsolve.core.files import save_problem
 
     rng = np.random.default_rng(3)
     save_problem(str(tmp_path / "p.npz"), {"a": rng.dirichlet(np.ones(40)), "b": rng.dirichlet(np.ones(30)),

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

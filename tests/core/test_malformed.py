@@ -19,7 +19,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from optsolve.core.errors import InputError
-from optsolve.core.problem import load_problem, save_problem
+from optsolve.core.files import load_problem, save_problem
 from optsolve.ot.problems import SCHEMA
 
 # A valid 2 x 3 problem; each case breaks one thing about it.
@@ -156,7 +156,7 @@ def sparse_npz(matrix, drop=(), name="sparse.npz", **override):
     """'C' stored as a sparse matrix under prefixed keys, with parts dropped or replaced."""
 
     def write(tmp):
-        from optsolve.core.problem import flatten_arrays
+        from optsolve.core.files import flatten_arrays
 
         flat = flatten_arrays({"a": np.array(A), "b": np.array(B), "C": matrix})
         for part in drop:
@@ -171,7 +171,7 @@ def sparse_npz(matrix, drop=(), name="sparse.npz", **override):
 
 def sparse_and_dense(tmp):
     """A dense 'C' and a sparse 'C.*' group in one archive."""
-    from optsolve.core.problem import flatten_arrays
+    from optsolve.core.files import flatten_arrays
 
     flat = flatten_arrays({"a": np.array(A), "b": np.array(B), "C": CSR})
     flat["C"] = np.array(C)

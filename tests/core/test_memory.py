@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from optsolve.core import memory
 from optsolve.core.errors import InputError, ParameterError
-from optsolve.core.problem import read_raw
+from optsolve.core.files import read_raw
 
 A, B = np.full(2, 0.5), np.full(3, 1 / 3)
 C = np.arange(6.0).reshape(2, 3)

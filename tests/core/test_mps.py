@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from optsolve.core.problem import load_problem, read_raw
+from optsolve.core.files import load_problem, read_raw
 
 highspy = pytest.importorskip("highspy")
 

@@ -18,7 +18,8 @@ import scipy.io
 import scipy.sparse as sp
 
 from optsolve.core.errors import InputError
-from optsolve.core.problem import Field, Schema, load_problem, one_of, read_raw, save_problem
+from optsolve.core.files import load_problem, read_raw, save_problem
+from optsolve.core.problem import Field, Schema, one_of
 
 # A small schema that uses every kind of field: symbols shared between keys, a fixed
 # dimension, an int array, a scalar, a string with choices, a sparse matrix, an object.

@@ -17,7 +17,7 @@ import pytest
 
 from optsolve.core import signals as sigmod
 from optsolve.core.errors import Terminated
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 

@@ -319,7 +319,7 @@ def nonconvex_qp(path, n=2000):
     """P = blockdiag([[1, 2], [2, 1]], ...) (eigenvalues 3 and -1), a box -1 <= x <= 1."""
     import scipy.sparse as sp
 
-    from optsolve.core.problem import save_problem
+    from optsolve.core.files import save_problem
 
     P = sp.block_diag([np.array([[1.0, 2.0], [2.0, 1.0]])] * (n // 2), format="csc")
     save_problem(str(path), {"P": P, "q": np.ones(n), "A": sp.eye(n, format="csc"),

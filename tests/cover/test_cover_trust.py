@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import optsolve.cover
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 from optsolve.cover import certificate
 from optsolve.cover.problems import SCHEMA, prepare
 

@@ -96,7 +96,7 @@ def test_affine_generator_has_the_prescribed_constants(cli, tmp_path):
 
     path = tmp_path / "a.npz"
     assert cli("gen", "mvi", "--family", "affine", "--d", "2000", "--rho", "-0.5", "--L", "2", "-o", path).exit_code == 0
-    from optsolve.core.problem import load_problem
+    from optsolve.core.files import load_problem
 
     problem = load_problem(str(path), mvi.SCHEMA)
     M = problem["M"]

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import optsolve.mvi as mvi
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 from optsolve.mvi import certificate
 from optsolve.mvi import operators as ops
 from optsolve.mvi import problems as P

@@ -10,7 +10,7 @@ import ot as pot
 import pytest
 
 import optsolve.ot
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 from optsolve.ot import exact
 from optsolve.ot.problems import SCHEMA, cloud_max_cost, cost_matrix, grid_points, prepare
 

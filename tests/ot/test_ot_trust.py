@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import optsolve.ot
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 from optsolve.ot.deadline import FINISH_PASSES, Deadline
 from optsolve.ot.problems import cost_matrix
 

@@ -287,7 +287,7 @@ def test_low_memory_needs_points_and_tnt():
 
 
 def test_low_memory_cli_and_streaming_verify(cli, tmp_path):
-    from optsolve.core.problem import save_problem
+    from optsolve.core.files import save_problem
 
     rng = np.random.default_rng(3)
     path = tmp_path / "clouds.npz"

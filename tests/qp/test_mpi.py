@@ -107,7 +107,7 @@ def test_assign_nodes_balances_the_work():
 
 
 def test_node_costs_are_measured_times_of_every_node(chain):
-    from optsolve.core.problem import read_raw
+    from optsolve.core.files import read_raw
     from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.distributed import OneProcess, node_costs, split
     from optsolve.qp.problems import SCHEMA, prepare

@@ -207,7 +207,7 @@ def test_bad_options():
 @needs_mm
 @pytest.mark.parametrize("name", ["HS21", "HS35", "HS268", "QAFIRO", "DUALC1", "CVXQP1_S"])
 def test_small_maros_meszaros_problems(name):
-    from optsolve.core.problem import load_problem
+    from optsolve.core.files import load_problem
 
     problem = load_problem(str(MM / f"{name}.mat"), SCHEMA)
     res = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
@@ -222,7 +222,7 @@ def test_stalled_and_marginal_maros_meszaros_runs_finish(name):
     """QSCAGR7 (LP-like, degenerate) stalls at the iteration cap: the interior-point finish and the
     polish centred at its iterate reach the absolute 1e-6 gap. QADLITTL stops at the margin of the
     gap tolerance: the solver's gap uses the certificate's dead zone, so the claim holds."""
-    from optsolve.core.problem import load_problem
+    from optsolve.core.files import load_problem
 
     problem = load_problem(str(MM / f"{name}.mat"), SCHEMA)
     res = optsolve.qp.solve_problem(problem, eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
@@ -240,7 +240,7 @@ def test_stalled_and_marginal_maros_meszaros_runs_finish(name):
 @needs_mm
 def test_false_unboundedness_claim_is_refuted():
     """osqp calls PRIMALC2 unbounded; the LP check refutes the claim and ADMM goes on."""
-    from optsolve.core.problem import load_problem
+    from optsolve.core.files import load_problem
 
     problem = load_problem(str(MM / "PRIMALC2.mat"), SCHEMA)
     osqp_says = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-6, eps_rel=0.0, max_iter=10000)
@@ -292,7 +292,7 @@ def test_distributed_takes_the_file_partition(cli, tmp_path):
     raw = FAMILIES["lasso"].generate(np.random.default_rng(3), n=100)
     m = raw["A"].shape[0]
     raw["partition"] = (np.arange(m) * 4 // m).astype(np.int64)  # four blocks of rows
-    from optsolve.core.problem import save_problem
+    from optsolve.core.files import save_problem
 
     path = tmp_path / "lasso.npz"
     save_problem(str(path), raw)
@@ -337,7 +337,7 @@ def test_network_families_carry_their_partition(name, parts):
 @needs_mm
 def test_stalled_lp_like_run_is_finished_by_interior_point_steps():
     """QSCAGR7 stalls at the iteration cap (osqp too); the interior-point finish passes the certificate."""
-    from optsolve.core.problem import load_problem
+    from optsolve.core.files import load_problem
 
     problem = load_problem(str(MM / "QSCAGR7.mat"), SCHEMA)
     osqp_says = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-3, eps_rel=0.0, max_iter=10000)

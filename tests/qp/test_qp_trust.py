@@ -302,7 +302,7 @@ def test_distributed_setup_stops_at_the_deadline():
 
 def test_kkt_matrix_beyond_float64_is_a_numerical_error(cli, tmp_path):
     """Constraint entries of 1e300 make the KKT matrix singular in float64: a status, never an internal error."""
-    from optsolve.core.problem import read_raw, save_problem
+    from optsolve.core.files import read_raw, save_problem
 
     src = tmp_path / "r.npz"
     assert cli("gen", "qp", "--family", "random", "--n", "20", "-o", src).exit_code == 0
@@ -322,7 +322,7 @@ def test_non_convex_p_beyond_the_dense_check_is_refused(cli, tmp_path, method):
     check's size, the inertia of an LDL' factorisation refuses it, for every method (exit 7)."""
     import scipy.sparse as sp
 
-    from optsolve.core.problem import save_problem
+    from optsolve.core.files import save_problem
     from optsolve.qp.problems import PSD_CHECK_MAX_N
 
     n = 2 * (PSD_CHECK_MAX_N // 2 + 1)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from optsolve.core.problem import save_problem
+from optsolve.core.files import save_problem
 from optsolve.truncated import certificate
 from optsolve.truncated.problems import SCHEMA, sample_truncated_gaussian
 
