@@ -241,104 +241,15 @@ def _deepqp(qp, s, progress, x0, y0):
     return out
 
 
-OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",
-               "primal infeasible": "infeasible", "dual infeasible": "unbounded",
-               "primal infeasible inaccurate": "max_iter", "dual infeasible inaccurate": "max_iter",
-               "maximum iterations reached": "max_iter", "run time limit reached": "time_limit",
-               "problem non convex": "numerical_error", "interrupted": "interrupted"}
-
-
-# osqp's setup errors (osqp.SolverError names) -> the error optsolve reports and what it means
-OSQP_SETUP_ERRORS = {
-    "OSQP_NONCVX_ERROR": (InputError, "P is not positive semidefinite: osqp found the problem non-convex "
-                                      "when it factorised the KKT matrix"),
-    "OSQP_DATA_VALIDATION_ERROR": (InputError, "osqp rejected the problem data"),
-    "OSQP_SETTINGS_VALIDATION_ERROR": (ParameterError, "osqp rejected the settings"),
-    "OSQP_LINSYS_SOLVER_INIT_ERROR": (SolverError, "osqp could not factorise its KKT matrix"),
-    "OSQP_MEM_ALLOC_ERROR": (SolverError, "osqp could not allocate its workspace"),
-}
-
-
-def _osqp_error(exc, osqp, said: str):
-    """The optsolve error for an OSQPException ``exc``, in one line; ``said``: what osqp printed meanwhile
-    (its first line, the cause, is quoted unless the meaning already says it)."""
-    code = exc.args[0] if exc.args else None
-    try:
-        name = osqp.SolverError(code).name
-    except ValueError:
-        name = f"error code {code!r}"
-    cls, meaning = OSQP_SETUP_ERRORS.get(name, (SolverError, "osqp failed to set up the problem"))
-    lines = [line.strip() for line in said.splitlines() if line.strip()]
-    cause = lines[0].split(": ", 1)[-1].rstrip(".") if lines and name != "OSQP_NONCVX_ERROR" else ""
-    return cls(f"{meaning} ({name}{': ' + cause if cause else ''}).")
-
-
-def _fd2_into(file):
-    """Point file descriptor 2 at ``file`` (where C code such as osqp writes); returns the restorer."""
-    import os
-    import sys
-
-    sys.stderr.flush()
-    try:
-        saved = os.dup(2)
-    except OSError:  # no descriptor 2 (closed): nothing to keep
-        return lambda: None
-    os.dup2(file.fileno(), 2)
-
-    def restore():
-        os.dup2(saved, 2)
-        os.close(saved)
-
-    return restore
-
-
 def _osqp(qp, s, progress, x0, y0):
-    import contextlib
-    import sys
-    import tempfile
-
-    import osqp
-    import scipy.sparse as sp
+    from optsolve.qp.peers import solve_osqp
 
     deadline = _deadline(s)
-    solver = osqp.OSQP()
-    big = 1e30
-    with contextlib.redirect_stdout(sys.stderr):
-        # osqp prints its setup errors to stderr in several lines: they are kept for one error line
-        with tempfile.TemporaryFile() as said:
-            restore = _fd2_into(said)
-            failure = None
-            try:
-                solver.setup(sp.triu(qp.P, format="csc"), qp.q, qp.A, np.maximum(qp.l, -big),
-                             np.minimum(qp.u, big), eps_abs=s["eps_abs"], eps_rel=s["eps_rel"],
-                             max_iter=s["max_iter"], verbose=False, rho=s["rho"], sigma=s["sigma"],
-                             alpha=s["alpha"], scaling=s["scaling"], adaptive_rho=bool(s["adaptive_rho"]),
-                             check_termination=s["check_every"], eps_prim_inf=s["eps_prim_inf"],
-                             eps_dual_inf=s["eps_dual_inf"], polishing=s["polish"],
-                             **({"time_limit": max(deadline - time.perf_counter(), 1e-3)} if deadline else {}))
-                if x0 is not None:
-                    solver.warm_start(x=x0, y=y0)
-            except osqp.OSQPException as exc:
-                failure = exc
-            finally:
-                restore()
-            said.seek(0)
-            text = said.read().decode("utf-8", "replace")
-        if failure is not None:
-            raise _osqp_error(failure, osqp, text) from None
-        if text:
-            sys.stderr.write(text)
-        r = solver.solve(raise_error=False)
-    status = OSQP_STATUS.get(r.info.status, "numerical_error")
-    stats = {"iterations": int(r.info.iter), "evaluations": 1 + int(r.info.rho_updates),
-             "rho_updates": int(r.info.rho_updates),
-             "prim_res": float(r.info.prim_res), "dual_res": float(r.info.dual_res), "osqp_status": r.info.status,
-             "osqp_version": osqp.__version__}
-    out = {"status": status, "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
-    if status in ("infeasible", "unbounded"):
-        _check_claim(qp, s, deadline, out, np.asarray(r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert,
-                                                      dtype=float), f"osqp reported {r.info.status}")
-    _answer(qp, out, np.asarray(r.x, dtype=float), r.y)
+    r = solve_osqp(qp, s, deadline, x0, y0)
+    out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None, "dual_inf_cert": None}
+    if r["claim"] is not None:
+        _check_claim(qp, s, deadline, out, r["claim"], f"osqp reported {r['stats']['osqp_status']}")
+    _answer(qp, out, r["x"], r["y"])
     return out
 
 

@@ -23,11 +23,11 @@ import scipy.sparse as sp
 
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.ipm import interior_point
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
+from optsolve.qp.termination import dual_cone, residuals_of, tolerance_tests
 
 # What the traces of `--history` record as the residual (the termination test's quantities).
 RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"
@@ -37,7 +37,6 @@ RHO_EQ_FACTOR = 1e3
 RHO_TOL = 1e-4  # |u - l| below this (scaled): an equality row
 DIVISION_TOL = 1e-30
 NONCONVEX_RES = 1e30
-ZERO_DEADZONE = 1e-15
 ACTIVE_SET_ROUNDS = 30  # active-set updates when refining a stalled run
 
 
@@ -107,24 +106,6 @@ def refined_message(iterations: int, how: str = REFINED) -> str:
             "one (the active set of the last iterate, solved exactly).")
 
 
-def dual_cone(y, l, u) -> np.ndarray:
-    """y without pushes on missing bounds (its projection on the dual cone of [l, u]): an answer's
-    duals as the certificate reads them."""
-    y = np.where(np.isinf(u) & (y > 0), 0.0, y)
-    return np.where(np.isinf(l) & (y < 0), 0.0, y)
-
-
-def support(y, l, u, dead=None) -> float:
-    """SC(y) = u' max(y, 0) + l' min(y, 0) over the finite bounds (y projected on the polar recession cone).
-
-    ``dead``: entries with ``|y| <= dead`` (a vector or number) count as zero, else ``ZERO_DEADZONE``."""
-    yp = np.where(np.isinf(u), np.minimum(y, 0.0), y)
-    yp = np.where(np.isinf(l), np.maximum(yp, 0.0), yp)
-    yp = np.where(np.abs(yp) <= (ZERO_DEADZONE if dead is None else dead), 0.0, yp)
-    pos, neg = np.maximum(yp, 0.0), np.minimum(yp, 0.0)
-    return float(np.where(pos > 0, u, 0.0) @ pos + np.where(neg < 0, l, 0.0) @ neg)
-
-
 class KKT:
     """The factored KKT matrix ``[P + sigma I, A'; A, -diag(1/rho)]`` for a rho vector: in its reduced form
     where that is sparse enough (:class:`optsolve.qp.reduced.Reduced`), else as it is
@@ -147,54 +128,6 @@ class KKT:
 
     def solve(self, rhs):
         return self.ldl.solve(rhs)
-
-
-def scaled_support(s: Scaled, y) -> float:
-    """:func:`support` of scaled duals, with the certificate's dead zone
-    (:data:`optsolve.qp.certificate.SIGN_TOL`) applied to the unscaled ones (``y / c * E``), so
-    that the duality gap the solver stops on is the one the certificate checks."""
-    cinv = 1.0 / s.c
-    size = max(cinv * float(np.abs(s.E * y).max()), 1.0, cinv * float(np.abs(s.q / s.D).max()) if s.q.size else 0.0)
-    return support(y, s.l, s.u, dead=SIGN_TOL * size * s.c / s.E)
-
-
-def residuals_of(s: Scaled, x, y, z) -> dict:
-    """OSQP's termination quantities of (x, y, z) on the scaled problem, unscaled where OSQP tests
-    them: residuals, duality gap and the scales their relative tolerances multiply."""
-    n, m = s.P.shape[0], s.A.shape[0]
-    Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
-    Ax = s.A @ x
-    Px = s.P @ x
-    Aty = s.A.T @ y
-    rp = Ax - z
-    rd = s.q + Px + Aty
-    out = {"Ax": Ax, "Px": Px, "Aty": Aty, "rows": m,
-           "prim_scaled": float(np.abs(rp).max()) if m else 0.0,
-           "prim": float(np.abs(Einv * rp).max()) if m else 0.0,
-           "dual_scaled": float(np.abs(rd).max()) if n else 0.0,
-           "dual": cinv * float(np.abs(Dinv * rd).max()) if n else 0.0}
-    with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
-        quad, lin, sc = float(Px @ x), float(s.q @ x), scaled_support(s, y) if m else 0.0
-    out["gap"] = cinv * (quad + lin + sc)
-    out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
-    out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0
-    out["dual_tol_scale"] = cinv * max(float(np.abs(Dinv * s.q).max()) if n else 0.0,
-                                       float(np.abs(Dinv * Aty).max()) if n else 0.0,
-                                       float(np.abs(Dinv * Px).max()) if n else 0.0)
-    return out
-
-
-def tolerance_tests(r: dict, eps_abs: float, eps_rel: float) -> tuple[bool, bool, bool]:
-    """OSQP's three tests on :func:`residuals_of`'s quantities: (primal, dual, duality gap) within tolerance."""
-    prim_ok = r["rows"] == 0 or r["prim"] < eps_abs + eps_rel * r["prim_tol_scale"]
-    dual_ok = r["dual"] < eps_abs + eps_rel * r["dual_tol_scale"]
-    gap_ok = abs(r["gap"]) < eps_abs + eps_rel * r["gap_tol_scale"]
-    return prim_ok, dual_ok, gap_ok
-
-
-def passes_termination(s: Scaled, x, y, z, eps_abs: float, eps_rel: float) -> bool:
-    """OSQP's termination test (residuals and duality gap) on (x, y, z)."""
-    return all(tolerance_tests(residuals_of(s, x, y, z), eps_abs, eps_rel))
 
 
 def rho_vector(rho, l, u, factor=None):

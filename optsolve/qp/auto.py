@@ -74,7 +74,7 @@ def choose(qp: QPProblem, warm: bool) -> str:
 def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | None = None):
     """The equality-constrained (or unconstrained) QP by its KKT system: ``(x, y, z, steps)``, unscaled, where the
     answer passes OSQP's termination test at (eps_abs, eps_rel); else None."""
-    from optsolve.qp.admm import passes_termination
+    from optsolve.qp.termination import passes_termination
     from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.ldl import QuasiDefinite
     from optsolve.qp.reduced import Reduced

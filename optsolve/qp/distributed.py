@@ -35,11 +35,11 @@ import scipy.sparse as sp
 from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
-from optsolve.qp.admm import (ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, dual_cone, passes_termination, polish,
-                               rho_vector, scaled_support)
+from optsolve.qp.admm import ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, polish, rho_vector
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
+from optsolve.qp.termination import dual_cone, passes_termination, scaled_support
 
 
 def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:

@@ -1,4 +1,8 @@
-"""Interior-point solvers called on the problem as peers: PIQP and Clarabel (optional packages).
+"""Solvers called on the problem as peers: osqp, and the interior-point solvers PIQP and Clarabel (optional
+packages).
+
+osqp: Stellato, Banjac, Goulart, Bemporad and Boyd, "OSQP: an operator splitting solver for quadratic
+programs" (Math. Prog. Comp. 2020), called with optsolve's settings; its setup errors become optsolve's.
 
 PIQP: Schwan, Jiang, Kuhn and Jones, "PIQP: a proximal interior-point quadratic programming
 solver" (CDC 2023); it takes ``min 1/2 x'Px + c'x`` with ``Ax = b`` and ``h_l <= Gx <= h_u``.
@@ -25,9 +29,12 @@ test at the requested eps (:func:`passes`), as the certificate will judge it.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import scipy.sparse as sp
 
+from optsolve.core.errors import InputError, ParameterError, SolverError
 from optsolve.qp.problems import QPProblem
 
 TIGHTER = 1e-4
@@ -42,7 +49,7 @@ def _rows(qp: QPProblem):
 
 def unscaled_residuals(qp: QPProblem, x: np.ndarray, y: np.ndarray) -> dict:
     """OSQP's termination quantities of (x, y) on the unscaled problem (z = Ax clipped to the bounds)."""
-    from optsolve.qp.admm import residuals_of
+    from optsolve.qp.termination import residuals_of
     from optsolve.qp.scaling import Scaled
 
     plain = Scaled(P=qp.P, q=qp.q, A=qp.A, l=qp.l, u=qp.u, D=np.ones(qp.n), E=np.ones(qp.m), c=1.0)
@@ -51,7 +58,7 @@ def unscaled_residuals(qp: QPProblem, x: np.ndarray, y: np.ndarray) -> dict:
 
 def passes(qp: QPProblem, s: dict, x: np.ndarray, y: np.ndarray) -> bool:
     """OSQP's termination test at the requested eps on the unscaled problem."""
-    from optsolve.qp.admm import tolerance_tests
+    from optsolve.qp.termination import tolerance_tests
 
     if x.shape != (qp.n,) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return False
@@ -136,3 +143,102 @@ def solve_clarabel(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
             "AlmostPrimalInfeasible": "infeasible", "AlmostDualInfeasible": "unbounded"}.get(name, "numerical_error")
     stats = {"iterations": int(sol.iterations), "clarabel_status": name, "clarabel_version": clarabel.__version__}
     return _outcome(qp, s, kind, x, y, stats)
+
+
+OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",
+               "primal infeasible": "infeasible", "dual infeasible": "unbounded",
+               "primal infeasible inaccurate": "max_iter", "dual infeasible inaccurate": "max_iter",
+               "maximum iterations reached": "max_iter", "run time limit reached": "time_limit",
+               "problem non convex": "numerical_error", "interrupted": "interrupted"}
+
+
+# osqp's setup errors (osqp.SolverError names) -> the error optsolve reports and what it means
+OSQP_SETUP_ERRORS = {
+    "OSQP_NONCVX_ERROR": (InputError, "P is not positive semidefinite: osqp found the problem non-convex "
+                                      "when it factorised the KKT matrix"),
+    "OSQP_DATA_VALIDATION_ERROR": (InputError, "osqp rejected the problem data"),
+    "OSQP_SETTINGS_VALIDATION_ERROR": (ParameterError, "osqp rejected the settings"),
+    "OSQP_LINSYS_SOLVER_INIT_ERROR": (SolverError, "osqp could not factorise its KKT matrix"),
+    "OSQP_MEM_ALLOC_ERROR": (SolverError, "osqp could not allocate its workspace"),
+}
+
+
+def osqp_error(exc, osqp, said: str):
+    """The optsolve error for an OSQPException ``exc``, in one line; ``said``: what osqp printed meanwhile
+    (its first line, the cause, is quoted unless the meaning already says it)."""
+    code = exc.args[0] if exc.args else None
+    try:
+        name = osqp.SolverError(code).name
+    except ValueError:
+        name = f"error code {code!r}"
+    cls, meaning = OSQP_SETUP_ERRORS.get(name, (SolverError, "osqp failed to set up the problem"))
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    cause = lines[0].split(": ", 1)[-1].rstrip(".") if lines and name != "OSQP_NONCVX_ERROR" else ""
+    return cls(f"{meaning} ({name}{': ' + cause if cause else ''}).")
+
+
+def fd2_into(file):
+    """Point file descriptor 2 at ``file`` (where C code such as osqp writes); returns the restorer."""
+    import os
+    import sys
+
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no descriptor 2 (closed): nothing to keep
+        return lambda: None
+    os.dup2(file.fileno(), 2)
+
+    def restore():
+        os.dup2(saved, 2)
+        os.close(saved)
+
+    return restore
+
+
+def solve_osqp(qp: QPProblem, s: dict, deadline: float | None, x0=None, y0=None) -> dict:
+    """osqp on the problem with optsolve's settings ``s``: status, x, y, osqp's statistics, and the vector of an
+    infeasibility claim (for the caller to check). A setup failure raises the optsolve error osqp's code means."""
+    import contextlib
+    import sys
+    import tempfile
+
+    import osqp
+    import scipy.sparse as sp
+
+    solver = osqp.OSQP()
+    big = 1e30
+    with contextlib.redirect_stdout(sys.stderr):
+        # osqp prints its setup errors to stderr in several lines: they are kept for one error line
+        with tempfile.TemporaryFile() as said:
+            restore = fd2_into(said)
+            failure = None
+            try:
+                solver.setup(sp.triu(qp.P, format="csc"), qp.q, qp.A, np.maximum(qp.l, -big),
+                             np.minimum(qp.u, big), eps_abs=s["eps_abs"], eps_rel=s["eps_rel"],
+                             max_iter=s["max_iter"], verbose=False, rho=s["rho"], sigma=s["sigma"],
+                             alpha=s["alpha"], scaling=s["scaling"], adaptive_rho=bool(s["adaptive_rho"]),
+                             check_termination=s["check_every"], eps_prim_inf=s["eps_prim_inf"],
+                             eps_dual_inf=s["eps_dual_inf"], polishing=s["polish"],
+                             **({"time_limit": max(deadline - time.perf_counter(), 1e-3)} if deadline else {}))
+                if x0 is not None:
+                    solver.warm_start(x=x0, y=y0)
+            except osqp.OSQPException as exc:
+                failure = exc
+            finally:
+                restore()
+            said.seek(0)
+            text = said.read().decode("utf-8", "replace")
+        if failure is not None:
+            raise osqp_error(failure, osqp, text) from None
+        if text:
+            sys.stderr.write(text)
+        r = solver.solve(raise_error=False)
+    status = OSQP_STATUS.get(r.info.status, "numerical_error")
+    stats = {"iterations": int(r.info.iter), "evaluations": 1 + int(r.info.rho_updates),
+             "rho_updates": int(r.info.rho_updates),
+             "prim_res": float(r.info.prim_res), "dual_res": float(r.info.dual_res), "osqp_status": r.info.status,
+             "osqp_version": osqp.__version__}
+    claim = r.prim_inf_cert if status == "infeasible" else r.dual_inf_cert if status == "unbounded" else None
+    return {"status": status, "x": np.asarray(r.x, dtype=float), "y": r.y, "stats": stats,
+            "claim": None if claim is None else np.asarray(claim, dtype=float)}

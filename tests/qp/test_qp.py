@@ -356,7 +356,7 @@ def test_stalled_lp_like_run_is_finished_by_interior_point_steps():
 @pytest.mark.parametrize("name", ["random", "eqqp", "mpc", "portfolio"])
 def test_interior_point_steps_solve_generated_problems(name):
     """From x = 0, the interior-point method alone reaches tight residuals on the scaled problem."""
-    from optsolve.qp.admm import support
+    from optsolve.qp.termination import support
     from optsolve.qp.scaling import ruiz_scale
     from optsolve.qp.ipm import interior_point
     from optsolve.qp.problems import prepare
