@@ -44,8 +44,11 @@ def figure_format(output: str, fmt: str | None) -> str:
 def plot(solutions, output, fmt, width, height, title):
     """Draw the convergence histories of solutions written with '--history'.
 
-    Left: residual (or gap) against iterations; right: against elapsed time; a log scale for the residual, one
-    line per solution labelled 'command method (file)'. Needs matplotlib (pip install 'optsolve[plot]').
+    Left: residual (or gap) against the work each command's paper counts (evaluations of F for mvi, oracle calls
+    for truncated and cover, passes over the cost for ot, iterations for qp and kmeans); right: against elapsed
+    time. A log scale where the values span more than a factor 10 (symmetric-log when one is zero), linear
+    otherwise; one line per solution labelled 'command method (file)'. Needs matplotlib (pip install
+    'optsolve[plot]').
     """
     from optsolve.cli import check_writable
 

@@ -112,3 +112,38 @@ def test_plot_refuses_solutions_without_a_history(cli, tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"schema": "something/1"}))
     r = cli("plot", tmp_path / "other.json", "-o", fig)
     assert r.exit_code == 7 and "'schema'" in r.stderr
+
+
+def test_plot_axes_follow_each_command_and_keep_zeros():
+    from optsolve.core.plot import _series, x_column, y_scale
+
+    assert _series({"residual": [1.0, 0.0, None], "iteration": [0, 1, 2]}, "iteration") == ([0, 1], [1.0, 0.0])
+
+    def h(evals):
+        return {"residual": [1.0], "evaluations": evals}
+
+    assert x_column([("a", h([5]), "mvi"), ("b", h([7]), "truncated")]) == "evaluations"
+    assert x_column([("a", h([5]), "mvi"), ("b", h([7]), "qp")]) == "iteration"  # one axis for all
+    assert x_column([("a", h([None]), "ot")]) == "iteration"  # a method that counts none
+    assert y_scale([1.0, 1e-3]) == ("log", {})
+    assert y_scale([5.0, 0.0, 1e-2]) == ("symlog", {"linthresh": 1e-2})  # cover's final zero deficit
+    assert y_scale([24954.5, 24950.1]) == ("linear", {})  # a cost that moves little
+
+
+@pytest.mark.parametrize("kind,gen_args,label", [
+    ("mvi", ["--family", "polar"], "evaluations: operator F"),
+    ("cover", ["--family", "karate"], "evaluations: f (oracle calls)"),
+    ("qp", ["--family", "chain", "--n", "80"], "iteration"),
+])
+def test_plot_labels_the_axis_its_paper_uses(cli, tmp_path, kind, gen_args, label):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "p.npz"
+    assert cli("gen", kind, *gen_args, "--seed", "1", "-o", path).exit_code == 0
+    assert cli(kind, path, "--history", "-o", tmp_path / "s.json").exit_code == 0
+    doc = json.loads((tmp_path / "s.json").read_text())
+    r = cli("plot", tmp_path / "s.json", "-o", tmp_path / "f.svg")
+    assert r.exit_code == 0, r.stderr
+    svg = (tmp_path / "f.svg").read_text()
+    assert f"<!-- {label} -->" in svg
+    if kind == "cover":  # the last point, a zero deficit, is drawn
+        assert doc["stats"]["history"]["residual"][-1] == 0
