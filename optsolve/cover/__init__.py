@@ -186,9 +186,41 @@ def _attach_set(result: Result, cp, selected) -> None:
 
 def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance=None, tau=None, tau_frac=None,
           method: str = DEFAULT_METHOD, progress: Progress = SILENT, **options) -> Result:
-    """Fair submodular cover from arrays: ``cover`` (elements x items) and optional ``weights``,
-    or ``sim`` (elements x clients); ``groups``; ``p`` and ``q`` or ``balance``; ``tau`` or
-    ``tau_frac``. Bad input raises :class:`optsolve.core.errors.InputError`."""
+    """Fair submodular cover: the smallest set of elements whose coverage reaches ``tau`` with each group's
+    share of the set within its bounds.
+
+    Parameters
+    ----------
+    groups : array_like of shape (n,)
+        The group label of every element.
+    cover : array_like of shape (n, items), optional
+        Weighted coverage: element i covers item j where ``cover[i, j]`` is nonzero (``weights``: the items'
+        weights, default 1).
+    sim : array_like of shape (n, clients), optional
+        Facility location instead: f(S) = sum over clients of the best similarity in S.
+    p, q : array_like, optional
+        Each group's lower and upper share of the set; or ``balance``, the same bounds for every group.
+    tau, tau_frac : float, optional
+        The value to reach, or its fraction of f(all elements).
+    method : str, default="greedy"
+        ``greedy``, ``threshold``, ``continuous``, ``milp`` or ``unfair-greedy``.
+    **options
+        Any option of :func:`solve_problem` (``eps``, ``alpha``, ``beta``, ``time_limit``, ...).
+
+    Returns
+    -------
+    optsolve.core.result.Result
+        ``status``, ``objective``, ``solution`` (the ``selected`` elements and their groups' counts), ``certificate`` (``certificate.holds``),
+        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
+        ``settings``; ``to_dict()`` is the JSON document the command writes.
+
+    Raises
+    ------
+    optsolve.core.errors.InputError
+        The data do not form a valid problem (the message names the field, what was expected and found).
+    optsolve.core.errors.ParameterError
+        An option has a value the method does not accept.
+    """
     raw = {k: v for k, v in dict(cover=cover, weights=weights, sim=sim, groups=groups, p=p, q=q, balance=balance,
                                  tau=tau, tau_frac=tau_frac).items() if v is not None}
     problem = SCHEMA.validate(raw, source="Problem data")

@@ -380,8 +380,35 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
 
 def solve(X, labels, *, k: int | None = None, method: str = DEFAULT_METHOD, progress: Progress = SILENT,
           **options) -> Result:
-    """k-means from points ``X`` (m x d) and predicted ``labels``. Bad input raises
-    :class:`optsolve.core.errors.InputError`, bad options ``ParameterError``."""
+    """k-means from points and their predicted labels.
+
+    Parameters
+    ----------
+    X : array_like of shape (m, d)
+        The points.
+    labels : array_like of shape (m,)
+        Predicted cluster labels in 0 .. k - 1, wrong for a fraction of the points.
+    k : int, optional
+        The number of clusters (default ``max(labels) + 1``).
+    method : str, default="sample-centre"
+        ``sample-centre``, ``sample-window``, ``sort-window``, ``crdest``, ``labels`` or ``lloyd``.
+    **options
+        Any option of :func:`solve_problem`: ``alpha``, ``refine``, ``lloyd_steps``, ``seed``, ``time_limit``, ...
+
+    Returns
+    -------
+    optsolve.core.result.Result
+        ``status``, ``objective``, ``solution`` (``centres`` and every point's ``assignment``), ``certificate`` (``certificate.holds``),
+        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
+        ``settings``; ``to_dict()`` is the JSON document the command writes.
+
+    Raises
+    ------
+    optsolve.core.errors.InputError
+        The data do not form a valid problem (the message names the field, what was expected and found).
+    optsolve.core.errors.ParameterError
+        An option has a value the method does not accept.
+    """
     raw = {"X": X, "labels": labels}
     if k is not None:
         raw["k"] = k

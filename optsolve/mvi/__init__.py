@@ -235,10 +235,36 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
 
 def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEFAULT_METHOD, progress: Progress = SILENT,
           **options) -> Result:
-    """Solve a VI. ``operator``: a library name, or a problem dict with its keys
-    (``{"operator": "polar", "a": 1.0}``); ``z0`` the start; ``constraint`` none, box or ball
-    (default: the operator's).
-    Options as :func:`solve_problem`. Bad input raises InputError, bad options ParameterError."""
+    """Solve a variational inequality with a weak-MVI (possibly nonmonotone) operator.
+
+    Parameters
+    ----------
+    operator : str or dict
+        A library operator's name, or a problem dict with its keys (``{"operator": "polar", "a": 1.0}``,
+        ``{"operator": "affine", "M": ..., "q": ...}``).
+    z0 : array_like, optional
+        The starting point (default: the operator's).
+    constraint : str, optional
+        ``none``, ``box`` or ``ball`` (default: the operator's).
+    method : str, default="ecppa"
+        ``ecppa`` or a baseline (``eg+``, ``ceg+``, ``adaptive-eg+``, ``curvature-eg+``, ``rppa``, ``eg``, ``gda``).
+    **options
+        Any option of :func:`solve_problem` (``tol``, ``rho``, ``gamma``, ``max_evals``, ...).
+
+    Returns
+    -------
+    optsolve.core.result.Result
+        ``status``, ``objective``, ``solution`` (``z``, its natural ``residual``), ``certificate`` (``certificate.holds``),
+        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
+        ``settings``; ``to_dict()`` is the JSON document the command writes.
+
+    Raises
+    ------
+    optsolve.core.errors.InputError
+        The data do not form a valid problem (the message names the field, what was expected and found).
+    optsolve.core.errors.ParameterError
+        An option has a value the method does not accept.
+    """
     raw = dict(operator) if isinstance(operator, dict) else {"operator": operator}
     if z0 is not None:
         raw["z0"] = np.asarray(z0, dtype=float)

@@ -389,8 +389,40 @@ def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METH
           device: str = "auto", seed: int | None = None, progress: Progress = SILENT) -> Result:
     """Optimal transport between masses ``a`` and ``b`` with cost ``C`` (or points ``x``, ``y`` and ``cost``).
 
-    Returns a :class:`optsolve.core.result.Result`; ``result.arrays["plan"]`` is the plan.
-    Bad input raises :class:`optsolve.core.errors.InputError`, bad options ``ParameterError``.
+    Parameters
+    ----------
+    a, b : array_like of shape (n,) and (m,)
+        Nonnegative masses with equal sums (or any sums with ``normalize=True``).
+    C : array_like of shape (n, m), optional
+        The cost matrix; or give ``x`` (n x d), ``y`` (m x d) and ``cost`` (``"sqeuclidean"``, ``"euclidean"``,
+        ``"l1"``).
+    method : str, default="auto"
+        ``auto``, ``exact``, ``tnt``, ``emd`` or ``sinkhorn`` (see ``optsolve ot --help``).
+    reg, gamma : float, optional
+        The entropic regularisation in cost units, or the final temperature max(C) / reg (``tnt``, ``sinkhorn``).
+    target_gap : float, optional
+        Stop once the certified relative gap is at most this (``auto`` and ``exact``: 1e-3 by default).
+    tol, pcg, dtype, low_memory, block_size, plan_threshold
+        The methods' settings, as the command's options of the same names.
+    feas_tol, objective_rtol, objective_atol, lp_tol : float, optional
+        The certificate's limits.
+    max_iter, time_limit, device, seed, progress
+        Limits, the array backend (``"auto"``, ``"cpu"``, ``"gpu"``), the seed and a progress reporter.
+
+    Returns
+    -------
+    optsolve.core.result.Result
+        ``status``, ``objective``, ``solution`` (the potentials ``f``, ``g``, ``dual_bound`` and the plan's entries), ``certificate`` (``certificate.holds``),
+        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
+        ``settings``; ``to_dict()`` is the JSON document the command writes.
+
+    Raises
+    ------
+    optsolve.core.errors.InputError
+        The data do not form a valid problem (the message names the field, what was expected and found).
+    optsolve.core.errors.ParameterError
+        An option has a value the method does not accept.
+        ``result.arrays["plan"]`` is the plan as an array.
     """
     raw = {k: v for k, v in dict(a=a, b=b, C=C, x=x, y=y, cost=cost).items() if v is not None}
     problem = SCHEMA.validate(raw, source="Problem data")

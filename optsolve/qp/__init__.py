@@ -494,8 +494,41 @@ def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str |
           time_limit: float | None = None, warm_start=None, progress: Progress = SILENT, **options) -> Result:
     """Solve ``min 1/2 x'Px + q'x + r`` s.t. ``l <= Ax <= u`` (P full symmetric, or its upper triangle).
 
-    Returns a :class:`optsolve.core.result.Result`; bad input raises
-    :class:`optsolve.core.errors.InputError`, bad options ``ParameterError``.
+    Parameters
+    ----------
+    P : array_like or scipy.sparse matrix of shape (n, n)
+        The positive semidefinite cost matrix (non-convex P is refused).
+    q : array_like of shape (n,)
+    A : array_like or scipy.sparse matrix of shape (m, n), optional
+    l, u : array_like of shape (m,), optional
+        The rows' bounds (``-inf`` / ``inf`` where a side is free; ``l = u`` for an equality).
+    r : float, optional
+        A constant added to the objective.
+    method : str, optional
+        ``auto`` (the default rule), ``admm``, ``deepqp``, ``distributed``, ``deepdistributed``, ``osqp``,
+        ``piqp`` or ``clarabel``.
+    eps_abs, eps_rel : float, default=1e-3
+        OSQP's termination tolerances (residuals and duality gap).
+    max_iter, time_limit : optional
+        The iteration and wall-clock limits.
+    warm_start : dict or str, optional
+        ``{"x": ..., "y": ...}`` or a solution document's path.
+    **options
+        Any option of :func:`solve_problem` (``rho``, ``sigma``, ``alpha``, ``polish``, ``nodes``, ...).
+
+    Returns
+    -------
+    optsolve.core.result.Result
+        ``status``, ``objective``, ``solution`` (``x``, ``y``, ``z``, or the infeasibility certificate), ``certificate`` (``certificate.holds``),
+        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
+        ``settings``; ``to_dict()`` is the JSON document the command writes.
+
+    Raises
+    ------
+    optsolve.core.errors.InputError
+        The data do not form a valid problem (the message names the field, what was expected and found).
+    optsolve.core.errors.ParameterError
+        An option has a value the method does not accept.
     """
     raw = {k: v for k, v in dict(P=P, q=q, A=A, l=l, u=u, r=r).items() if v is not None}
     problem = SCHEMA.validate(raw, source="Problem data")

@@ -257,13 +257,44 @@ def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tu
     return out, len(draws), late
 
 
-def solve(samples, set=None, *, family: str = "gaussian", cov=None, method: str = DEFAULT_METHOD,
+def solve(samples, truncation_set=None, *, family: str = "gaussian", cov=None, method: str = DEFAULT_METHOD,
           progress: Progress = SILENT, **options) -> Result:
-    """Estimate from ``samples`` (n x d) truncated to ``set`` (a set description, see
-    :mod:`optsolve.truncated.sets`). Bad input raises InputError, bad options ParameterError."""
+    """Estimate a distribution from samples that were only observed inside a set.
+
+    Parameters
+    ----------
+    samples : array_like of shape (n, d)
+        The observed samples, all inside the set.
+    truncation_set : dict, optional
+        The set's description (``{"type": "halfspace", "a": [...], "b": ...}``, a box, a ball, ...; see
+        :mod:`optsolve.truncated.sets`), whose membership is the oracle.
+    family : str, default="gaussian"
+        The family estimated: ``gaussian`` (mean and covariance), ``gaussian-mean`` (the mean, with the
+        covariance ``cov`` known) or ``exponential`` (independent exponential coordinates).
+    cov : array_like of shape (d, d), optional
+        The known covariance (family ``gaussian-mean``).
+    method : str, default="newton"
+        ``newton``, ``psgd``, ``dgtz`` or ``naive``.
+    **options
+        Any option of :func:`solve_problem` (``tol``, ``max_oracle_calls``, ``seed``, ``time_limit``, ...).
+
+    Returns
+    -------
+    optsolve.core.result.Result
+        ``status``, ``objective``, ``solution`` (the parameters, ``alpha_hat`` and its interval), ``certificate`` (``certificate.holds``),
+        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
+        ``settings``; ``to_dict()`` is the JSON document the command writes.
+
+    Raises
+    ------
+    optsolve.core.errors.InputError
+        The data do not form a valid problem (the message names the field, what was expected and found).
+    optsolve.core.errors.ParameterError
+        An option has a value the method does not accept.
+    """
     raw = {"samples": samples, "family": family}
-    if set is not None:
-        raw["set"] = set
+    if truncation_set is not None:
+        raw["set"] = truncation_set
     if cov is not None:
         raw["cov"] = cov
     problem = SCHEMA.validate(raw, source="Problem data")
