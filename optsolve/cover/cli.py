@@ -16,10 +16,10 @@ OUTPUT_OPTIONS = ()
                    "milp: the exact optimum by HiGHS (small instances; --time-limit, default 60 s). "
                    "unfair-greedy: the classic greedy cover, no fairness (a baseline).")
 @click.option("--eps", type=float, default=0.1, show_default=True,
-              help="Accuracy: the extension factor beta = ceil(1/eps), the threshold steps, and with "
-                   "--bicriteria the accepted shortfall.")
+              help="The fair-cover paper's epsilon, the accuracy: the extension factor beta = ceil(1/eps), the "
+                   "threshold steps, and with --bicriteria the accepted shortfall.")
 @click.option("--alpha", type=float, default=0.1, show_default=True,
-              help="Guesses of the optimum's size grow by the factor 1 + alpha.")
+              help="The fair-cover paper's alpha: guesses of the optimum's size grow by the factor 1 + alpha.")
 @click.option("--beta", default="auto", show_default=True,
               help="Extension factor of the FSM constraints: 'auto' tries 1 and then ceil(1/eps) only if "
                    "needed, or a positive integer.")

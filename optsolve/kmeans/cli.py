@@ -17,7 +17,8 @@ OUTPUT_OPTIONS = ()
                    "crdest: Ergun et al. 2022. labels: plain centroids of the predicted labels. lloyd: "
                    "scikit-learn's KMeans (k-means++, n_init = 10).")
 @click.option("--alpha", default="auto", show_default=True,
-              help="The error rate the estimators trim for, in [0, 0.5), or 'auto': one value per predicted "
+              help="The learning-augmented k-means papers' alpha, the labels' error rate the estimators trim "
+                   "for, in [0, 0.5), or 'auto': one value per predicted "
                    "cluster from a small grid (0, 0.05, ..., 0.45; crdest 0, 0.02, ..., 0.18) by the cost, "
                    "reported.")
 @click.option("--refine/--no-refine", default=True, show_default=True,

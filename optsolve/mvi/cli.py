@@ -18,13 +18,13 @@ OUTPUT_OPTIONS = ()
               help="A user operator F (array of length d -> array of length d) instead of the file's.")
 @click.option("--gamma", type=float, default=None, help="A fixed step (default: from a local Lipschitz estimate).")
 @click.option("--relax", type=float, default=None, help="Relaxation lam in (0, 2) (default 1).")
-@click.option("--sigma", type=float, default=None, help="ecppa: stop the inner loop at t >= sigma (gamma + rho) "
-              "(default 0.5).")
+@click.option("--sigma", type=float, default=None, help="ecppa: the error-corrected proximal point paper's sigma: "
+              "stop the inner loop at t >= sigma (gamma + rho) (default 0.5).")
 @click.option("--rho", type=float, default=None, help="The weak-MVI constant (overrides the file's).")
 @click.option("--lipschitz", type=float, default=None, help="A Lipschitz constant of F (overrides the file's; "
               "estimated from secants when absent).")
-@click.option("--tol", type=float, default=None, help="Natural residual to reach (default 1e-6); verify judges "
-              "solutions by the same option.")
+@click.option("--tol", type=float, default=None, help="The natural residual ||z - Proj_C(z - F(z))|| to reach "
+              "(default 1e-6); verify judges solutions by the same option.")
 @click.option("--feas-tol", type=float, default=None, help="Certificate: largest distance of z outside C, times "
               "max(1, ||z||_inf) (default 1e-12).")
 @click.option("--residual-rtol", type=float, default=None, help="Certificate: relative tolerance between the "

@@ -28,7 +28,7 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
                    "measures the gap against U itself unless U is about 0) [default: 1e-3 for tnt without "
                    "--gamma/--reg and for auto; exact alone: the LP optimum].")
 @click.option("--tol", type=POSITIVE, default=None,
-              help="L1 marginal tolerance before rounding [tnt: H/gamma^1.5/2; sinkhorn: 1e-9].")
+              help="The L1 error of the plan's marginals before rounding [tnt: MDOT's H/gamma^1.5/2; sinkhorn: 1e-9].")
 @click.option("--pcg", type=click.Choice(PCG_MODES), default=DEFAULT_PCG, show_default=True,
               help="tnt: the conjugate-gradient variant for the Newton systems.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,

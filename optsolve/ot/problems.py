@@ -429,9 +429,9 @@ def gen_images(rng, *, size: int, kind: str, smoothness: float, cost: str, store
     return _image_pair(a, b, cost, store)
 
 
-def gen_clouds(rng, *, n: int, m: int, dim: int, cost: str, store: str) -> dict:
-    x = rng.random((n, dim))
-    y = rng.random((m, dim))
+def gen_clouds(rng, *, n: int, m: int, d: int, cost: str, store: str) -> dict:
+    x = rng.random((n, d))
+    y = rng.random((m, d))
     a = rng.dirichlet(np.ones(n))
     b = rng.dirichlet(np.ones(m))
     return _finish({"a": a, "b": b}, x, y, cost, store)
@@ -508,10 +508,10 @@ FAMILIES = {
     "digits": Family("digits", "two scikit-learn handwritten digits upsampled to size x size",
                      gen_digits, (Param("size", int, 64, "image side (n = m = size^2)"), _COST,
                                   _image_store("grid"))),
-    "clouds": Family("clouds", "uniform random points in [0,1]^dim with Dirichlet weights",
+    "clouds": Family("clouds", "uniform random points in [0,1]^d with Dirichlet weights",
                      gen_clouds, (Param("n", int, 200, "number of source points"),
                                   Param("m", int, 200, "number of target points"),
-                                  Param("dim", int, 2, "dimension"), _COST, _STORE)),
+                                  Param("d", int, 2, "dimension"), _COST, _STORE)),
     "colour": Family("colour", "colour transfer between two RGB images (.npy arrays, or PNG/JPEG with Pillow)",
                      gen_colour, (Param("source", str, None, "source image file"),
                                   Param("target", str, None, "target image file"),

@@ -156,7 +156,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
                           eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
                           check_every=controller.interval if controller else s["check_every"],
                           refine_stalled=s["refine"], deadline=deadline, progress=progress, controller=controller,
-                          balance=s["balance"], comm=comm)
+                          balance=s["residual_balancing"], comm=comm)
     from optsolve.qp.admm import refined_message
 
     message = refined_message(r.iterations) if r.polished else r.message
@@ -357,7 +357,7 @@ DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepq
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
                      check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None,
-                     policy=None, balance=False, engine="local", cert_tol=None, obj_rtol=None, obj_atol=None):
+                     policy=None, residual_balancing=False, engine="local", cert_tol=None, obj_rtol=None, obj_atol=None):
     from optsolve.qp.certificate import LIMITS
 
     if method not in METHODS:
@@ -380,8 +380,8 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError("The '--nodes' option applies to the methods distributed and deepdistributed only.")
     if rho is None:
         rho = DEFAULT_RHO[method]
-    if balance and method not in ("distributed", "deepdistributed"):
-        raise ParameterError("The '--balance' option applies to the methods distributed and deepdistributed only.")
+    if residual_balancing and method not in ("distributed", "deepdistributed"):
+        raise ParameterError("The '--residual-balancing' option applies to the methods distributed and deepdistributed only.")
     if policy is not None and method not in ("deepqp", "deepdistributed"):
         raise ParameterError("The '--policy' option applies to the methods deepqp and deepdistributed only.")
     if engine not in ("local", "mpi"):
@@ -397,7 +397,7 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method != "osqp", "policy": policy, "balance": bool(balance),
+            "refine": bool(refine) and method != "osqp", "policy": policy, "residual_balancing": bool(residual_balancing),
             "engine": engine,
             **{lim.name: _limit_option(lim, value) for lim, value in
                zip(LIMITS[2:], (cert_tol, obj_rtol, obj_atol))}}
@@ -415,7 +415,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                   sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
                   check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
                   polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
-                  policy: str | None = None, balance: bool = False, engine: str = "local", warm_start=None,
+                  policy: str | None = None, residual_balancing: bool = False, engine: str = "local", warm_start=None,
                   cert_tol: float | None = None, obj_rtol: float | None = None, obj_atol: float | None = None,
                   device: str = "auto",
                   seed: int | None = None,
@@ -431,7 +431,7 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
     s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
                          rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
                          check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
-                         polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy, balance=balance,
+                         polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy, residual_balancing=residual_balancing,
                          engine=engine, cert_tol=cert_tol, obj_rtol=obj_rtol, obj_atol=obj_atol)
     x0, y0 = _warm_start(warm_start, qp)
     s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")

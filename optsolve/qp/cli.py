@@ -25,7 +25,7 @@ OUTPUT_OPTIONS = ()
               help="distributed: number of nodes of the automatic partition [default: the file's 'partition' "
                    "or 'nodes', else 1].")
 @click.option("--mu", type=float, default=1.0, show_default=True, help="distributed: consensus penalty.")
-@click.option("--balance", is_flag=True,
+@click.option("--residual-balancing", is_flag=True,
               help="distributed, deepdistributed: residual balancing node by node (OSQP's adaptive rule for each "
                    "node's rho and mu) every 50 iterations, at most 10 times; after a policy's K steps.")
 @click.option("--policy", metavar="POLICY.npz", default=None,
@@ -45,8 +45,8 @@ OUTPUT_OPTIONS = ()
               help="Certificate: absolute floor of that difference.")
 @click.option("--rho", type=float, default=None,
               help="Initial ADMM step size [default: 0.1; distributed: 1].")
-@click.option("--sigma", type=float, default=1e-6, show_default=True, help="Regularisation of the x-update.")
-@click.option("--alpha", type=float, default=1.6, show_default=True, help="Relaxation, in (0, 2).")
+@click.option("--sigma", type=float, default=1e-6, show_default=True, help="OSQP's sigma: the regularisation of the x-update.")
+@click.option("--alpha", type=float, default=1.6, show_default=True, help="OSQP's alpha: the relaxation, in (0, 2).")
 @click.option("--scaling", type=int, default=10, show_default=True, help="Ruiz equilibration passes (0: none).")
 @click.option("--adaptive-rho/--fixed-rho", default=True, show_default=True,
               help="Adapt rho every 50 iterations from the residual ratio.")
@@ -114,10 +114,11 @@ POSITIVE = click.FloatRange(min=0, min_open=True)
 @click.option("--population", type=click.IntRange(min=1), default=8, show_default=True,
               help="Antithetic pairs per generation.")
 @click.option("--sigma", type=POSITIVE, default=0.05, show_default=True,
-              help="Width of the search distribution (and of the PAC-Bayes posterior).")
+              help="The evolution strategies' sigma: the width of the search distribution (and of the PAC-Bayes "
+                   "posterior).")
 @click.option("--lr", type=POSITIVE, default=0.05, show_default=True,
               help="Adam step size of the evolution strategies.")
-@click.option("--eps", type=POSITIVE, default=1e-3, show_default=True, help="Tolerance the loss counts iterations to.")
+@click.option("--eps", type=POSITIVE, default=1e-3, show_default=True, help="OSQP's eps_abs = eps_rel that the loss counts iterations to.")
 @click.option("--cap", type=click.IntRange(min=1), default=500, show_default=True,
               help="Iterations at which the loss is 1.")
 @click.option("--nodes", type=click.IntRange(min=1), default=None,

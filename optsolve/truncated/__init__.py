@@ -41,7 +41,7 @@ class BudgetError(OptsolveError):
 CERTIFICATE_TIME_SHARE = 0.2
 
 
-def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter, objective_rtol,
+def _check_options(method, tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
                    objective_atol):
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
@@ -49,8 +49,8 @@ def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, ma
         raise ParameterError(f"The '--tol' option must be a number in (0, 1]; got {tol!r}.")
     if radius is not None and not (radius > 0 and math.isfinite(radius)):
         raise ParameterError(f"The '--radius' option must be a positive number; got {radius!r}.")
-    if max_oracle_calls is not None and max_oracle_calls < 1:
-        raise ParameterError(f"The '--max-oracle-calls' option must be a positive integer; got {max_oracle_calls!r}.")
+    if max_evals is not None and max_evals < 1:
+        raise ParameterError(f"The '--max-evals' option must be a positive integer; got {max_evals!r}.")
     if bootstrap is not None and bootstrap < 0:
         raise ParameterError(f"The '--bootstrap' option must be a nonnegative integer; got {bootstrap!r}.")
     if holdout is not None and not 0 < holdout < 1:
@@ -60,7 +60,7 @@ def _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, ma
             raise ParameterError(f"The '--{name}' option must be a finite number >= 0; got {v!r}.")
     if max_iter is not None:
         raise ParameterError("The '--max-iter' option does not apply to optsolve truncated: its work is oracle calls; "
-                             "use '--max-oracle-calls N'.")
+                             "use '--max-evals N'.")
 
 
 def _check_sizes(tp, method, tol, bootstrap) -> None:
@@ -97,7 +97,7 @@ def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, 
 
 
 def solve_problem(problem, *, method: str | None = None, tol: float | None = None, radius: float | None = None,
-                  max_oracle_calls: int | None = None, bootstrap: int | None = None, holdout: float | None = None,
+                  max_evals: int | None = None, bootstrap: int | None = None, holdout: float | None = None,
                   objective_rtol: float | None = None, objective_atol: float | None = None,
                   oracle: str | None = None, seed: int | None = None, max_iter: int | None = None,
                   time_limit: float | None = None, device: str = "auto", progress: Progress = SILENT) -> Result:
@@ -105,7 +105,7 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
 
     ``tol``: the Monte-Carlo error allowed in the newton estimate, as a fraction of the data's
     own statistical error (the final importance-weighted draws have an effective size n / tol;
-    default 0.125); ``radius``: R (default log(1/alpha_0) + 2); ``max_oracle_calls``: the oracle
+    default 0.125); ``radius``: R (default log(1/alpha_0) + 2); ``max_evals``: the oracle
     budget (status max_iter when spent, the estimate so far returned); ``bootstrap``: B
     resamples of the data, each estimated again, for 95% intervals; ``holdout``: a fraction of
     the samples kept out of the fit, for the certificate's held-out NLL; ``objective_rtol``,
@@ -120,7 +120,7 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
     if device == "gpu":
         raise ParameterError("optsolve truncated runs on the CPU; use '--device cpu' (or auto).")
     method = method or DEFAULT_METHOD
-    _check_options(method, tol, radius, max_oracle_calls, bootstrap, holdout, max_iter, objective_rtol,
+    _check_options(method, tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
                    objective_atol)
     t0 = time.perf_counter()
     now = time.monotonic()
@@ -142,14 +142,14 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
     counter = tp.oracle()
     alpha0 = None
     if method != "naive":  # alpha_0 by the certificate's seeded draws, so that verify finds the same R_0
-        alpha0 = certificate.initial_mass(problem, tp.membership, most=max_oracle_calls)
+        alpha0 = certificate.initial_mass(problem, tp.membership, most=max_evals)
         counter.calls += alpha0[1]
         if not alpha0[0] and alpha0[1] < sum(certificate.ALPHA0_DRAWS):
-            raise BudgetError(f"The oracle budget of {max_oracle_calls} calls (--max-oracle-calls) ends before "
+            raise BudgetError(f"The oracle budget of {max_evals} calls (--max-evals) ends before "
                               f"alpha_0 is measured: {alpha0[1]} proposals of the samples' own fit gave no point "
                               f"in the set, and the next batch has {certificate.ALPHA0_DRAWS[1]}.")
     try:
-        run = estimate(tp, Z, method, rng, tol=tol, radius=radius, max_calls=max_oracle_calls, deadline=deadline,
+        run = estimate(tp, Z, method, rng, tol=tol, radius=radius, max_calls=max_evals, deadline=deadline,
                        progress=progress, oracle=counter, alpha0=alpha0)
     except np.linalg.LinAlgError as exc:
         raise SolverError(f"The {method} estimate failed numerically ({exc}); the samples may be too badly scaled "
@@ -192,7 +192,7 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
               "radius": run.get("radius", radius) if keeps_region else None,
               "holdout": holdout, "objective_rtol": objective_rtol, "objective_atol": objective_atol}
     limits = certificate.resolved_limits(limits)
-    settings = dict(limits, radius=limits["radius"] if keeps_region else radius, max_oracle_calls=max_oracle_calls,
+    settings = dict(limits, radius=limits["radius"] if keeps_region else radius, max_evals=max_evals,
                     seed=seed, bootstrap=bootstrap, oracle=oracle)
     t = time.perf_counter()
     draws = certificate.measure(problem, solution, limits=limits, settings=settings, oracle=oracle, deadline=hard)
@@ -276,7 +276,7 @@ def solve(samples, truncation_set=None, *, family: str = "gaussian", cov=None, m
     method : str, default="newton"
         ``newton``, ``psgd``, ``dgtz`` or ``naive``.
     **options
-        Any option of :func:`solve_problem` (``tol``, ``max_oracle_calls``, ``seed``, ``time_limit``, ...).
+        Any option of :func:`solve_problem` (``tol``, ``max_evals``, ``seed``, ``time_limit``, ...).
 
     Returns
     -------

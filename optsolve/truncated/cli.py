@@ -19,10 +19,12 @@ OUTPUT_OPTIONS = ()
 @click.option("--radius", type=float, default=None, help="R of the region (default log(1/alpha_0) + 2, doubled "
               "when active; dgtz: its ball's radius). verify: judge that the estimate lies in the region of this R.")
 @click.option("--tol", type=float, default=None,
-              help="newton: Monte-Carlo error allowed, as a fraction of the data's statistical error (default 0.125); "
+              help="newton: the Monte-Carlo error allowed, as a fraction of the data's statistical error (default "
+                   "0.125); "
                    "the certificate allows it and draws n / tol points of the estimate.")
-@click.option("--max-oracle-calls", type=click.IntRange(min=1), default=None,
-              help="Oracle budget (status max_iter when spent; the estimate so far is written).")
+@click.option("--max-evals", type=click.IntRange(min=1), default=None,
+              help="Budget of membership-oracle calls, stats.evaluations (status max_iter when spent; the estimate "
+                   "so far is written).")
 @click.option("--bootstrap", type=click.IntRange(min=0), default=None, metavar="B",
               help="B resamples of the data, each estimated again: 95% intervals of the parameters.")
 @click.option("--holdout", type=float, default=None, metavar="FRACTION",

@@ -262,7 +262,7 @@ def test_verify_malformed_solution_exit_7(cli, small_ot, tmp_path, content, need
     ("images", ["--size", "6", "--kind", "whitenoise"]),
     ("images", ["--size", "6", "--kind", "grf", "--cost", "euclidean"]),
     ("images", ["--size", "6", "--kind", "cauchy", "--store", "matrix"]),
-    ("clouds", ["--n", "9", "--m", "7", "--dim", "3"]),
+    ("clouds", ["--n", "9", "--m", "7", "--d", "3"]),
 ])
 @pytest.mark.parametrize("ext", [".npz", ".json", ".mat"])
 def test_gen_writes_solvable_problems(cli, tmp_path, family, args, ext):

@@ -26,8 +26,8 @@ FAMILY_CASES = [
     ("images", {"size": 8, "kind": "grf", "cost": "euclidean"}),
     ("images", {"size": 8, "kind": "cauchy"}),
     ("images", {"size": 10, "kind": "shapes", "cost": "l1"}),
-    ("clouds", {"n": 50, "m": 35, "dim": 3}),
-    ("clouds", {"n": 40, "m": 60, "dim": 2, "cost": "euclidean"}),
+    ("clouds", {"n": 50, "m": 35, "d": 3}),
+    ("clouds", {"n": 40, "m": 60, "d": 2, "cost": "euclidean"}),
 ]
 
 

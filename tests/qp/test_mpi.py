@@ -71,8 +71,8 @@ def test_two_ranks_equal_one_process(mpirun, chain, tmp_path, cli):
 
 
 def test_three_ranks_on_stdout_and_a_learned_policy(mpirun, chain, cli):
-    one = cli("qp", chain, "--method", "deepdistributed", "--balance").json()
-    r = mpirun(3, "qp", chain, "--method", "deepdistributed", "--balance", "--engine", "mpi", "-o", "-")
+    one = cli("qp", chain, "--method", "deepdistributed", "--residual-balancing").json()
+    r = mpirun(3, "qp", chain, "--method", "deepdistributed", "--residual-balancing", "--engine", "mpi", "-o", "-")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count('"schema"') == 1  # one document: rank 0's
     three = json.loads(r.stdout)

@@ -259,18 +259,18 @@ def test_default_method_follows_the_family_and_its_shipped_policy(monkeypatch, t
 
 
 def test_residual_balancing_reaches_the_centralised_answer():
-    """--balance: node-by-node residual balancing, finitely many times; same answer, fewer iterations on a chain."""
+    """--residual-balancing: node-by-node residual balancing, finitely many times; same answer, fewer iterations on a chain."""
     problem = family("chain", n=200)
     ref = optsolve.qp.solve_problem(problem, method="osqp", eps_abs=1e-8, eps_rel=1e-8, max_iter=100000)
     plain = optsolve.qp.solve_problem(problem, method="distributed", eps_abs=1e-6, eps_rel=1e-6, max_iter=20000)
-    bal = optsolve.qp.solve_problem(problem, method="distributed", balance=True, eps_abs=1e-6, eps_rel=1e-6,
+    bal = optsolve.qp.solve_problem(problem, method="distributed", residual_balancing=True, eps_abs=1e-6, eps_rel=1e-6,
                                     max_iter=20000)
     assert bal.status.value == "optimal" and bal.certificate.holds
     assert 1 <= bal.stats["balance_updates"] <= 10 and plain.stats["balance_updates"] == 0
     assert bal.objective == pytest.approx(ref.objective, rel=1e-5, abs=1e-5)
     assert bal.stats["iterations"] < plain.stats["iterations"]
-    with pytest.raises(ParameterError, match="--balance"):
-        optsolve.qp.solve_problem(problem, method="admm", balance=True)
+    with pytest.raises(ParameterError, match="--residual-balancing"):
+        optsolve.qp.solve_problem(problem, method="admm", residual_balancing=True)
 
 
 def test_distributed_refines_a_capped_run_under_the_full_termination_test():

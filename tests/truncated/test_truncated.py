@@ -156,7 +156,7 @@ def test_oracle_option_counts_calls(tmp_path, monkeypatch, cli):
 
 def test_budget_holdout_bootstrap_and_collapse(tmp_path, monkeypatch):
     problem, data = gaussian(3, d=2, n=1000, alpha=0.2, set="ball", cond=2.0)
-    small = optsolve.truncated.solve_problem(problem, max_oracle_calls=20000)
+    small = optsolve.truncated.solve_problem(problem, max_evals=20000)
     assert small.status.value == "max_iter" and small.stats["evaluations"] <= 20000
     res = optsolve.truncated.solve_problem(problem, holdout=0.2, bootstrap=3, seed=0)
     assert len(res.solution["holdout_rows"]) == 200 and res.certificate["holdout_nll"].value > 0

@@ -32,7 +32,7 @@ def _write(tmp_path, name, doc):
 
 # --------------------------------------------------------------------------- hostile files
 
-QUICK = ("--tol", "1", "--max-oracle-calls", "400000")
+QUICK = ("--tol", "1", "--max-evals", "400000")
 
 
 def test_hostile_gaussian_files(hostile):
@@ -109,7 +109,7 @@ def test_what_was_solved_is_reported_not_trusted(cli, tmp_path, solved, verify_f
     problem, doc = solved()
     base = verify_forged(problem, doc).json()["checks"]
     doc["method"] = "naive"
-    doc["settings"].update(seed=12345, bootstrap=7, max_oracle_calls=1, method="dgtz")
+    doc["settings"].update(seed=12345, bootstrap=7, max_evals=1, method="dgtz")
     r = verify_forged(problem, doc)
     assert r.exit_code == 0, r.stderr
     assert [(c["name"], c["value"], c["holds"]) for c in r.json()["checks"]] == \
@@ -246,9 +246,9 @@ def test_memory_budget_refuses_large_dimensions_and_options(cli, tmp_path):
 
 def test_oracle_budget_and_time_limit_keep_an_iterate(cli, tmp_path):
     path = _write(tmp_path, "p.npz", _gaussian(n=300))
-    r = cli("truncated", path, "--max-oracle-calls", "1000")
-    assert r.exit_code == 5 and "--max-oracle-calls" in r.stderr
-    r = cli("truncated", path, "--max-oracle-calls", "6000")
+    r = cli("truncated", path, "--max-evals", "1000")
+    assert r.exit_code == 5 and "--max-evals" in r.stderr
+    r = cli("truncated", path, "--max-evals", "6000")
     assert r.exit_code == 5 and r.json()["status"] == "max_iter" and r.json()["stats"]["evaluations"] <= 6000
     assert "budget" in r.json()["message"]
     r = cli("truncated", path, "--time-limit", "0.001")
