@@ -210,16 +210,13 @@ def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance
     Returns
     -------
     optsolve.core.result.Result
-        ``status``, ``objective``, ``solution`` (the ``selected`` elements and their groups' counts), ``certificate`` (``certificate.holds``),
-        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
-        ``settings``; ``to_dict()`` is the JSON document the command writes.
+        Status, objective, certificate, stats and settings, as every command's; its ``solution`` holds
+        the ``selected`` elements and their groups' counts.
 
     Raises
     ------
-    optsolve.core.errors.InputError
-        The data do not form a valid problem (the message names the field, what was expected and found).
-    optsolve.core.errors.ParameterError
-        An option has a value the method does not accept.
+    optsolve.core.errors.InputError, optsolve.core.errors.ParameterError
+        Bad data (the message names the field) or an option the method does not accept.
     """
     raw = {k: v for k, v in dict(cover=cover, weights=weights, sim=sim, groups=groups, p=p, q=q, balance=balance,
                                  tau=tau, tau_frac=tau_frac).items() if v is not None}

@@ -398,16 +398,13 @@ def solve(X, labels, *, k: int | None = None, method: str = DEFAULT_METHOD, prog
     Returns
     -------
     optsolve.core.result.Result
-        ``status``, ``objective``, ``solution`` (``centres`` and every point's ``assignment``), ``certificate`` (``certificate.holds``),
-        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
-        ``settings``; ``to_dict()`` is the JSON document the command writes.
+        Status, objective, certificate, stats and settings, as every command's; its ``solution`` holds
+        ``centres`` and every point's ``assignment``.
 
     Raises
     ------
-    optsolve.core.errors.InputError
-        The data do not form a valid problem (the message names the field, what was expected and found).
-    optsolve.core.errors.ParameterError
-        An option has a value the method does not accept.
+    optsolve.core.errors.InputError, optsolve.core.errors.ParameterError
+        Bad data (the message names the field) or an option the method does not accept.
     """
     raw = {"X": X, "labels": labels}
     if k is not None:

@@ -254,16 +254,13 @@ def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEF
     Returns
     -------
     optsolve.core.result.Result
-        ``status``, ``objective``, ``solution`` (``z``, its natural ``residual``), ``certificate`` (``certificate.holds``),
-        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
-        ``settings``; ``to_dict()`` is the JSON document the command writes.
+        Status, objective, certificate, stats and settings, as every command's; its ``solution`` holds
+        ``z``, its natural ``residual``.
 
     Raises
     ------
-    optsolve.core.errors.InputError
-        The data do not form a valid problem (the message names the field, what was expected and found).
-    optsolve.core.errors.ParameterError
-        An option has a value the method does not accept.
+    optsolve.core.errors.InputError, optsolve.core.errors.ParameterError
+        Bad data (the message names the field) or an option the method does not accept.
     """
     raw = dict(operator) if isinstance(operator, dict) else {"operator": operator}
     if z0 is not None:

@@ -412,17 +412,13 @@ def solve(a, b, C=None, *, x=None, y=None, cost=None, method: str = DEFAULT_METH
     Returns
     -------
     optsolve.core.result.Result
-        ``status``, ``objective``, ``solution`` (the potentials ``f``, ``g``, ``dual_bound`` and the plan's entries), ``certificate`` (``certificate.holds``),
-        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
-        ``settings``; ``to_dict()`` is the JSON document the command writes.
+        Status, objective, certificate, stats and settings, as every command's; its ``solution`` holds
+        the potentials ``f``, ``g``, ``dual_bound`` and the plan's entries; ``arrays["plan"]`` is the plan.
 
     Raises
     ------
-    optsolve.core.errors.InputError
-        The data do not form a valid problem (the message names the field, what was expected and found).
-    optsolve.core.errors.ParameterError
-        An option has a value the method does not accept.
-        ``result.arrays["plan"]`` is the plan as an array.
+    optsolve.core.errors.InputError, optsolve.core.errors.ParameterError
+        Bad data (the message names the field) or an option the method does not accept.
     """
     raw = {k: v for k, v in dict(a=a, b=b, C=C, x=x, y=y, cost=cost).items() if v is not None}
     problem = SCHEMA.validate(raw, source="Problem data")

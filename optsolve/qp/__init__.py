@@ -519,16 +519,13 @@ def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str |
     Returns
     -------
     optsolve.core.result.Result
-        ``status``, ``objective``, ``solution`` (``x``, ``y``, ``z``, or the infeasibility certificate), ``certificate`` (``certificate.holds``),
-        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
-        ``settings``; ``to_dict()`` is the JSON document the command writes.
+        Status, objective, certificate, stats and settings, as every command's; its ``solution`` holds
+        ``x``, ``y``, ``z``, or the infeasibility certificate.
 
     Raises
     ------
-    optsolve.core.errors.InputError
-        The data do not form a valid problem (the message names the field, what was expected and found).
-    optsolve.core.errors.ParameterError
-        An option has a value the method does not accept.
+    optsolve.core.errors.InputError, optsolve.core.errors.ParameterError
+        Bad data (the message names the field) or an option the method does not accept.
     """
     raw = {k: v for k, v in dict(P=P, q=q, A=A, l=l, u=u, r=r).items() if v is not None}
     problem = SCHEMA.validate(raw, source="Problem data")

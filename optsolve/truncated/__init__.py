@@ -281,16 +281,13 @@ def solve(samples, truncation_set=None, *, family: str = "gaussian", cov=None, m
     Returns
     -------
     optsolve.core.result.Result
-        ``status``, ``objective``, ``solution`` (the parameters, ``alpha_hat`` and its interval), ``certificate`` (``certificate.holds``),
-        ``stats`` (``iterations``, ``evaluations``, ``time_s`` and the method's own counts) and
-        ``settings``; ``to_dict()`` is the JSON document the command writes.
+        Status, objective, certificate, stats and settings, as every command's; its ``solution`` holds
+        the parameters, ``alpha_hat`` and its interval.
 
     Raises
     ------
-    optsolve.core.errors.InputError
-        The data do not form a valid problem (the message names the field, what was expected and found).
-    optsolve.core.errors.ParameterError
-        An option has a value the method does not accept.
+    optsolve.core.errors.InputError, optsolve.core.errors.ParameterError
+        Bad data (the message names the field) or an option the method does not accept.
     """
     raw = {"samples": samples, "family": family}
     if truncation_set is not None:
