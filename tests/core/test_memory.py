@@ -120,8 +120,8 @@ def test_nested_json_string_inside_npz(tmp_path, cli):
     deep = "[" * 100_000 + "]" * 100_000
     np.savez(path, a=np.full(2, 0.5), b=np.full(2, 0.5), x=np.zeros((2, 1)), y=np.ones((2, 1)),
              cost=np.array("sqeuclidean"), set=np.array(deep))
-    r = cli("ot", path)
-    assert r.exit_code in (0, 7) and "Traceback" not in r.stderr and "RecursionError" not in r.stderr
+    r = cli("ot", path)  # the member is an unknown key: ignored with a warning, never parsed
+    assert r.exit_code == 0 and "Traceback" not in r.stderr and "RecursionError" not in r.stderr, r.stderr
     obj = tmp_path / "deep.json"
     obj.write_text('{"a": ' + deep + "}")
     one_line_exit_7(cli("ot", obj), "nested 100001 deep")
