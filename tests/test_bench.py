@@ -13,101 +13,103 @@ pytestmark = pytest.mark.slow  # each runs a benchmark script in a new process
 
 def quick(script: str, *args: str) -> list:
     """The stdout lines of ``bin/SCRIPT --quick ARGS``, after checking it exits 0 and prints its header."""
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / script), "--quick", *args], capture_output=True,
-                          text=True, timeout=300)
+    return run(script, "--quick", *args)
+
+
+def run(script: str, *args: str) -> list:
+    """The stdout lines of ``bin/SCRIPT ARGS``, after checking it exits 0 and prints its header line."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bin" / script), *args], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith(f"# {script}:")
+    assert lines[0].startswith(f"# {script}") and "threads" in lines[0]
     return lines
 
 
+def rows(lines: list, first: str, has: str = "") -> list:
+    """The rows, as dicts keyed by the header's names, of every table whose header's first cell is ``first``
+    and which has a column ``has`` (a row with more or fewer cells than its header fails)."""
+    out, header = [], None
+    for line in lines:
+        if not line.startswith("|"):
+            header = None
+            continue
+        if set(line) <= set("|- "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells if cells[0] == first and (not has or has in cells) else []
+        elif header:
+            assert len(cells) == len(header), (header, line)
+            out.append(dict(zip(header, cells)))
+    return out
+
+
 def test_bench_ot_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--quick", "--families", "grid-sq",
-                           "cloud-l1"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].startswith("# bench-ot:") and "threads" in lines[0]
-    rows = [line for line in lines if line.startswith("| grid-sq") or line.startswith("| cloud-l1")]
-    methods = {row.split("|")[4].strip().split(" (")[0] for row in rows}
+    table = rows(run("bench-ot", "--quick", "--families", "grid-sq", "cloud-l1"), "family")
+    methods = {r["method"].split(" (")[0] for r in table if r["family"] in ("grid-sq", "cloud-l1")}
     assert {"emd", "tnt discounted", "tnt plain", "POT sinkhorn", "POT sinkhorn_log"} <= methods
-    assert all(len(row.split("|")) == 13 for row in rows)
 
 
 def test_bench_ot_dense_and_clouds_tables():
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--dense", "120", "--repeat", "1"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    lines = run("bench-ot", "--dense", "120", "--repeat", "1")
     assert lines[0].startswith("# bench-ot --dense:")
-    row = next(line for line in lines if line.startswith("| Gaussians 100-d | 120 | optsolve tnt"))
-    assert float(row.split("|")[6]) < 1e-2  # the rounded cost near emd's
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-ot"), "--clouds", "600"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| uniform") or line.startswith("| mixture")]
-    assert len(rows) == 6 and all("failed" not in row for row in rows)
-    assert {row.split("|")[3].strip().split(" (")[0] for row in rows} == {"optsolve exact", "POT emd2",
-                                                                         "POT emd2_lazy"}
+    tnt = next(r for r in rows(lines, "problem") if r["solver"] == "optsolve tnt")
+    assert tnt["problem"] == "Gaussians 100-d" and float(tnt["rel. gap vs emd"]) < 1e-2  # the rounded cost near emd's
+    table = rows(run("bench-ot", "--clouds", "600"), "clouds")
+    assert len(table) == 6 and {r["clouds"] for r in table} == {"uniform", "mixture"}
+    assert all("failed" not in " ".join(r.values()) for r in table)
+    assert {r["solver"].split(" (")[0] for r in table} == {"optsolve exact", "POT emd2", "POT emd2_lazy"}
 
 
 def test_bench_qp_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "bin" / "bench-qp"), "--quick", "--mm", "3"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.split("After 50 iterations")[0].splitlines()  # the family table
-    assert lines[0].startswith("# bench-qp:")
-    rows = [line for line in lines if line.startswith("| random") or line.startswith("| mpc")]
-    assert {row.split("|")[5].strip() for row in rows} >= {"osqp", "osqp, check every iteration", "admm",
-                                                           "distributed, 8 nodes (untrained)"}
-    chain = {row.split("|")[5].strip() for row in lines if row.startswith("| chain")}
+    lines = run("bench-qp", "--quick", "--mm", "3")
+    text = "\n".join(lines)
+    family = rows(text.split("After 50 iterations")[0].splitlines(), "family")
+    methods = {r["method"] for r in family if r["family"] in ("random", "mpc")}
+    assert methods >= {"osqp", "osqp, check every iteration", "admm", "distributed, 8 nodes (untrained)"}
+    chain = {r["method"] for r in family if r["family"] == "chain"}
     assert {"distributed, its partition (8 nodes, untrained)", "deepdistributed (its family's policy)"} <= chain
-    assert all(row.split("|")[6].strip() == "optimal" for row in rows)
-    after = proc.stdout.split("After 50 iterations")[1].split("Shipped policies")[0]
+    assert all(r["status"] == "optimal" for r in family if r["family"] in ("random", "mpc"))
+    after = text.split("After 50 iterations")[1].split("Shipped policies")[0]
     assert "| mpc |" in after and "| chain |" in after
-    assert "Shipped DeepDistributedQP policies" in proc.stdout
-    assert "Maros-Meszaros, 3 files" in proc.stdout or "Maros-Meszaros: skipped, no files" in proc.stdout
+    assert "Shipped DeepDistributedQP policies" in text
+    assert "Maros-Meszaros, 3 files" in text or "Maros-Meszaros: skipped, no files" in text
 
 
 def test_bench_cover_quick():
     lines = quick("bench-cover")
-    rows = [line for line in lines if line.startswith("| les_miserables") or line.startswith("| sbm")]
-    assert {row.split("|")[5].strip() for row in rows} == {"greedy", "threshold", "continuous", "milp",
-                                                           "unfair-greedy"}
-    assert all(len(row.split("|")) == 15 for row in rows)
+    table = [r for r in rows(lines, "instance") if r["instance"] in ("les_miserables", "sbm")]
+    assert {r["method"] for r in table} == {"greedy", "threshold", "continuous", "milp", "unfair-greedy"}
+    assert all(r["oracle calls"] == "0" for r in table if r["method"] == "milp")  # the MILP calls no oracle
     assert "Lazy against plain greedy" in "\n".join(lines) and "| greedy | 4 |" in "\n".join(lines)
 
 
 def test_bench_kmeans_quick():
     lines = quick("bench-kmeans")
-    header = next(line for line in lines if line.startswith("| data | scheme |"))
-    columns = [c.strip() for c in header.strip("|").split("|")]
-    assert {"labels", "sample-centre", "default"} <= set(columns)
-    rows = [line for line in lines if line.startswith("| digits |")]
-    assert len(rows) == 2 and all(len(row.split("|")) == len(header.split("|")) for row in rows)
-    scal = [line for line in lines if line.startswith("| 10000 |")]
-    assert {row.split("|")[2].strip().split(",")[0].split(":")[0] for row in scal} == {
+    table = rows(lines, "data")
+    assert len(table) == 2 and all(r["data"] == "digits" for r in table)
+    assert all(float(r["default"]) <= float(r["sample-centre"].split(" (")[0]) + 1e-3 for r in table)
+    scaling = rows(lines, "m")
+    assert {r["method"].split(",")[0].split(":")[0] for r in scaling} == {
         "sort-window", "crdest", "sample-window", "sample-centre", "default"}
 
 
 def test_bench_truncated_quick():
     lines = quick("bench-truncated", "--parts", "14")
-    rows = [line for line in lines if line.startswith("| 2 | 0.1 |")]
-    assert {row.split("|")[4].strip() for row in rows} == {"naive", "newton", "psgd", "dgtz"}
-    assert all(len(row.split("|")) == 14 for row in rows)
-    newton = next(row for row in rows if row.split("|")[4].strip() == "newton")
-    assert newton.split("|")[12].strip() == "holds"
+    table = [r for r in rows(lines, "d") if r["d"] == "2" and r["alpha"] == "0.1"]
+    assert {r["method"] for r in table} == {"naive", "newton", "psgd", "dgtz"}
+    assert next(r for r in table if r["method"] == "newton")["certificate"] == "holds"
     assert any(line.startswith("Fitted exponent (newton)") for line in lines)
 
 
 def test_bench_mvi_quick(tmp_path):
     csv = tmp_path / "curves.csv"
     lines = quick("bench-mvi", "--csv", str(csv))
-    rows = [line for line in lines if line.startswith("| polar a=1 |")]
-    methods = {row.split("|")[5].strip() for row in rows if len(row.split("|")) == 13}
-    assert methods == {"ecppa", "eg+", "ceg+", "ada-eg+ rho", "ada-eg+ ref", "curv-eg+", "rppa m=5", "rppa m=20",
-                       "eg", "gda"}
-    ecppa = next(row for row in rows if row.split("|")[5].strip() == "ecppa")
-    assert ecppa.split("|")[7].strip() == "converged"
+    table = [r for r in rows(lines, "problem", has="method") if r["problem"] == "polar a=1"]
+    assert {r["method"] for r in table} == {"ecppa", "eg+", "ceg+", "ada-eg+ rho", "ada-eg+ ref", "curv-eg+",
+                                            "rppa m=5", "rppa m=20", "eg", "gda"}
+    assert next(r for r in table if r["method"] == "ecppa")["status"] == "converged"
     assert any(line.startswith("| quadratic rho=-0.9 |") and line.count("|") == 14 for line in lines)  # summary
     assert any(line.startswith("## ecppa's rate") for line in lines)
     header = csv.read_text().splitlines()[0]
