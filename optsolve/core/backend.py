@@ -27,9 +27,6 @@ class Backend:
     device: str  # "cpu" or "gpu"
     xp: object
 
-    def asarray(self, x, dtype=None):
-        return self.xp.asarray(x, dtype=dtype)
-
     def to_numpy(self, x):
         return to_numpy(x)
 

@@ -27,22 +27,22 @@ DEFAULT_MILP_TIME_LIMIT = 60.0
 
 
 def _convert(method):
-    def run(cp, fn, s, deadline):
+    def run(cp, fn, s, deadline, progress):
         from optsolve.cover.greedy import convert_fair
 
         return convert_fair(cp, fn, method=method, eps=s["eps"], alpha=s["alpha"], beta=s["beta"],
-                            bicriteria=s["bicriteria"], deadline=deadline, max_rounds=s["max_iter"])
+                            bicriteria=s["bicriteria"], deadline=deadline, max_rounds=s["max_iter"], progress=progress)
     return run
 
 
-def _continuous(cp, fn, s, deadline):
+def _continuous(cp, fn, s, deadline, progress):
     from optsolve.cover.continuous import continuous_fair
 
     return continuous_fair(cp, fn, eps=s["eps"], alpha=s["alpha"], beta=s["beta"], bicriteria=s["bicriteria"],
-                           deadline=deadline, max_rounds=s["max_iter"], seed=s["seed"])
+                           deadline=deadline, max_rounds=s["max_iter"], seed=s["seed"], progress=progress)
 
 
-def _unfair(cp, fn, s, deadline):
+def _unfair(cp, fn, s, deadline, progress):
     from optsolve.cover.greedy import unfair_greedy
 
     return unfair_greedy(cp, fn, deadline)
@@ -149,7 +149,7 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
         result = METHODS["milp"](cp, s, info, stats, deadline, problem.source)
     else:
         fn = make_function(cp)
-        run = METHODS[method](cp, fn, s, deadline)
+        run = METHODS[method](cp, fn, s, deadline, progress)
         stats.update({"iterations": run.rounds, "evaluations": int(run.calls), "kappa": run.kappa, "beta": run.beta,
                       "repaired": run.repaired})
         status = Status(run.status)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from optsolve.core.progress import SILENT, Progress
 from optsolve.cover.greedy import GAIN_TOL, CoverRun, convert_fair, reached
 from optsolve.cover.problems import CoverProblem
 
@@ -131,7 +132,7 @@ def _prune(fn, cp: CoverProblem, S: list, target: float) -> list:
 
 def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.1, beta="auto",
                     bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
-                    seed: int | None = None, delta: float = DELTA) -> CoverRun:
+                    seed: int | None = None, delta: float = DELTA, progress: Progress = SILENT) -> CoverRun:
     """convert-fair with the continuous FSM step, rounding, repair and pruning (see the module)."""
     ml = Multilinear(cp, np.random.default_rng(seed))
     steps = max(1, int(round(1.0 / delta)))
@@ -148,7 +149,7 @@ def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.
         return _prune(fn, cp, S, target)
 
     return convert_fair(cp, fn, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, deadline=deadline,
-                        max_rounds=max_rounds, fsm=fsm, finish=finish, oracles=(ml,))
+                        max_rounds=max_rounds, fsm=fsm, finish=finish, oracles=(ml,), progress=progress)
 
 
 def _round(fn, cp: CoverProblem, x, admissible, k: int, target: float) -> list:

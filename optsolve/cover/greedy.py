@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsolve.core.history import trace
+from optsolve.core.progress import SILENT, Progress
 from optsolve.cover.problems import CoverProblem, fair_counts, fair_sizes
 
 GAIN_TOL = 1e-12  # gains below this, relative to the largest singleton gain (or to f(U)), are zero
@@ -338,7 +339,7 @@ def _next_guess(kappa: float, alpha: float, p: np.ndarray, q: np.ndarray) -> flo
 
 def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0.1, alpha: float = 0.1,
                  beta="auto", bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
-                 fsm=None, finish=None, oracles=()) -> CoverRun:
+                 fsm=None, finish=None, oracles=(), progress: Progress = SILENT) -> CoverRun:
     """convert-fair: FSM on guesses kappa = (1 + alpha)^i of the optimum's size until f reaches
     tau (or (1 - eps) tau with ``bicriteria``), then the exact repair.
 
@@ -385,6 +386,8 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                     S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
                     trace(run.rounds, deficit(fn.value, target), evaluations=total_calls(), measure=DEFICIT_MEASURE,
                           evaluations_of="f (oracle calls)", kappa=kappa, beta=b, size=len(S))
+                    progress.update(run.rounds, deficit=deficit(fn.value, target), oracle_calls=total_calls(),
+                                    kappa=kappa, size=len(S))
                     if reached(fn.value, target):
                         before = len(S)
                         fixed = repair(fn, cp, S, budget)

@@ -362,6 +362,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     assignment, dist = assign(kp.X, centres)
     cost = float(dist.sum())
     trace(stats["iterations"], cost, measure=KMEANS_MEASURE, stage="final")
+    progress.update(stats["iterations"], cost=cost, alpha_used=used)
     stats["evaluations"] = stats["iterations"] + 1  # passes over all the points: each Lloyd step, the assignment
     settings["alpha_used"] = used
     stats.update({"alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
