@@ -16,6 +16,12 @@ import numpy as np
 
 from optsolve.core.errors import ParameterError
 
+
+def require_cpu(command: str, device: str) -> None:
+    """Refuse ``--device gpu`` for a command that runs on the CPU only."""
+    if device == "gpu":
+        raise ParameterError(f"optsolve {command} runs on the CPU; use '--device cpu' (or auto).")
+
 DEVICES = ("auto", "cpu", "gpu")
 
 

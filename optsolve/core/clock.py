@@ -31,6 +31,23 @@ def spent() -> float:
     return 0.0 if t0 is None else max(time.perf_counter() - t0, 0.0)
 
 
+@contextlib.contextmanager
+def timed(times: dict, key: str):
+    """Inside: timed; its seconds go to ``times[key]`` (a solve's ``stats["time_s"]``)."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        times[key] = time.perf_counter() - start
+
+
+def deadline(time_limit, share: float = 1.0) -> float | None:
+    """The ``time.perf_counter()`` value by which ``share`` of what is left of ``time_limit`` is spent: the
+    one clock every solver's deadline is on. ``None`` without a limit."""
+    left = remaining(time_limit)
+    return None if left is None else time.perf_counter() + share * left
+
+
 def remaining(time_limit) -> float | None:
     """``time_limit`` less the time the command has spent (never below zero); ``None`` stays ``None``."""
     if time_limit is None:

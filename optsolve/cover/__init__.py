@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from optsolve.core.clock import remaining
+from optsolve.core import clock
+from optsolve.core.backend import require_cpu
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
@@ -130,14 +131,13 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     from optsolve.cover import certificate
     from optsolve.cover.functions import make_function
 
-    if device == "gpu":
-        raise ParameterError("optsolve cover runs on the CPU; use '--device cpu' (or auto).")
+    require_cpu("cover", device)
     method = method or DEFAULT_METHOD
     s = resolve_settings(method, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau,
                          tau_frac=tau_frac, max_iter=max_iter, time_limit=time_limit, seed=seed, unfair=unfair,
                          value_rtol=value_rtol)
     t0 = time.perf_counter()
-    deadline = None if s["time_limit"] is None else t0 + remaining(s["time_limit"])
+    deadline = clock.deadline(s["time_limit"])
     cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
     info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
     stats = {"iterations": 0, "evaluations": 0, "function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
@@ -158,12 +158,11 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
             _attach_set(result, cp, run.selected)
     stats["time_s"] = {"solve": time.perf_counter() - t0}
     if result.solution is not None:
-        t = time.perf_counter()
         limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
-        result.attach_certificate(certificate.check(problem, result.solution, method=method,
-                                                    objective=result.objective, settings=s, limits=limits,
-                                                    status=result.status.value, deadline=deadline))
-        stats["time_s"]["certificate"] = time.perf_counter() - t
+        with clock.timed(stats["time_s"], "certificate"):
+            result.attach_certificate(certificate.check(problem, result.solution, method=method,
+                                                        objective=result.objective, settings=s, limits=limits,
+                                                        status=result.status.value, deadline=deadline))
         if result.status is Status.INFEASIBLE and not result.certificate.holds:
             late = deadline is not None and time.perf_counter() > deadline
             result.status = Status.TIME_LIMIT if late else Status.NUMERICAL_ERROR

@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 
-from optsolve.core.clock import remaining
-from optsolve.core import memory
+from optsolve.core import clock, memory
+from optsolve.core.backend import require_cpu
 from optsolve.core.errors import ParameterError
 from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
@@ -216,8 +216,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     from optsolve.kmeans.estimators import assign, clusters, lloyd_restarts
     from optsolve.kmeans.estimators import lloyd_steps as steps_until
 
-    if device == "gpu":
-        raise ParameterError("optsolve kmeans runs on the CPU; use '--device cpu' (or auto).")
+    require_cpu("kmeans", device)
     method = method or DEFAULT_METHOD
     if method not in METHODS:
         raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
@@ -236,7 +235,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ParameterError(f"The '--time-limit' option must be a number of seconds > 0; got {time_limit!r}.")
     t0 = time.perf_counter()
-    deadline = None if time_limit is None else t0 + remaining(time_limit)
+    deadline = clock.deadline(time_limit)
 
     def late() -> bool:
         return deadline is not None and time.perf_counter() >= deadline
@@ -371,11 +370,10 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     result = Result("kmeans", method, status, " ".join(messages), problem=problem.info(m=kp.m, d=kp.d, k=kp.k),
                     objective=cost, solution={"centres": centres.tolist(), "assignment": assignment},
                     stats=stats, settings=settings)
-    t = time.perf_counter()
-    result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=cost,
-                                                settings=settings, limits=limits, status=result.status.value,
-                                                deadline=deadline))
-    stats["time_s"]["certificate"] = time.perf_counter() - t
+    with clock.timed(stats["time_s"], "certificate"):
+        result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=cost,
+                                                    settings=settings, limits=limits, status=result.status.value,
+                                                    deadline=deadline))
     return result
 
 

@@ -74,7 +74,7 @@ class Evaluator:
         if r <= self.tol:
             raise Stop("converged")
         # every evaluation: one evaluation may be slow (a large operator), and the clock costs little
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
             raise Stop("time_limit")
         if self.evals & 255 == 0 and self.progress is not None:
             self.progress.update(self.evals, best_residual=self.best_residual)
@@ -90,7 +90,7 @@ class Evaluator:
             raise Stop("numerical", f"the Jacobian of the operator {self.op.name} failed ({type(exc).__name__}: "
                        f"{exc})") from None
         if value is None and self.op.jacobian is not None and self.deadline is not None \
-                and time.monotonic() > self.deadline:
+                and time.perf_counter() > self.deadline:
             raise Stop("time_limit")
         if value is not None:
             self.jacobian_evals += 1

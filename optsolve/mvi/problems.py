@@ -244,7 +244,7 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
     """The operator, set, start and constants of a validated problem (and ``--operator``,
     ``--lipschitz``, ``--rho`` from the command line, which take precedence); ``constants``:
     compute L and rho of an affine operator whose file lacks them (False: leave them unknown),
-    within ``deadline`` (a time.monotonic value; a constant not found by then stays unknown).
+    within ``deadline`` (a time.perf_counter value; a constant not found by then stays unknown).
     Refuses (exit 7) a dimension whose working vectors exceed the memory budget."""
     name = problem.get("operator")
     if operator is None and name is None:

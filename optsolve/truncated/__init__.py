@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from optsolve.core.clock import remaining
-from optsolve.core import memory
+from optsolve.core import clock, memory
+from optsolve.core.backend import require_cpu
 from optsolve.core.errors import OptsolveError, ParameterError, SolverError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
@@ -117,15 +117,13 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
     from optsolve.truncated import certificate
     from optsolve.truncated.sampling import clopper_pearson
 
-    if device == "gpu":
-        raise ParameterError("optsolve truncated runs on the CPU; use '--device cpu' (or auto).")
+    require_cpu("truncated", device)
     method = method or DEFAULT_METHOD
     _check_options(method, tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
                    objective_atol)
     t0 = time.perf_counter()
-    now = time.monotonic()
-    hard = None if time_limit is None else now + remaining(time_limit)
-    deadline = None if time_limit is None else now + (1.0 - CERTIFICATE_TIME_SHARE) * remaining(time_limit)
+    hard = clock.deadline(time_limit)
+    deadline = clock.deadline(time_limit, share=1.0 - CERTIFICATE_TIME_SHARE)
     tp = prepare(problem, oracle)
     _check_sizes(tp, method, tol, bootstrap)
     seed = 0 if seed is None else int(seed)
@@ -230,7 +228,7 @@ def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tu
     draws = []
     late = False
     for _ in range(B):
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and time.perf_counter() > deadline:
             late = True
             break
         pick = rows[rng.integers(0, rows.size, size=rows.size)]

@@ -294,7 +294,7 @@ def draw(problem, est: Estimate, contains, *, tol: float, deadline: float | None
     hits = proposals = 0
     cut = False
     while hits < wanted and proposals < MAX_PROPOSALS:
-        if deadline is not None and time.monotonic() > deadline:
+        if deadline is not None and time.perf_counter() > deadline:
             cut = True
             break
         if est.family == "exponential":
