@@ -126,15 +126,14 @@ def finished_solution(kind: str, problem_path: str, solution_path: str) -> dict 
     """The solution document at ``solution_path`` when it is a finished solution of this problem: it
     parses, it is a ``kind`` solution with a final status (FINAL_STATUSES), and the sha256 it records is
     that of the problem file as it is now. None otherwise (missing, unreadable, stale or tampered)."""
-    import json
-
+    from optsolve.core.errors import InputError
     from optsolve.core.files import file_sha256
+    from optsolve.core.verify import read_solution
 
     try:
-        with open(solution_path, encoding="utf-8") as f:
-            doc = json.load(f)
+        doc = read_solution(solution_path)
         digest = file_sha256(problem_path)
-    except (OSError, ValueError):
+    except (InputError, OSError):
         return None
     if not isinstance(doc, dict) or doc.get("command") != kind or doc.get("status") not in FINAL_STATUSES:
         return None

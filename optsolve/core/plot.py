@@ -11,7 +11,6 @@ zero deficit stays on the plot), linear otherwise.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -22,17 +21,9 @@ from optsolve.core.result import write_atomic_with
 
 def read_history(path: str) -> tuple[str, dict, str]:
     """(legend label, history, command) of a solution document; InputError naming the file when it has none."""
-    try:
-        with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as f:
-            doc = json.load(f)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the solution ({exc.strerror or exc}).") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: expected a JSON solution document; found text that is not JSON ({exc}).") from None
-    if not isinstance(doc, dict) or not str(doc.get("schema", "")).startswith("optsolve.solution/"):
-        found = repr(doc.get("schema")) if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(f"{path}: expected an optsolve solution document (field 'schema' = "
-                         f"'optsolve.solution/1'); found {found}.")
+    from optsolve.core.verify import read_solution
+
+    doc = read_solution(path, answer=False)
     history = (doc.get("stats") or {}).get("history")
     if not isinstance(history, dict) or not isinstance(history.get("residual"), list):
         raise InputError(f"{path}: field 'stats.history': expected a convergence history; found none "

@@ -18,8 +18,10 @@ from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate
                                   write_atomic)
 
 
-def read_solution(path: str, stdin=None) -> dict:
-    """A solution document, read within the memory budget and checked for its shape (not its claims)."""
+def read_solution(path: str, stdin=None, *, answer: bool = True) -> dict:
+    """A solution document, read within the memory budget and checked for its shape (not its claims):
+    the one reader of solution documents (verify, ``--warm-start``, ``plot``, ``batch --resume``).
+    ``answer``: it must hold a solution and settings (``plot`` reads histories, which need neither)."""
     label = "Solution on stdin" if path == "-" else f"Solution file {path!r}"
     try:
         if path == "-":
@@ -41,6 +43,8 @@ def read_solution(path: str, stdin=None) -> dict:
     kinds = available_kinds()
     if doc.get("command") not in kinds:
         raise InputError(f"{label}: field 'command' is {doc.get('command')!r}, expected one of {', '.join(kinds)}.")
+    if not answer:
+        return doc
     if not isinstance(doc.get("solution"), dict):
         raise InputError(f"{label}: holds no solution to verify (status {doc.get('status')!r}: "
                          f"{doc.get('message') or 'no message'}).")

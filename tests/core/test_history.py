@@ -103,8 +103,8 @@ def test_plot_refuses_solutions_without_a_history(cli, tmp_path):
     cli("qp", path, "-o", tmp_path / "plain.json")
     (tmp_path / "junk.json").write_text("[1, 2")
     fig = tmp_path / "fig.png"
-    for bad, needle in (("plain.json", "solve with '--history'"), ("junk.json", "not JSON"),
-                        ("missing.json", "cannot read")):
+    for bad, needle in (("plain.json", "solve with '--history'"), ("junk.json", "invalid JSON"),
+                        ("missing.json", "no such file")):
         r = cli("plot", tmp_path / bad, "-o", fig)
         assert r.exit_code == 7 and needle in r.stderr and bad in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
