@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from optsolve.core import clock
+from optsolve.qp import defaults
 from optsolve.core.backend import require_cpu
 from optsolve.core.errors import InputError, ParameterError, SolverError, positive_option
 from optsolve.core.progress import SILENT, Progress
@@ -37,7 +38,7 @@ from optsolve.core.result import Result, Status
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "auto"  # see default_method()
-DEFAULT_EPS = 1e-3
+DEFAULT_EPS = defaults.EPS
 MAX_SCALING = 1000
 TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
 
@@ -412,8 +413,9 @@ def _limit_option(lim, value) -> float:
 
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
                   max_iter: int | None = None, time_limit: float | None = None, rho: float | None = None,
-                  sigma: float = 1e-6, alpha: float = 1.6, scaling: int = 10, adaptive_rho: bool = True,
-                  check_every: int = 25, eps_prim_inf: float = 1e-4, eps_dual_inf: float = 1e-4,
+                  sigma: float = defaults.SIGMA, alpha: float = defaults.ALPHA, scaling: int = defaults.SCALING,
+                  adaptive_rho: bool = True, check_every: int = defaults.CHECK_EVERY,
+                  eps_prim_inf: float = defaults.EPS_INFEASIBLE, eps_dual_inf: float = defaults.EPS_INFEASIBLE,
                   polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
                   policy: str | None = None, residual_balancing: bool = False, engine: str = "local", warm_start=None,
                   cert_tol: float | None = None, obj_rtol: float | None = None, obj_atol: float | None = None,

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
+from optsolve.qp import defaults
 from optsolve.qp.ipm import interior_point
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
@@ -43,15 +44,15 @@ ACTIVE_SET_ROUNDS = 30  # active-set updates when refining a stalled run
 @dataclass
 class ADMMSettings:
     rho: float = 0.1
-    sigma: float = 1e-6
-    alpha: float = 1.6
-    scaling: int = 10
-    eps_abs: float = 1e-3
-    eps_rel: float = 1e-3
-    eps_prim_inf: float = 1e-4
-    eps_dual_inf: float = 1e-4
+    sigma: float = defaults.SIGMA
+    alpha: float = defaults.ALPHA
+    scaling: int = defaults.SCALING
+    eps_abs: float = defaults.EPS
+    eps_rel: float = defaults.EPS
+    eps_prim_inf: float = defaults.EPS_INFEASIBLE
+    eps_dual_inf: float = defaults.EPS_INFEASIBLE
     max_iter: int = 4000
-    check_every: int = 25
+    check_every: int = defaults.CHECK_EVERY
     adaptive_rho: bool = True
     adaptive_rho_interval: int = 50
     adaptive_rho_tolerance: float = 5.0

@@ -4,6 +4,7 @@ import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
 from optsolve.qp import METHODS
+from optsolve.qp.defaults import ALPHA, CHECK_EVERY, EPS, EPS_INFEASIBLE, SCALING, SIGMA
 
 OUTPUT_OPTIONS = ()
 
@@ -31,11 +32,11 @@ OUTPUT_OPTIONS = ()
 @click.option("--policy", metavar="POLICY.npz", default=None,
               help="deepqp, deepdistributed: the learned policy [default: the shipped policy of the file's 'family' "
                    "where there is one, else the random-QP one (deepqp) or the chain one (deepdistributed)].")
-@click.option("--eps-abs", type=float, default=1e-3, show_default=True, help="Absolute tolerance (as OSQP).")
-@click.option("--eps-rel", type=float, default=1e-3, show_default=True, help="Relative tolerance (as OSQP).")
-@click.option("--eps-prim-inf", type=float, default=1e-4, show_default=True,
+@click.option("--eps-abs", type=float, default=EPS, show_default=True, help="Absolute tolerance (as OSQP).")
+@click.option("--eps-rel", type=float, default=EPS, show_default=True, help="Relative tolerance (as OSQP).")
+@click.option("--eps-prim-inf", type=float, default=EPS_INFEASIBLE, show_default=True,
               help="Tolerance of the primal infeasibility test.")
-@click.option("--eps-dual-inf", type=float, default=1e-4, show_default=True,
+@click.option("--eps-dual-inf", type=float, default=EPS_INFEASIBLE, show_default=True,
               help="Tolerance of the dual infeasibility (unboundedness) test.")
 @click.option("--cert-tol", type=float, default=1e-7, show_default=True,
               help="Leftovers an infeasibility or unboundedness certificate may have, relative to the data's scale.")
@@ -45,12 +46,12 @@ OUTPUT_OPTIONS = ()
               help="Certificate: absolute floor of that difference.")
 @click.option("--rho", type=float, default=None,
               help="Initial ADMM step size [default: 0.1; distributed: 1].")
-@click.option("--sigma", type=float, default=1e-6, show_default=True, help="OSQP's sigma: the regularisation of the x-update.")
-@click.option("--alpha", type=float, default=1.6, show_default=True, help="OSQP's alpha: the relaxation, in (0, 2).")
-@click.option("--scaling", type=int, default=10, show_default=True, help="Ruiz equilibration passes (0: none).")
+@click.option("--sigma", type=float, default=SIGMA, show_default=True, help="OSQP's sigma: the regularisation of the x-update.")
+@click.option("--alpha", type=float, default=ALPHA, show_default=True, help="OSQP's alpha: the relaxation, in (0, 2).")
+@click.option("--scaling", type=int, default=SCALING, show_default=True, help="Ruiz equilibration passes (0: none).")
 @click.option("--adaptive-rho/--fixed-rho", default=True, show_default=True,
               help="Adapt rho every 50 iterations from the residual ratio.")
-@click.option("--check-every", type=int, default=25, show_default=True,
+@click.option("--check-every", type=int, default=CHECK_EVERY, show_default=True,
               help="Iterations between termination checks.")
 @click.option("--polish", is_flag=True, help="Polish an optimal solution: solve the guessed active set exactly.")
 @click.option("--refine/--no-refine", default=True, show_default=True,

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
+from optsolve.qp import defaults
 from optsolve.qp.admm import ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, polish, rho_vector
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
@@ -391,8 +392,9 @@ def _unstarted(qp: QPProblem, n_nodes: int, t0: float) -> DistributedResult:
 
 
 def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None, *, rho: float = 1.0,
-                      mu: float = 1.0, alpha: float = 1.6, scaling: int = 10, eps_abs: float = 1e-3,
-                      eps_rel: float = 1e-3, max_iter: int = 4000, check_every: int = 25,
+                      mu: float = 1.0, alpha: float = defaults.ALPHA, scaling: int = defaults.SCALING,
+                      eps_abs: float = defaults.EPS, eps_rel: float = defaults.EPS, max_iter: int = 4000,
+                      check_every: int = defaults.CHECK_EVERY,
                       refine_stalled: bool = True, deadline: float | None = None,
                       progress: Progress = SILENT, controller=None, scaled: Scaled | None = None,
                       balance: bool = False, comm=OneProcess) -> DistributedResult:
