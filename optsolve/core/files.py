@@ -62,11 +62,15 @@ def refuse_other_format(path: str, schema: Schema) -> None:
                          f"{schema.name} problems are {', '.join(EXTENSIONS)} files.")
 
 
-def load_problem(path: str, schema: Schema, stdin=None) -> Problem:
-    """Read ``path`` (``-`` for JSON on stdin) and check it against ``schema``."""
+def load_problem(path: str, schema: Schema, stdin=None, *, log: bool = True, on_read=None) -> Problem:
+    """Read ``path`` (``-`` for JSON on stdin) and check it against ``schema``: the one way every command
+    loads a problem file. ``on_read(sha256)``: called once the file is read, before the check; ``log``:
+    log the check's warnings (they stay in ``Problem.warnings`` either way)."""
     refuse_other_format(path, schema)
     raw, sha = read_raw(path, stdin=stdin)
-    return schema.validate(raw, source=file_label(path), path=None if path == "-" else path, sha256=sha)
+    if on_read is not None:
+        on_read(sha)
+    return schema.validate(raw, source=file_label(path), path=None if path == "-" else path, sha256=sha, log=log)
 
 
 def read_raw(path: str, stdin=None) -> tuple[dict, str]:

@@ -17,7 +17,7 @@ from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
-from optsolve.core.files import file_label, read_raw, refuse_other_format
+from optsolve.core.files import file_label, load_problem
 from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
 from optsolve.core.registry import solver_package
 from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
@@ -49,11 +49,12 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD
         tell("method", method)
-        refuse_other_format(path, pkg.SCHEMA)
-        raw, info.sha256 = read_raw(path, stdin=stdin)
-        tell("sha256", info.sha256)
-        tell("stage", "checking the problem")
-        problem = pkg.SCHEMA.validate(raw, source=file_label(path), path=info.path, sha256=info.sha256)
+        def read(sha256):
+            info.sha256 = sha256
+            tell("sha256", sha256)
+            tell("stage", "checking the problem")
+
+        problem = load_problem(path, pkg.SCHEMA, stdin=stdin, on_read=read)
         tell("stage", "importing the method's libraries")
         for name in getattr(pkg, "SETUP_IMPORTS", {}).get(method, ()):  # setup, like reading the file
             importlib.import_module(name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from optsolve.core.errors import InputError, OptsolveError, ParameterError
-from optsolve.core.files import file_label, parse_json, read_json_bytes, read_raw
+from optsolve.core.files import load_problem, parse_json, read_json_bytes
 from optsolve.core.registry import available_kinds, solver_module, solver_package
 from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, Status, dumps,
                                   write_atomic)
@@ -131,9 +131,8 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
                 raise ParameterError(f"The '--{name}' option applies to {owner} solutions; this one is {kind!r}.")
             extra[name] = value
     pkg = solver_package(kind)
-    raw, sha = read_raw(problem_path, stdin=stdin)
-    problem = pkg.SCHEMA.validate(raw, source=file_label(problem_path),
-                                  path=None if problem_path == "-" else problem_path, sha256=sha, log=False)
+    problem = load_problem(problem_path, pkg.SCHEMA, stdin=stdin, log=False)
+    sha = problem.sha256
     certificate_module = solver_module(kind, "certificate")
     settings = doc["settings"]
     claimed = doc.get("status")
