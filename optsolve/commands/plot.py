@@ -8,7 +8,7 @@ import sys
 import click
 
 from optsolve.core.errors import InputError
-from optsolve.core.plot import FORMATS, draw, read_history
+from optsolve.core.plot import FORMATS, draw, draw_answer, read_history
 from optsolve.core.result import Status
 
 
@@ -40,8 +40,12 @@ def figure_format(output: str, fmt: str | None) -> str:
               help="Width in pixels.")
 @click.option("--height", type=click.IntRange(min=150, max=20000), default=500, show_default=True,
               help="Height in pixels.")
-@click.option("--title", default=None, help="A title above both panels.")
-def plot(solutions, output, fmt, width, height, title):
+@click.option("--title", default=None, help="A title above the figure.")
+@click.option("--problem", "problem_path", metavar="PROBLEM", default=None,
+              help="Draw the answer of one solution to this problem instead of histories: an ot plan between 2-D "
+                   "points (each linked pair joined, opacity by mass), or kmeans clusters on the points' first two "
+                   "principal directions with their centres.")
+def plot(solutions, output, fmt, width, height, title, problem_path):
     """Draw the convergence histories of solutions written with '--history'.
 
     Left: residual (or gap) against the work each command's paper counts (evaluations of F for mvi, oracle calls
@@ -63,6 +67,16 @@ def plot(solutions, output, fmt, width, height, title):
         sys.stderr.write("optsolve plot: error: matplotlib is not installed; install it with "
                          "pip install 'optsolve[plot]'.\n")
         sys.exit(Status.INTERNAL_ERROR.exit_code)
+    if problem_path is not None:
+        if len(solutions) != 1:
+            raise click.UsageError(f"'--problem' draws the answer of one solution; {len(solutions)} were given.")
+        try:
+            _answer(solutions[0], problem_path, output, width, height, title, fmt)
+        except InputError as exc:
+            sys.stderr.write(f"optsolve plot: error: {exc}\n")
+            sys.exit(Status.INVALID_INPUT.exit_code)
+        sys.stderr.write(f"optsolve plot: wrote {'stdout (' + fmt + ')' if output == '-' else output} (the answer)\n")
+        return
     try:
         histories = [read_history(p) for p in solutions]
     except InputError as exc:
@@ -72,3 +86,14 @@ def plot(solutions, output, fmt, width, height, title):
     where = f"stdout ({fmt})" if output == "-" else output
     sys.stderr.write(f"optsolve plot: wrote {where} ({len(histories)} "
                      f"solution{'s' if len(histories) != 1 else ''})\n")
+
+
+def _answer(solution: str, problem_path: str, output: str, width: int, height: int, title, fmt: str) -> None:
+    """Read the solution and its problem (the solution's command's schema), and draw the answer."""
+    from optsolve.core.files import load_problem
+    from optsolve.core.registry import solver_module
+    from optsolve.core.verify import read_solution
+
+    doc = read_solution(solution)
+    problem = load_problem(problem_path, solver_module(doc["command"], "problems").SCHEMA, log=False)
+    draw_answer(doc, problem, output, width, height, title=title, fmt=fmt)

@@ -15,6 +15,8 @@ import math
 import os
 import sys
 
+import numpy as np
+
 from optsolve.core.errors import InputError
 from optsolve.core.result import write_atomic_with
 
@@ -106,6 +108,12 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
         ax.set_ylabel(ylabel if len(ylabel) <= 60 else ylabel[:57] + "...")
         ax.grid(True, which="major", alpha=0.3)
     left.legend(fontsize="small")
+    _save(fig, output, fmt, dpi, title)
+
+
+def _save(fig, output: str, fmt: str, dpi: int, title: str | None) -> None:
+    import matplotlib.pyplot as plt
+
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -116,3 +124,93 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
     else:
         write_atomic_with(output, lambda f: fig.savefig(f, format=fmt, dpi=dpi))
     plt.close(fig)
+
+
+PLAN_LINES = 2000  # the plan's largest entries drawn as lines
+CLUSTER_POINTS = 20000  # at most this many points drawn, and used for the principal directions
+
+
+def draw_answer(doc: dict, problem, output: str, width: int, height: int, dpi: int = 100, title: str | None = None,
+                fmt: str = "png") -> None:
+    """Draw what a solution found, for a person to look at: an ot plan between 2-D points (each pair that
+    the plan links joined by a line whose opacity is its mass, as POT's ``plot2D_samples_mat``), or kmeans
+    clusters on the points' first two principal directions with their centres. ``problem``: the solution's
+    problem (:class:`optsolve.core.problem.Problem`). Any other solution is an InputError."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kind = doc.get("command")
+    if kind not in ("ot", "kmeans"):
+        raise InputError(f"{problem.source}: a {kind} solution has no picture of its answer (one is drawn for ot "
+                         "plans between 2-D points and for kmeans clusters); without '--problem' plot draws its "
+                         "history.")
+    fig, ax = plt.subplots(figsize=(width / dpi, height / dpi), dpi=dpi)
+    (_ot_plan if kind == "ot" else _clusters)(ax, doc, problem)
+    ax.legend(fontsize="small", loc="best")
+    _save(fig, output, fmt, dpi, title)
+
+
+def _ot_plan(ax, doc: dict, problem) -> None:
+    from matplotlib.collections import LineCollection
+
+    from optsolve.ot.certificate import plan_blocks
+    from optsolve.ot.problems import grid_points, prepare
+
+    ot = prepare(problem, normalize=bool((doc.get("settings") or {}).get("normalize")))
+    x = ot.x if ot.x is not None else grid_points(*ot.grid) if ot.grid is not None else None
+    y = ot.y if ot.y is not None else x
+    if x is None or x.shape[1] != 2 or y.shape[1] != 2:
+        found = "a cost matrix" if x is None else f"{x.shape[1]}-dimensional points"
+        raise InputError(f"{problem.source}: the plan is drawn between 2-D points; this problem has {found}.")
+    sol = doc["solution"]
+    f = np.array([np.nan if v is None else v for v in sol["f"]], dtype=float)
+    g = np.array([np.nan if v is None else v for v in sol["g"]], dtype=float)
+    rows, cols, mass = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    for j0, j1, _, P in plan_blocks(ot, sol, f, g):  # the largest entries, block by block
+        P = np.asarray(P)
+        flat = np.flatnonzero(P > 0)
+        if flat.size > PLAN_LINES:
+            flat = flat[np.argpartition(P.ravel()[flat], -PLAN_LINES)[-PLAN_LINES:]]
+        r, c = np.unravel_index(flat, P.shape)
+        rows, cols, mass = np.concatenate([rows, r]), np.concatenate([cols, c + j0]), np.concatenate([mass, P[r, c]])
+        if mass.size > PLAN_LINES:
+            keep = np.argpartition(mass, -PLAN_LINES)[-PLAN_LINES:]
+            rows, cols, mass = rows[keep], cols[keep], mass[keep]
+    if mass.size:
+        colours = np.zeros((mass.size, 4))
+        colours[:, 3] = np.clip(mass / mass.max(), 0.05, 1.0)
+        ax.add_collection(LineCollection(np.stack([x[rows], y[cols]], axis=1), colors=colours, linewidths=0.8,
+                                         label=f"plan: its {mass.size} largest entries"))
+    ax.scatter(x[:, 0], x[:, 1], s=400 * ot.a / ot.a.max() + 2, c="tab:blue", label="source (a)", zorder=3)
+    ax.scatter(y[:, 0], y[:, 1], s=400 * ot.b / ot.b.max() + 2, c="tab:red", marker="s", label="target (b)", zorder=3)
+    ax.set_aspect("equal", adjustable="datalim")
+    cost = doc.get("objective")
+    ax.set_title(f"optimal transport plan ({doc.get('method')}" + (f", cost {cost:.6g})" if cost is not None else ")"),
+                 fontsize="medium")
+
+
+def _clusters(ax, doc: dict, problem) -> None:
+    from optsolve.kmeans.problems import prepare
+
+    X = np.asarray(prepare(problem).X, dtype=float)
+    sol = doc["solution"]
+    centres = np.asarray(sol["centres"], dtype=float)
+    labels = np.asarray(sol["assignment"], dtype=np.int64)
+    if centres.ndim != 2 or centres.shape[1] != X.shape[1] or labels.shape != (X.shape[0],):
+        raise InputError(f"{problem.source}: the solution's centres and assignment do not fit these points.")
+    shown = np.random.default_rng(0).choice(X.shape[0], CLUSTER_POINTS, replace=False) \
+        if X.shape[0] > CLUSTER_POINTS else np.arange(X.shape[0])
+    mean = X[shown].mean(axis=0)
+    if X.shape[1] > 2:  # the first two principal directions of the points drawn
+        _, _, vt = np.linalg.svd(X[shown] - mean, full_matrices=False)
+        basis, names = vt[:2].T, ("first principal direction", "second principal direction")
+    else:
+        basis, names = np.eye(X.shape[1], 2), ("x1", "x2")
+    pts, ctr = (X[shown] - mean) @ basis, (centres - mean) @ basis
+    ax.scatter(pts[:, 0], pts[:, 1], c=labels[shown], cmap="tab20", s=6, alpha=0.7, label=f"{shown.size} points")
+    ax.scatter(ctr[:, 0], ctr[:, 1], c="black", marker="x", s=120, linewidths=2.5, label=f"{len(ctr)} centres")
+    ax.set_xlabel(names[0])
+    ax.set_ylabel(names[1])
+    ax.set_title(f"k-means clusters ({doc.get('method')}, cost {doc.get('objective'):.6g})", fontsize="medium")

@@ -147,3 +147,31 @@ def test_plot_labels_the_axis_its_paper_uses(cli, tmp_path, kind, gen_args, labe
     assert f"<!-- {label} -->" in svg
     if kind == "cover":  # the last point, a zero deficit, is drawn
         assert doc["stats"]["history"]["residual"][-1] == 0
+
+
+def test_plot_draws_an_answer_and_refuses_what_has_no_picture(cli, tmp_path):
+    pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    def solved(kind, *gen_args):
+        path, out = tmp_path / f"{kind}.npz", tmp_path / f"{kind}.json"
+        assert cli("gen", kind, *gen_args, "--seed", "1", "-o", path).exit_code == 0
+        assert cli(kind, path, "-o", out).exit_code == 0
+        return path, out
+
+    for kind, args in (("ot", ("--family", "clouds", "--n", "30", "--m", "20", "--d", "2")),
+                       ("kmeans", ("--family", "iris"))):
+        problem, solution = solved(kind, *args)
+        fig = tmp_path / f"{kind}.png"
+        r = cli("plot", solution, "--problem", problem, "-o", fig, "--width", "600", "--height", "400")
+        assert r.exit_code == 0 and "the answer" in r.stderr, r.stderr
+        with Image.open(fig) as im:
+            assert im.size == (600, 400)
+    problem, solution = solved("ot", "--family", "clouds", "--n", "30", "--m", "20", "--d", "3")
+    r = cli("plot", solution, "--problem", problem, "-o", tmp_path / "no.png")
+    assert r.exit_code == 7 and "2-D points" in r.stderr and not (tmp_path / "no.png").exists()
+    problem, solution = solved("qp", "--family", "random", "--n", "20")
+    r = cli("plot", solution, "--problem", problem, "-o", tmp_path / "no.png")
+    assert r.exit_code == 7 and "no picture of its answer" in r.stderr
+    r = cli("plot", solution, solution, "--problem", problem, "-o", tmp_path / "no.png")
+    assert r.exit_code == 2 and "one solution" in r.stderr
