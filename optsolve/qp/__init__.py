@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -185,20 +184,6 @@ def engine_comm(engine: str):
     return MPIRanks(MPI.COMM_WORLD)
 
 
-POLICY_DIR = Path(__file__).resolve().parent / "policies"  # shipped with the package (data/qp/policies links here)
-
-
-def default_policy_path(qp: QPProblem | None = None, kind: str = "centralised") -> str | None:
-    """The shipped policy for ``qp``'s family (its ``family`` field), else the general one: the random-QP
-    policy (centralised), the chain policy (distributed); None when no such file is shipped."""
-    suffix = "" if kind == "centralised" else "-distributed"
-    family = qp.family if qp is not None else None
-    if family and (POLICY_DIR / f"{family}{suffix}.npz").exists():
-        return str(POLICY_DIR / f"{family}{suffix}.npz")
-    path = POLICY_DIR / ("random.npz" if kind == "centralised" else "chain-distributed.npz")
-    return str(path) if path.exists() else None
-
-
 def default_method(qp: QPProblem) -> str:
     """``auto`` for every problem: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over
     to PIQP). The methods for partitioned problems stay available by name: measured whole, ADMM is faster
@@ -223,6 +208,8 @@ def _policy_stats(path, policy):
 
 
 def _deepdistributed(qp, s, progress, x0, y0):
+    from optsolve.qp.policy import default_policy_path
+
     path = s["policy"] or default_policy_path(qp, "distributed")
     if path is None:
         raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
@@ -235,6 +222,8 @@ def _deepdistributed(qp, s, progress, x0, y0):
 
 
 def _deepqp(qp, s, progress, x0, y0):
+    from optsolve.qp.policy import default_policy_path
+
     path = s["policy"] = s["policy"] or default_policy_path(qp)
     policy = _load_policy(path, ("centralised", "rows"))
     out = _admm(qp, s, progress, x0, y0, controller=policy)

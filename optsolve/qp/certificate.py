@@ -240,8 +240,7 @@ POLICY_MAX_BYTES = 64 << 20  # a learned policy's file is a small MLP
 
 def _policy_line(path, method) -> Check:
     """The learned policy's PAC-Bayes bound, read from its file: a statement about the family, not this solve."""
-    from optsolve.qp import default_policy_path
-    from optsolve.qp.policy import Policy
+    from optsolve.qp.policy import Policy, default_policy_path
 
     path = path or default_policy_path(None, "centralised" if method == "deepqp" else "distributed")
     if not isinstance(path, str) or not os.path.isfile(path) or os.path.getsize(path) > POLICY_MAX_BYTES:

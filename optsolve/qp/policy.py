@@ -38,8 +38,23 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
+
+POLICY_DIR = Path(__file__).resolve().parent / "policies"  # shipped with the package (data/qp/policies links here)
+
+
+def default_policy_path(qp=None, kind: str = "centralised") -> str | None:
+    """The shipped policy for ``qp``'s family (its ``family`` field), else the general one: the random-QP
+    policy (centralised), the chain policy (distributed); None when no such file is shipped."""
+    suffix = "" if kind == "centralised" else "-distributed"
+    family = qp.family if qp is not None else None
+    if family and (POLICY_DIR / f"{family}{suffix}.npz").exists():
+        return str(POLICY_DIR / f"{family}{suffix}.npz")
+    path = POLICY_DIR / ("random.npz" if kind == "centralised" else "chain-distributed.npz")
+    return str(path) if path.exists() else None
+
 
 FEATURES = 6
 OUTPUTS = 2

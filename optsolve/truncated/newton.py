@@ -94,7 +94,7 @@ def alpha0_and_radius(family, theta0, sampler: Sampler, measured: tuple[int, int
     else:
         for draws in ALPHA0_DRAWS:
             Y = family.sample(theta0, draws, sampler.rng)
-            acc += int(sampler._ask(Y).sum())
+            acc += int(sampler.ask(Y).sum())
             drawn += draws
             if acc:
                 break

@@ -70,7 +70,8 @@ class Sampler:
         self.accepted = 0  # accepted draws, over all calls
         self.rate = 0.5  # running acceptance estimate, for batch sizes
 
-    def _ask(self, Y):
+    def ask(self, Y):
+        """The oracle's answers for the points ``Y``, counted against the budget (BudgetExhausted first)."""
         self.afford(Y.shape[0])
         return self.oracle(Y)
 
@@ -89,7 +90,7 @@ class Sampler:
             check_time(self.deadline)
             batch = int(min(1_000_000, max(1, math.ceil(1.3 * (k - total) / max(self.rate, self.floor)))))
             Y = self.family.sample(theta, batch, self.rng)
-            inside = self._ask(Y)
+            inside = self.ask(Y)
             hits = np.flatnonzero(inside)
             if hits.size > k - total:  # stop at the k-th acceptance
                 last = int(hits[k - total - 1]) + 1
@@ -170,7 +171,7 @@ class PoolSet:
         for Zc in sobol_normals(N, self.family.d, self.sampler.rng):
             check_time(self.sampler.deadline)
             Y = self.family.transform(theta, Zc)
-            kept.append(Y[self.sampler._ask(Y)])
+            kept.append(Y[self.sampler.ask(Y)])
         Y = np.vstack(kept)
         if Y.shape[0] < 2:
             raise AcceptanceCollapse(f"{Y.shape[0]} of {N} proposals of the current estimate fell in the set")

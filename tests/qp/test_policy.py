@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 import optsolve.qp
+import optsolve.qp.policy
 from optsolve.core.errors import ParameterError
 from optsolve.qp.policy import Policy, gaussian_kl, initial_weights, kl_bernoulli, kl_inverse, n_params, pac_bayes_bound
 from optsolve.qp.problems import FAMILIES, SCHEMA
 
-SHIPPED = optsolve.qp.POLICY_DIR
+SHIPPED = optsolve.qp.policy.POLICY_DIR
 
 
 def family(name, n=20, seed=1):
@@ -252,7 +253,7 @@ def test_default_method_follows_the_family_and_its_shipped_policy(monkeypatch, t
     assert optsolve.qp.solve_problem(unnamed).method == "auto"
     res = optsolve.qp.solve_problem(family("mpc", n=40), method="deepqp")
     assert res.settings["policy"].endswith("mpc.npz")  # the family's own policy
-    monkeypatch.setattr(optsolve.qp, "POLICY_DIR", tmp_path)  # nothing shipped
+    monkeypatch.setattr(optsolve.qp.policy, "POLICY_DIR", tmp_path)  # nothing shipped
     assert optsolve.qp.solve_problem(chain).method == "auto"
     with pytest.raises(ParameterError, match="qp-train"):
         optsolve.qp.solve_problem(chain, method="deepdistributed")

@@ -216,7 +216,7 @@ def test_sizes_given_as_values_are_refused_before_anything_is_allocated(cli, tmp
     ({"theta": np.zeros((1, 74))}, "must be a vector of finite numbers"),
 ])
 def test_a_crafted_policy_file_is_refused(cli, tmp_path, change, expected):
-    from optsolve.qp import POLICY_DIR
+    from optsolve.qp.policy import POLICY_DIR
 
     with np.load(POLICY_DIR / "random.npz") as shipped:
         header, theta = json.loads(str(shipped["header"])), shipped["theta"]
