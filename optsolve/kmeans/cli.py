@@ -3,7 +3,7 @@
 import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
-from optsolve.kmeans import METHODS
+from optsolve.kmeans import LLOYD_STEPS, METHODS
 
 OUTPUT_OPTIONS = ()
 
@@ -26,7 +26,7 @@ OUTPUT_OPTIONS = ()
                    "--time-limit steps of optsolve's own that stop at the limit). A Lloyd step never raises the "
                    "cost, so the estimator's guarantee holds for the refined centres; --no-refine: the estimator's "
                    "centres alone.")
-@click.option("--lloyd-steps", type=click.IntRange(min=0), default=10, show_default=True,
+@click.option("--lloyd-steps", type=click.IntRange(min=0), default=LLOYD_STEPS, show_default=True,
               help="The most Lloyd steps of the refinement.")
 @click.option("--cost-rtol", type=float, default=None,
               help="Certificate: relative tolerance between the reported objective and the recomputed cost "

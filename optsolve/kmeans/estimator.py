@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from optsolve.core.result import Status
+from optsolve.kmeans import LLOYD_STEPS
 
 
 class PredictedLabelsKMeans(ClusterMixin, BaseEstimator):
@@ -60,7 +61,8 @@ class PredictedLabelsKMeans(ClusterMixin, BaseEstimator):
     """
 
     def __init__(self, n_clusters: int | None = None, *, method: str = "sample-centre", alpha="auto",
-                 refine: bool = True, lloyd_steps: int = 10, random_state=None, time_limit: float | None = None):
+                 refine: bool = True, lloyd_steps: int = LLOYD_STEPS, random_state=None,
+                 time_limit: float | None = None):
         self.n_clusters = n_clusters
         self.method = method
         self.alpha = alpha
