@@ -114,3 +114,15 @@ def test_bench_mvi_quick(tmp_path):
     assert any(line.startswith("## ecppa's rate") for line in lines)
     header = csv.read_text().splitlines()[0]
     assert header == "problem,method,evaluations,jacobian_evaluations,best_residual,min_u"
+
+
+def test_bench_scale_quick():
+    lines = quick("bench-scale")
+    paths = {r["path"] for r in rows(lines, "path")}
+    assert paths == {"process pool -j 2", "Dask LocalCluster 2 workers, 1 file a task",
+                     "Dask LocalCluster 2 workers, default chunks"}
+    runs = rows(lines, "run")
+    if runs:  # mpiexec found (the dist extra)
+        assert {r["run"] for r in runs} == {"1 process", "mpiexec -n 2"} and all(r["iterations"] == "100" for r in runs)
+    else:
+        assert any("MPI" in line and "skipped" in line for line in lines), lines
