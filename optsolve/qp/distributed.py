@@ -39,7 +39,7 @@ from optsolve.qp import defaults
 from optsolve.qp.admm import ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, polish, rho_vector
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
-from optsolve.qp.scaling import Scaled, ruiz_scale
+from optsolve.qp.scaling import Scaled, ruiz_scale, segment_max, segments
 from optsolve.qp.termination import dual_cone, passes_termination, scaled_support
 
 
@@ -265,11 +265,7 @@ BALANCE_FACTOR = 5.0  # an update only when some node's parameter moves by more 
 
 def _segment_max(v: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """max |v| over each segment ptr[i]:ptr[i+1] (0 for an empty one)."""
-    out = np.zeros(ptr.size - 1)
-    full = ptr[1:] > ptr[:-1]
-    if v.size and full.any():
-        out[full] = np.maximum.reduceat(np.abs(v), ptr[:-1][full])
-    return out
+    return segment_max(np.abs(v), *segments(np.diff(ptr)))
 
 
 class Blocks:

@@ -46,9 +46,15 @@ def _limit(v):
     return np.minimum(v, MAX_SCALING)
 
 
-def _column_max(w: np.ndarray, starts: np.ndarray, full: np.ndarray) -> np.ndarray:
-    """The maximum of each column of entries ``w`` stored by column (``starts``: where the non-empty columns
-    ``full`` begin; an empty column's maximum is 0)."""
+def segments(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, full)`` of segments of lengths ``counts`` laid end to end: where each non-empty one begins,
+    and which are non-empty (the arguments of :func:`segment_max`)."""
+    full = counts > 0
+    return (np.cumsum(counts) - counts)[full], full
+
+
+def segment_max(w: np.ndarray, starts: np.ndarray, full: np.ndarray) -> np.ndarray:
+    """The maximum of each segment of ``w`` (:func:`segments`; an empty segment's maximum is 0)."""
     out = np.zeros(full.size)
     if starts.size:
         out[full] = np.maximum.reduceat(w, starts)
@@ -69,9 +75,7 @@ class _RowMax:
 
     def _by_rows(self):
         self.order = np.argsort(self.rows, kind="stable")
-        counts = np.bincount(self.rows, minlength=self.m)
-        self.full = counts > 0
-        self.starts = (np.cumsum(counts) - counts)[self.full]
+        self.starts, self.full = segments(np.bincount(self.rows, minlength=self.m))
 
     def __call__(self, w: np.ndarray) -> np.ndarray:
         out = np.zeros(self.m)
@@ -105,21 +109,20 @@ def ruiz_scale(qp: QPProblem, passes: int) -> Scaled:
     upper = p_rows <= p_cols
     u_rows, u_cols = p_rows[upper], p_cols[upper]
     wu, wa = np.abs(P.data[upper]), np.abs(A.data)
-    u_count, a_count = np.bincount(u_cols, minlength=n), np.diff(A.indptr)
-    u_full, a_full = u_count > 0, a_count > 0
-    u_starts, a_starts = (np.cumsum(u_count) - u_count)[u_full], A.indptr[:-1][a_full]
+    u_starts, u_full = segments(np.bincount(u_cols, minlength=n))
+    a_starts, a_full = segments(np.diff(A.indptr))
     D, E, c = np.ones(n), np.ones(m), 1.0
     row_max = _RowMax(a_rows, m)
-    u_max = _column_max(wu, u_starts, u_full)
+    u_max = segment_max(wu, u_starts, u_full)
     for _ in range(passes):
-        dn = _limit(np.maximum(u_max, _column_max(wa, a_starts, a_full)))
+        dn = _limit(np.maximum(u_max, segment_max(wa, a_starts, a_full)))
         en = _limit(row_max(wa))
         dt, et = 1.0 / np.sqrt(dn), 1.0 / np.sqrt(en)
         wu *= dt[u_rows] * dt[u_cols]
         wa *= et[a_rows] * dt[a_cols]
         q = q * dt
         D, E = D * dt, E * et
-        u_max = _column_max(wu, u_starts, u_full)
+        u_max = segment_max(wu, u_starts, u_full)
         mean_col = float(u_max.mean()) if n else 0.0
         ct = 1.0 / float(_limit(max(mean_col, float(_limit(float(np.abs(q).max()) if n else 0.0)))))
         wu *= ct  # in the entries too: each pass rounds as osqp's does, in the same order
