@@ -236,9 +236,15 @@ def _osqp(qp, s, progress, x0, y0):
 
     deadline = _deadline(s)
     r = solve_osqp(qp, s, deadline, x0, y0)
+    return _peer_output(qp, s, deadline, r, f"osqp reported {r['stats']['osqp_status']}")
+
+
+def _peer_output(qp, s, deadline, r: dict, said: str) -> dict:
+    """A peer's answer (:mod:`optsolve.qp.peers`: status, x, y, stats, the vector of a claim) as a method's
+    output: an infeasibility claim re-checked (:func:`_check_claim`), an answer whose x is not finite dropped."""
     out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None, "dual_inf_cert": None}
-    if r["claim"] is not None:
-        _check_claim(qp, s, deadline, out, r["claim"], f"osqp reported {r['stats']['osqp_status']}")
+    if r["status"] in ("infeasible", "unbounded"):
+        _check_claim(qp, s, deadline, out, r["claim"], said)
     _answer(qp, out, r["x"], r["y"])
     return out
 
@@ -280,10 +286,7 @@ def _interior_point_peer(name: str):
         with stdout_to_stderr():
             r = solve(qp, s, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
         stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
-        out = {"status": r["status"], "message": "", "stats": stats, "prim_inf_cert": None, "dual_inf_cert": None}
-        if r["status"] in ("infeasible", "unbounded"):
-            _check_claim(qp, s, deadline, out, r["claim"], f"{name} reported {r['status']}")
-        _answer(qp, out, r["x"], r["y"])
+        out = _peer_output(qp, s, deadline, dict(r, stats=stats), f"{name} reported {r['status']}")
         peers.trace_answer(qp, r["stats"]["iterations"], out["x"], out["y"])
         return out
 
