@@ -51,6 +51,7 @@ _SPARSE_PARTS = {
 # Parsing JSON holds each number as a Python object: up to this many bytes per byte of text.
 JSON_EXPANSION = 16
 
+
 def file_label(path: str) -> str:
     return "Problem on stdin" if path == "-" else f"Problem file {path!r}"
 

@@ -20,11 +20,10 @@ from optsolve.core.errors import InputError
 from optsolve.core.progress import get_logger
 from optsolve.core.result import ProblemInfo
 
+
 def memory_limit_bytes() -> int:
     """The memory budget (:mod:`optsolve.core.memory`): the most a problem file may make optsolve allocate."""
     return memory.budget_bytes()
-
-
 
 
 # --------------------------------------------------------------------------- schema

@@ -231,7 +231,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     if max_iter is not None and method != "lloyd":
         raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
                              f"{method} is not iterative: '--lloyd-steps N' sets the Lloyd steps after it.")
-    refine = int(lloyd_steps) if refine else 0  # the Lloyd steps allowed after the estimate
+    allowed = int(lloyd_steps) if refine else 0  # the Lloyd steps allowed after the estimate
     if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
         raise ParameterError(f"The '--time-limit' option must be a number of seconds > 0; got {time_limit!r}.")
     t0 = time.perf_counter()
@@ -242,7 +242,7 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
 
     kp = prepare(problem)
     seed = 0 if seed is None else int(seed)
-    settings = {"alpha": alpha, "refine": bool(refine), "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
+    settings = {"alpha": alpha, "refine": allowed > 0, "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
     if time_limit is not None:
         settings["time_limit"] = float(time_limit)
     stats = {"iterations": 0, "m": kp.m, "d": kp.d, "k": kp.k}  # iterations: Lloyd steps
@@ -328,9 +328,9 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
             stats["selection_cost"] = cost
         if cut:
             timed_out.append(f"predicted clusters {cut} given their plain centroid")
-        if refine and late():
+        if allowed and late():
             timed_out.append("no Lloyd step of the refinement run")
-        elif refine:
+        elif allowed:
             if history_active() is not None:  # the estimate's cost, before the Lloyd steps
                 trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
 
@@ -341,18 +341,18 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
 
                     with warnings.catch_warnings():  # fewer distinct points than centres: the steps are still valid
                         warnings.simplefilter("ignore", category=ConvergenceWarning)
-                        km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=int(refine)).fit(
+                        km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=allowed).fit(
                             np.asarray(kp.X, dtype=float))
                     centres, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
                 else:  # steps of its own, the deadline looked at between them
-                    centres, steps, stopped = steps_until(kp.X, centres, int(refine), deadline)
+                    centres, steps, stopped = steps_until(kp.X, centres, allowed, deadline)
             except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
                 status = Status.INTERRUPTED
                 messages.append("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
             else:
                 stats["iterations"] = steps
                 if stopped:
-                    timed_out.append(f"{steps} of the {int(refine)} Lloyd steps of the refinement run")
+                    timed_out.append(f"{steps} of the {allowed} Lloyd steps of the refinement run")
     if empty:
         messages.append(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} centres).")
     if timed_out and status is Status.OPTIMAL:
