@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 from optsolve.core.errors import InputError
-from optsolve.core.result import write_atomic_with
+from optsolve.core.result import solution_vector, write_atomic_with
 
 
 def read_history(path: str) -> tuple[str, dict, str]:
@@ -93,7 +93,7 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
         for ax, key in ((left, column), (right, "time_s")):
             xs, ys = _series(h, key)
             ax.plot(xs, ys, marker=".", markersize=3, linewidth=1.2, label=label)
-        values += _series(h, "time_s")[1]
+            values += ys  # the scale fits the residuals of both panels
         if h.get("measure") and h["measure"] not in measures:
             measures.append(h["measure"])
         if h.get("evaluations_of") and h["evaluations_of"] not in counted:
@@ -165,19 +165,22 @@ def _ot_plan(ax, doc: dict, problem) -> None:
         found = "a cost matrix" if x is None else f"{x.shape[1]}-dimensional points"
         raise InputError(f"{problem.source}: the plan is drawn between 2-D points; this problem has {found}.")
     sol = doc["solution"]
-    f = np.array([np.nan if v is None else v for v in sol["f"]], dtype=float)
-    g = np.array([np.nan if v is None else v for v in sol["g"]], dtype=float)
     rows, cols, mass = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
-    for j0, j1, _, P in plan_blocks(ot, sol, f, g):  # the largest entries, block by block
-        P = np.asarray(P)
-        flat = np.flatnonzero(P > 0)
-        if flat.size > PLAN_LINES:
-            flat = flat[np.argpartition(P.ravel()[flat], -PLAN_LINES)[-PLAN_LINES:]]
-        r, c = np.unravel_index(flat, P.shape)
-        rows, cols, mass = np.concatenate([rows, r]), np.concatenate([cols, c + j0]), np.concatenate([mass, P[r, c]])
-        if mass.size > PLAN_LINES:
-            keep = np.argpartition(mass, -PLAN_LINES)[-PLAN_LINES:]
-            rows, cols, mass = rows[keep], cols[keep], mass[keep]
+    try:  # the plan rebuilt as the certificate rebuilds it
+        f, g = solution_vector(sol, "f", ot.n), solution_vector(sol, "g", ot.m)
+        for j0, j1, _, P in plan_blocks(ot, sol, f, g):  # the largest entries, block by block
+            P = np.asarray(P)
+            flat = np.flatnonzero(P > 0)
+            if flat.size > PLAN_LINES:
+                flat = flat[np.argpartition(P.ravel()[flat], -PLAN_LINES)[-PLAN_LINES:]]
+            r, c = np.unravel_index(flat, P.shape)
+            rows, cols = np.concatenate([rows, r]), np.concatenate([cols, c + j0])
+            mass = np.concatenate([mass, P[r, c]])
+            if mass.size > PLAN_LINES:
+                keep = np.argpartition(mass, -PLAN_LINES)[-PLAN_LINES:]
+                rows, cols, mass = rows[keep], cols[keep], mass[keep]
+    except (KeyError, ValueError, IndexError) as exc:
+        raise InputError(f"{problem.source}: the solution's plan does not fit this problem ({exc}).") from None
     if mass.size:
         colours = np.zeros((mass.size, 4))
         colours[:, 3] = np.clip(mass / mass.max(), 0.05, 1.0)
@@ -194,21 +197,25 @@ def _ot_plan(ax, doc: dict, problem) -> None:
 def _clusters(ax, doc: dict, problem) -> None:
     from optsolve.kmeans.problems import prepare
 
-    X = np.asarray(prepare(problem).X, dtype=float)
+    X = prepare(problem).X  # possibly a memory map: only the rows drawn are read
     sol = doc["solution"]
-    centres = np.asarray(sol["centres"], dtype=float)
-    labels = np.asarray(sol["assignment"], dtype=np.int64)
+    try:
+        centres = np.asarray(sol["centres"], dtype=float)
+        labels = np.asarray(sol["assignment"], dtype=np.int64)
+    except (KeyError, TypeError, ValueError):
+        centres, labels = np.zeros(0), np.zeros(0, dtype=np.int64)
     if centres.ndim != 2 or centres.shape[1] != X.shape[1] or labels.shape != (X.shape[0],):
         raise InputError(f"{problem.source}: the solution's centres and assignment do not fit these points.")
-    shown = np.random.default_rng(0).choice(X.shape[0], CLUSTER_POINTS, replace=False) \
+    shown = np.sort(np.random.default_rng(0).choice(X.shape[0], CLUSTER_POINTS, replace=False)) \
         if X.shape[0] > CLUSTER_POINTS else np.arange(X.shape[0])
-    mean = X[shown].mean(axis=0)
+    drawn = np.asarray(X[shown], dtype=float)
+    mean = drawn.mean(axis=0)
     if X.shape[1] > 2:  # the first two principal directions of the points drawn
-        _, _, vt = np.linalg.svd(X[shown] - mean, full_matrices=False)
+        _, _, vt = np.linalg.svd(drawn - mean, full_matrices=False)
         basis, names = vt[:2].T, ("first principal direction", "second principal direction")
     else:
         basis, names = np.eye(X.shape[1], 2), ("x1", "x2")
-    pts, ctr = (X[shown] - mean) @ basis, (centres - mean) @ basis
+    pts, ctr = (drawn - mean) @ basis, (centres - mean) @ basis
     ax.scatter(pts[:, 0], pts[:, 1], c=labels[shown], cmap="tab20", s=6, alpha=0.7, label=f"{shown.size} points")
     ax.scatter(ctr[:, 0], ctr[:, 1], c="black", marker="x", s=120, linewidths=2.5, label=f"{len(ctr)} centres")
     ax.set_xlabel(names[0])

@@ -175,3 +175,9 @@ def test_plot_draws_an_answer_and_refuses_what_has_no_picture(cli, tmp_path):
     assert r.exit_code == 7 and "no picture of its answer" in r.stderr
     r = cli("plot", solution, solution, "--problem", problem, "-o", tmp_path / "no.png")
     assert r.exit_code == 2 and "one solution" in r.stderr
+    problem, solution = solved("ot", "--family", "clouds", "--n", "30", "--m", "20", "--d", "2")
+    doc = json.loads(solution.read_text())
+    doc["solution"]["f"] = doc["solution"]["f"][:-1]  # a solution that does not fit its problem
+    solution.write_text(json.dumps(doc))
+    r = cli("plot", solution, "--problem", problem, "-o", tmp_path / "no.png")
+    assert r.exit_code == 7 and "does not fit" in r.stderr and "Traceback" not in r.stderr, r.stderr
