@@ -67,26 +67,21 @@ def plot(solutions, output, fmt, width, height, title, problem_path):
         sys.stderr.write("optsolve plot: error: matplotlib is not installed; install it with "
                          "pip install 'optsolve[plot]'.\n")
         sys.exit(Status.INTERNAL_ERROR.exit_code)
-    if problem_path is not None:
-        if len(solutions) != 1:
-            raise click.UsageError(f"'--problem' draws the answer of one solution; {len(solutions)} were given.")
-        try:
-            _answer(solutions[0], problem_path, output, width, height, title, fmt)
-        except InputError as exc:
-            sys.stderr.write(f"optsolve plot: error: {exc}\n")
-            sys.exit(Status.INVALID_INPUT.exit_code)
-        sys.stderr.write(f"optsolve plot: wrote {'stdout (' + fmt + ')' if output == '-' else output} (the answer)\n")
-        return
+    if problem_path is not None and len(solutions) != 1:
+        raise click.UsageError(f"'--problem' draws the answer of one solution; {len(solutions)} were given.")
     try:
-        histories = [read_history(p) for p in solutions]
+        if problem_path is not None:
+            _answer(solutions[0], problem_path, output, width, height, title, fmt)
+            drawn = "the answer"
+        else:
+            histories = [read_history(p) for p in solutions]
+            draw(histories, output, width, height, title=title, fmt=fmt)
+            drawn = f"{len(histories)} solution{'s' if len(histories) != 1 else ''}"
     except InputError as exc:
         sys.stderr.write(f"optsolve plot: error: {exc}\n")
         sys.exit(Status.INVALID_INPUT.exit_code)
-    draw(histories, output, width, height, title=title, fmt=fmt)
     where = f"stdout ({fmt})" if output == "-" else output
-    sys.stderr.write(f"optsolve plot: wrote {where} ({len(histories)} "
-                     f"solution{'s' if len(histories) != 1 else ''})\n")
-
+    sys.stderr.write(f"optsolve plot: wrote {where} ({drawn})\n")
 
 def _answer(solution: str, problem_path: str, output: str, width: int, height: int, title, fmt: str) -> None:
     """Read the solution and its problem (the solution's command's schema), and draw the answer."""
