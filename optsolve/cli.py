@@ -128,7 +128,6 @@ def solve_options(func):
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
                      show_default=True, envvar="OPTSOLVE_DEVICE",
                      help="Where to compute; auto uses a GPU when cupy sees one."),
-        click.option("--seed", type=int, default=None, help="Seed of the random generator, for reproducible runs."),
         click.option("--memory-limit", metavar="SIZE", default=None, envvar="OPTSOLVE_MEMORY_LIMIT",
                      help="Memory budget that every size a problem file declares is checked against before "
                           "anything is allocated (512M, 8G, 50%) [default: a quarter of physical memory]."),
@@ -141,6 +140,12 @@ def solve_options(func):
     for d in reversed(decorators):
         func = d(func)
     return func
+
+
+def seed_option(func):
+    """``--seed``, for the commands whose methods draw random numbers (cover, kmeans, truncated)."""
+    return click.option("--seed", type=int, default=None,
+                        help="Seed of the random generator, for reproducible runs.")(func)
 
 
 def check_writable(path: str | None, option: str, *, stdout: bool = True) -> None:

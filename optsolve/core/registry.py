@@ -3,9 +3,11 @@
 A solver package ``optsolve.<kind>`` exposes:
 
 * ``SCHEMA``: the :class:`optsolve.core.problem.Schema` of its problem files;
-* ``METHODS`` and ``DEFAULT_METHOD``;
-* ``solve_problem(problem, *, method, ..., progress)``: a :class:`Result` with its
-  certificate attached;
+* ``METHODS`` (name -> a callable of one :class:`optsolve.core.solve.Job` returning a
+  :class:`optsolve.core.solve.MethodOutput`) and ``DEFAULT_METHOD``;
+* ``SOLVER``: its :class:`optsolve.core.solve.Solver` (setup, certificate), and
+  ``solve_problem(problem, *, method, ..., progress)``, which runs it through
+  :func:`optsolve.core.solve.run`: a :class:`Result` with its certificate attached;
 * ``certificate.check(problem, solution, *, method, objective, settings, limits, status)``: the
   independent checks, run by the solver and by ``optsolve verify``, judged against ``limits``
   (the module's ``LIMITS``, :class:`optsolve.core.result.Limit`) for the claimed ``status``

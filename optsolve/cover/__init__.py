@@ -16,10 +16,10 @@ import time
 import numpy as np
 
 from optsolve.core import clock
-from optsolve.core.backend import require_cpu
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.solve import Job, MethodOutput, Solver, run
 from optsolve.cover.certificate import VALUE_RTOL
 from optsolve.cover.problems import SCHEMA, fairness_violation, infeasibility_reason, prepare
 
@@ -28,44 +28,66 @@ DEFAULT_MILP_TIME_LIMIT = 60.0
 
 
 def _convert(method):
-    def run(cp, fn, s, deadline, progress):
+    def solve_with(job: Job) -> MethodOutput:
         from optsolve.cover.greedy import convert_fair
 
-        return convert_fair(cp, fn, method=method, eps=s["eps"], alpha=s["alpha"], beta=s["beta"],
-                            bicriteria=s["bicriteria"], deadline=deadline, max_rounds=s["max_iter"], progress=progress)
-    return run
+        s = job.settings
+        return _output(job, convert_fair(job.data, _function(job), method=method, eps=s["eps"], alpha=s["alpha"],
+                                         beta=s["beta"], bicriteria=s["bicriteria"], deadline=job.deadline,
+                                         max_rounds=s["max_iter"], progress=job.progress))
+    return solve_with
 
 
-def _continuous(cp, fn, s, deadline, progress):
+def _continuous(job: Job) -> MethodOutput:
     from optsolve.cover.continuous import continuous_fair
 
-    return continuous_fair(cp, fn, eps=s["eps"], alpha=s["alpha"], beta=s["beta"], bicriteria=s["bicriteria"],
-                           deadline=deadline, max_rounds=s["max_iter"], seed=s["seed"], progress=progress)
+    s = job.settings
+    return _output(job, continuous_fair(job.data, _function(job), eps=s["eps"], alpha=s["alpha"], beta=s["beta"],
+                                        bicriteria=s["bicriteria"], deadline=job.deadline, max_rounds=s["max_iter"],
+                                        seed=s["seed"], progress=job.progress))
 
 
-def _unfair(cp, fn, s, deadline, progress):
+def _unfair(job: Job) -> MethodOutput:
     from optsolve.cover.greedy import unfair_greedy
 
-    return unfair_greedy(cp, fn, deadline)
+    return _output(job, unfair_greedy(job.data, _function(job), job.deadline))
 
 
-def _milp(cp, s, info, stats, deadline, source="Problem") -> Result:
+def _milp(job: Job) -> MethodOutput:
     from optsolve.cover.milp import solve_milp
 
-    remaining = None if deadline is None else max(0.05, deadline - time.perf_counter())
-    run = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None,
-                     label=source)
-    stats.update({"iterations": run.nodes, "evaluations": 0, "dual_bound": run.dual_bound})  # branch-and-bound nodes
-    if run.status == "infeasible":
-        return Result("cover", "milp", Status.INFEASIBLE, f"Infeasible: {run.message}", problem=info,
-                      solution={"certificate_kind": "infeasible", "reason": run.message}, stats=stats, settings=s)
-    result = Result("cover", "milp", Status(run.status), run.message, problem=info, stats=stats, settings=s)
-    if run.selected is not None:  # even empty: an optimum HiGHS got wrong is then judged (and downgraded)
-        _attach_set(result, cp, run.selected)
-    return result
+    cp, s = job.data, job.settings
+    remaining = None if job.deadline is None else max(0.05, job.deadline - time.perf_counter())
+    found = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None,
+                       label=job.problem.source)
+    stats = dict(job.context["stats"], dual_bound=found.dual_bound)
+    # iterations: branch-and-bound nodes
+    if found.status == "infeasible":
+        return MethodOutput(Status.INFEASIBLE, {"certificate_kind": "infeasible", "reason": found.message},
+                            f"Infeasible: {found.message}", iterations=found.nodes, evaluations=0, stats=stats)
+    out = MethodOutput(found.status, None, found.message, iterations=found.nodes, evaluations=0, stats=stats)
+    if found.selected is not None:  # even empty: an optimum HiGHS got wrong is then judged (and downgraded)
+        _set_solution(out, cp, found.selected)
+    return out
 
 
-# greedy, threshold, unfair-greedy: (problem, oracle, settings, deadline) -> CoverRun; milp builds its Result
+def _function(job: Job):
+    from optsolve.cover.functions import make_function
+
+    return make_function(job.data)
+
+
+def _output(job: Job, found) -> MethodOutput:
+    """A greedy, threshold, continuous or unfair-greedy run (:class:`optsolve.cover.greedy.CoverRun`) as a
+    method's output."""
+    stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired)
+    out = MethodOutput(found.status, None, found.message, iterations=found.rounds, evaluations=int(found.calls),
+                       stats=stats)
+    if found.selected:
+        _set_solution(out, job.data, found.selected)
+    return out
+
+
 METHODS = {"greedy": _convert("greedy"), "threshold": _convert("threshold"), "continuous": _continuous,
            "milp": _milp, "unfair-greedy": _unfair}
 
@@ -84,8 +106,6 @@ def _beta(beta):
 
 def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed,
                      unfair=False, value_rtol=VALUE_RTOL):
-    if method not in METHODS:
-        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if unfair and method != "unfair-greedy":
         raise ParameterError(f"The '--unfair' flag drops the proportions, which '--method {method}' enforces; "
                              "use it with '--method unfair-greedy' (which sets it).")
@@ -115,6 +135,49 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
             "seed": seed, "unfair": method == "unfair-greedy", "value_rtol": float(value_rtol)}
 
 
+class CoverSolver(Solver):
+    command = "cover"
+    methods = METHODS
+    default_method = DEFAULT_METHOD
+
+    def setup(self, problem, method, options, deadline, progress) -> Job:
+        s = resolve_settings(method, **{k: v for k, v in options.items() if k != "device"})
+        if options["time_limit"] is None and s["time_limit"] is not None:  # milp's default limit
+            deadline = clock.deadline(s["time_limit"])
+        cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
+        info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
+        stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
+        return Job(method, cp, s, info, deadline=deadline, progress=progress, context={"stats": stats})
+
+    def screen(self, job):
+        reason = infeasibility_reason(job.data, fairness=not job.settings["unfair"], rtol=job.settings["value_rtol"])
+        if reason is None:
+            return None
+        return MethodOutput(Status.INFEASIBLE, {"certificate_kind": "infeasible", "reason": reason},
+                            f"Infeasible: {reason}", iterations=0, evaluations=0, stats=job.context["stats"])
+
+    def certify(self, job, result):
+        from optsolve.cover import certificate
+
+        s = job.settings
+        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
+        return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
+                                 settings=s, limits=limits, status=result.status.value, deadline=job.deadline)
+
+    def judge(self, job, result):
+        if result.status is Status.INFEASIBLE and not result.certificate.holds:
+            late = job.deadline is not None and time.perf_counter() > job.deadline
+            result.status = Status.TIME_LIMIT if late else Status.NUMERICAL_ERROR
+            result.add_message("The certificate could not re-derive the infeasibility"
+                               + (" before the time limit." if late else "."))
+        if result.certificate.holds and result.solution.get("selected"):
+            lb = result.certificate["lower_bound_opt"].value
+            result.stats["size_over_opt_at_most"] = len(result.solution["selected"]) / lb
+
+
+SOLVER = CoverSolver()
+
+
 def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha: float = 0.1, beta="auto",
                   bicriteria: bool = False, balance: float | None = None, tau: float | None = None,
                   tau_frac: float | None = None, max_iter: int | None = None, time_limit: float | None = None,
@@ -128,59 +191,18 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     ``value_rtol``: f(S) within this of tau, relative to max(tau, f(U)), reaches it (as the
     certificate judges); ``unfair``: set by ``method='unfair-greedy'``, refused with the others.
     """
-    from optsolve.cover import certificate
-    from optsolve.cover.functions import make_function
-
-    require_cpu("cover", device)
-    method = method or DEFAULT_METHOD
-    s = resolve_settings(method, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau,
-                         tau_frac=tau_frac, max_iter=max_iter, time_limit=time_limit, seed=seed, unfair=unfair,
-                         value_rtol=value_rtol)
-    t0 = time.perf_counter()
-    deadline = clock.deadline(s["time_limit"])
-    cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
-    info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
-    stats = {"iterations": 0, "evaluations": 0, "function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
-    reason = infeasibility_reason(cp, fairness=not s["unfair"], rtol=s["value_rtol"])
-    if reason is not None:
-        result = Result("cover", method, Status.INFEASIBLE, f"Infeasible: {reason}", problem=info,
-                        solution={"certificate_kind": "infeasible", "reason": reason}, stats=stats, settings=s)
-    elif method == "milp":
-        result = METHODS["milp"](cp, s, info, stats, deadline, problem.source)
-    else:
-        fn = make_function(cp)
-        run = METHODS[method](cp, fn, s, deadline, progress)
-        stats.update({"iterations": run.rounds, "evaluations": int(run.calls), "kappa": run.kappa, "beta": run.beta,
-                      "repaired": run.repaired})
-        status = Status(run.status)
-        result = Result("cover", method, status, run.message, problem=info, stats=stats, settings=s)
-        if run.selected:
-            _attach_set(result, cp, run.selected)
-    stats["time_s"] = {"solve": time.perf_counter() - t0}
-    if result.solution is not None:
-        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
-        with clock.timed(stats["time_s"], "certificate"):
-            result.attach_certificate(certificate.check(problem, result.solution, method=method,
-                                                        objective=result.objective, settings=s, limits=limits,
-                                                        status=result.status.value, deadline=deadline))
-        if result.status is Status.INFEASIBLE and not result.certificate.holds:
-            late = deadline is not None and time.perf_counter() > deadline
-            result.status = Status.TIME_LIMIT if late else Status.NUMERICAL_ERROR
-            result.add_message("The certificate could not re-derive the infeasibility"
-                               + (" before the time limit." if late else "."))
-        if result.certificate.holds and result.solution.get("selected"):
-            lb = result.certificate["lower_bound_opt"].value
-            stats["size_over_opt_at_most"] = len(result.solution["selected"]) / lb
-    return result
+    return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress, eps=eps,
+               alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau, tau_frac=tau_frac,
+               max_iter=max_iter, seed=seed, unfair=unfair, value_rtol=value_rtol)
 
 
-def _attach_set(result: Result, cp, selected) -> None:
+def _set_solution(out: MethodOutput, cp, selected) -> None:
     S = [int(i) for i in selected]
     counts = np.bincount(cp.groups[S], minlength=cp.G)
-    result.solution = {"selected": S, "group_counts": cp.counts_by_label(counts)}
-    result.objective = len(S)
-    result.stats["size"] = len(S)
-    result.stats["fairness_violation"] = fairness_violation(counts, cp.p, cp.q)
+    out.solution = {"selected": S, "group_counts": cp.counts_by_label(counts)}
+    out.objective = len(S)
+    out.stats["size"] = len(S)
+    out.stats["fairness_violation"] = fairness_violation(counts, cp.p, cp.q)
 
 
 def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance=None, tau=None, tau_frac=None,

@@ -2,7 +2,7 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
 from optsolve.cover import METHODS
 
 OUTPUT_OPTIONS = ()
@@ -10,6 +10,7 @@ OUTPUT_OPTIONS = ()
 
 @click.command("cover", context_settings=CONTEXT_SETTINGS)
 @solve_options
+@seed_option
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="greedy", show_default=True,
               help="greedy: convert-fair with greedy-fairness-bi (lazy evaluations). "
                    "threshold: convert-fair with threshold-fairness-bi. "

@@ -15,13 +15,13 @@ import warnings
 
 import numpy as np
 
-from optsolve.core import clock, memory
-from optsolve.core.backend import require_cpu
+from optsolve.core import memory
 from optsolve.core.errors import ParameterError
 from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.solve import Job, MethodOutput, Solver, run
 from optsolve.kmeans.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "sample-centre"
@@ -29,7 +29,6 @@ DEFAULT_METHOD = "sample-centre"
 PRELOAD = ("sklearn.cluster", "optsolve.kmeans.estimators", "optsolve.kmeans.certificate")
 # Libraries a method imports, imported before its solve starts (scikit-learn's takes about a second).
 SETUP_IMPORTS = {"lloyd": ("sklearn.cluster",)}
-METHODS = ("sample-centre", "sample-window", "sort-window", "crdest", "labels", "lloyd")
 ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
 # kmeans's methods run in one pass: `--history` records the cost of the estimate and, where it is
 # refined, after the Lloyd steps (iteration = Lloyd iterations).
@@ -187,6 +186,225 @@ def _limits(**given) -> dict:
     return out
 
 
+def _late(job: Job) -> bool:
+    return job.deadline is not None and time.perf_counter() >= job.deadline
+
+
+def _lloyd(job: Job) -> MethodOutput:
+    """scikit-learn's KMeans (k-means++, ``LLOYD_STARTS`` starts); under a time limit the starts run one at a
+    time (:func:`optsolve.kmeans.estimators.lloyd_restarts`), the cheapest kept."""
+    from optsolve.kmeans.estimators import lloyd_restarts
+
+    kp, seed, max_iter = job.data, job.settings["seed"], job.context["max_iter"]
+    stats = {}
+    if job.deadline is None:
+        from sklearn.cluster import KMeans
+
+        km = KMeans(n_clusters=kp.k, n_init=LLOYD_STARTS, random_state=seed, max_iter=max_iter or 300).fit(
+            np.asarray(kp.X, dtype=float))
+        centres, steps = km.cluster_centers_, int(km.n_iter_)
+    else:
+        centres, steps, starts, stopped = lloyd_restarts(kp.X, kp.k, seed, max_iter or 300, job.deadline,
+                                                         LLOYD_STARTS)
+        stats["lloyd_starts"] = starts
+        if stopped:
+            job.context["timed_out"].append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut "
+                                            "short (the cheapest kept)")
+    job.context.update(empty=[], used=None)
+    return MethodOutput(Status.OPTIMAL, {"centres": centres}, iterations=steps, stats=stats)
+
+
+def _estimator(method: str):
+    """``METHODS[method]``: the estimator's centres (over the alpha grid with ``alpha='auto'``), then the Lloyd
+    steps of the refinement."""
+
+    def solve_with(job: Job) -> MethodOutput:
+        centres, empty, used, stats, messages = _estimate(job, method)
+        job.context.update(empty=empty, used=used)
+        out = MethodOutput(Status.OPTIMAL, None, " ".join(messages), iterations=0, stats=stats)
+        out.solution = {"centres": _refine(job, centres, out)}
+        return out
+
+    return solve_with
+
+
+def _estimate(job: Job, method: str):
+    """The estimator's centres, the empty clusters' labels, the alpha used, stats and messages."""
+    from optsolve.kmeans.estimators import assign, clusters
+
+    kp, alpha, seed = job.data, job.settings["alpha"], job.settings["seed"]
+    timed_out, stats, messages = job.context["timed_out"], {}, []
+    grid = None
+    if alpha == "auto" and method != "labels":
+        grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
+    gathered = method != "sample-centre"  # sample-centre reads the clusters in place
+    parts = cluster_points(kp) if gathered else None
+    cut = []
+
+    def full(a):
+        if gathered:
+            return estimate_centres(kp, method, a, seed, parts, deadline=job.deadline, cut=cut)
+        return sample_centres(kp, a, seed)
+
+    if grid is None:
+        used = 0.0 if method == "labels" else alpha
+        centres, empty = full(used)
+    else:
+        rng = np.random.default_rng(seed + 1)
+        sub = rng.choice(kp.m, size=SELECTION_POINTS, replace=False) if kp.m > SELECTION_POINTS else None
+        Xs = kp.X if sub is None else np.asarray(kp.X[np.sort(sub)], dtype=float)
+        live_labels = np.flatnonzero(np.bincount(kp.labels, minlength=kp.k))
+        # each alpha of the grid estimated on at most SELECTION_PER_CLUSTER points of every cluster
+        small = []
+        for idx in clusters(kp.labels, kp.k):
+            if idx.size > SELECTION_PER_CLUSTER:
+                idx = idx[np.sort(rng.choice(idx.size, size=SELECTION_PER_CLUSTER, replace=False))]
+            small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
+        memory.require(job.problem.source, f"choosing alpha: {len(grid) + 2} tables of {Xs.shape[0]} points x "
+                       f"{len(live_labels)} centres (k = {kp.k})",
+                       8.0 * Xs.shape[0] * len(live_labels) * (len(grid) + 2))
+        candidates = []
+        for a in grid:  # the first value, 0, is the plain centroids: always done
+            if candidates and _late(job):
+                timed_out.append(f"alpha chosen from the first {len(candidates)} values of the grid")
+                grid = grid[:len(candidates)]
+                break
+            candidates.append(estimate_centres(kp, method, a, seed, small)[0])
+        choice, cost, costs = choose_alphas(np.asarray(Xs, dtype=float), candidates, grid)
+        live = [i for i, P in enumerate(small) if P is not None]
+        per_cluster = np.zeros(kp.k)
+        per_cluster[live] = np.asarray(grid)[choice]
+        used = float(per_cluster[live].max())
+        chosen = np.array([candidates[g][j] for j, g in enumerate(choice)])
+        sizes = np.bincount(kp.labels, minlength=kp.k)
+        redo = np.array([small[i].shape[0] < sizes[i] for i in live], dtype=bool)
+        centres, empty = chosen, [i for i, P in enumerate(small) if P is None]
+        if redo.any() and _late(job):
+            timed_out.append("the subsampled clusters' centres kept (not estimated again on all their points)")
+        elif redo.any():  # the subsampled clusters estimated again on all their points
+            again = full(per_cluster)[0]
+            late_rows = np.isin(live, cut)  # clusters the deadline reached keep their sample's centre
+            again[~redo | late_rows] = chosen[~redo | late_rows]
+            if cut:
+                timed_out.append(f"predicted clusters {cut} keep the centre estimated on their sample")
+                cut.clear()
+            if float(assign(Xs, again)[1].sum()) <= cost:
+                centres = again
+            else:
+                messages.append("The centres estimated on the whole clusters cost more on the selection's "
+                                "points than those estimated on their samples: the latter are kept.")
+        stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
+        stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
+        stats["selection_cost"] = cost
+    if cut:
+        timed_out.append(f"predicted clusters {cut} given their plain centroid")
+    return centres, empty, used, stats, messages
+
+
+def _refine(job: Job, centres: np.ndarray, out: MethodOutput) -> np.ndarray:
+    """At most ``job.context["allowed"]`` Lloyd steps from ``centres`` (their count in ``out.iterations``)."""
+    from optsolve.kmeans.estimators import assign
+    from optsolve.kmeans.estimators import lloyd_steps as steps_until
+
+    kp, allowed = job.data, job.context["allowed"]
+    if allowed and _late(job):
+        job.context["timed_out"].append("no Lloyd step of the refinement run")
+        return centres
+    if not allowed:
+        return centres
+    if history_active() is not None:  # the estimate's cost, before the Lloyd steps
+        trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
+    try:
+        if job.deadline is None:
+            from sklearn.cluster import KMeans
+            from sklearn.exceptions import ConvergenceWarning
+
+            with warnings.catch_warnings():  # fewer distinct points than centres: the steps are still valid
+                warnings.simplefilter("ignore", category=ConvergenceWarning)
+                km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=allowed).fit(
+                    np.asarray(kp.X, dtype=float))
+            refined, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
+        else:  # steps of its own, the deadline looked at between them
+            refined, steps, stopped = steps_until(kp.X, centres, allowed, job.deadline)
+    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
+        out.status = Status.INTERRUPTED
+        out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
+        return centres
+    out.iterations = steps
+    if stopped:
+        job.context["timed_out"].append(f"{steps} of the {allowed} Lloyd steps of the refinement run")
+    return refined
+
+
+METHODS = {"sample-centre": _estimator("sample-centre"), "sample-window": _estimator("sample-window"),
+           "sort-window": _estimator("sort-window"), "crdest": _estimator("crdest"), "labels": _estimator("labels"),
+           "lloyd": _lloyd}
+
+
+class KMeansSolver(Solver):
+    command = "kmeans"
+    methods = METHODS
+    default_method = DEFAULT_METHOD
+
+    def setup(self, problem, method, options, deadline, progress) -> Job:
+        o = options
+        alpha = _alpha_option(o["alpha"])
+        limits = _limits(cost_rtol=o["cost_rtol"], cost_atol=o["cost_atol"], assign_tol=o["assign_tol"],
+                         label_cost_slack=o["label_cost_slack"])
+        refine, lloyd_steps = o["refine"], o["lloyd_steps"]
+        if not isinstance(refine, (bool, np.bool_)):
+            raise ParameterError(f"The 'refine' option is True or False (the number of Lloyd steps is "
+                                 f"'lloyd_steps'); got {refine!r}.")
+        if isinstance(lloyd_steps, bool) or not isinstance(lloyd_steps, (int, np.integer)) or lloyd_steps < 0:
+            raise ParameterError(f"The '--lloyd-steps' option must be a nonnegative integer; got {lloyd_steps!r}.")
+        if o["max_iter"] is not None and method != "lloyd":
+            raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
+                                 f"{method} is not iterative: '--lloyd-steps N' sets the Lloyd steps after it.")
+        allowed = int(lloyd_steps) if refine else 0  # the Lloyd steps allowed after the estimate
+        kp = prepare(problem)
+        seed = 0 if o["seed"] is None else int(o["seed"])
+        settings = {"alpha": alpha, "refine": allowed > 0, "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
+        if o["time_limit"] is not None:
+            settings["time_limit"] = float(o["time_limit"])
+        context = {"allowed": allowed, "max_iter": o["max_iter"], "limits": limits, "timed_out": []}
+        return Job(method, kp, settings, problem.info(m=kp.m, d=kp.d, k=kp.k), deadline=deadline,
+                   progress=progress, context=context)
+
+    def finish(self, job, out):
+        """Every point assigned to its nearest centre; what the time limit cut short said."""
+        from optsolve.kmeans.estimators import assign
+
+        kp, empty, timed_out = job.data, job.context["empty"], job.context["timed_out"]
+        centres = out.solution["centres"]
+        if empty:
+            out.add_message(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} "
+                            "centres).")
+        if timed_out and out.status is Status.OPTIMAL:
+            out.status = Status.TIME_LIMIT
+            out.add_message(f"Time limit of {job.settings['time_limit']:g} s reached: " + "; ".join(timed_out) + ".")
+        assignment, dist = assign(kp.X, centres)
+        out.objective = cost = float(dist.sum())
+        trace(out.iterations, cost, measure=KMEANS_MEASURE, stage="final")
+        used = job.context["used"]
+        job.progress.update(out.iterations, cost=cost, alpha_used=used)
+        out.evaluations = out.iterations + 1  # passes over all the points: each Lloyd step, the assignment
+        job.settings["alpha_used"] = used
+        out.stats = {"m": kp.m, "d": kp.d, "k": kp.k, **out.stats, "alpha_used": used, "empty_clusters": empty,
+                     "sizes": np.bincount(assignment, minlength=centres.shape[0])}
+        out.solution = {"centres": centres.tolist(), "assignment": assignment}
+        return out
+
+    def certify(self, job, result):
+        from optsolve.kmeans import certificate
+
+        return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
+                                 settings=job.settings, limits=job.context["limits"], status=result.status.value,
+                                 deadline=job.deadline)
+
+
+SOLVER = KMeansSolver()
+
+
 def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: bool = True,
                   lloyd_steps: int = LLOYD_STEPS, seed: int | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
@@ -212,169 +430,9 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     ``cost_rtol``, ``cost_atol``, ``assign_tol``, ``label_cost_slack``: the certificate's limits
     (:data:`optsolve.kmeans.certificate.LIMITS`), recorded in the settings.
     """
-    from optsolve.kmeans import certificate
-    from optsolve.kmeans.estimators import assign, clusters, lloyd_restarts
-    from optsolve.kmeans.estimators import lloyd_steps as steps_until
-
-    require_cpu("kmeans", device)
-    method = method or DEFAULT_METHOD
-    if method not in METHODS:
-        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
-    alpha = _alpha_option(alpha)
-    limits = _limits(cost_rtol=cost_rtol, cost_atol=cost_atol, assign_tol=assign_tol,
-                     label_cost_slack=label_cost_slack)
-    if not isinstance(refine, (bool, np.bool_)):
-        raise ParameterError(f"The 'refine' option is True or False (the number of Lloyd steps is 'lloyd_steps'); "
-                             f"got {refine!r}.")
-    if isinstance(lloyd_steps, bool) or not isinstance(lloyd_steps, (int, np.integer)) or lloyd_steps < 0:
-        raise ParameterError(f"The '--lloyd-steps' option must be a nonnegative integer; got {lloyd_steps!r}.")
-    if max_iter is not None and method != "lloyd":
-        raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
-                             f"{method} is not iterative: '--lloyd-steps N' sets the Lloyd steps after it.")
-    allowed = int(lloyd_steps) if refine else 0  # the Lloyd steps allowed after the estimate
-    if time_limit is not None and not (isinstance(time_limit, (int, float)) and time_limit > 0):
-        raise ParameterError(f"The '--time-limit' option must be a number of seconds > 0; got {time_limit!r}.")
-    t0 = time.perf_counter()
-    deadline = clock.deadline(time_limit)
-
-    def late() -> bool:
-        return deadline is not None and time.perf_counter() >= deadline
-
-    kp = prepare(problem)
-    seed = 0 if seed is None else int(seed)
-    settings = {"alpha": alpha, "refine": allowed > 0, "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
-    if time_limit is not None:
-        settings["time_limit"] = float(time_limit)
-    stats = {"iterations": 0, "m": kp.m, "d": kp.d, "k": kp.k}  # iterations: Lloyd steps
-    messages = []
-    status = Status.OPTIMAL
-    timed_out = []  # what the time limit cut short
-    if method == "lloyd":
-        if deadline is None:
-            from sklearn.cluster import KMeans
-
-            km = KMeans(n_clusters=kp.k, n_init=LLOYD_STARTS, random_state=seed, max_iter=max_iter or 300).fit(
-                np.asarray(kp.X, dtype=float))
-            centres, steps = km.cluster_centers_, int(km.n_iter_)
-        else:
-            centres, steps, starts, stopped = lloyd_restarts(kp.X, kp.k, seed, max_iter or 300, deadline, LLOYD_STARTS)
-            stats["lloyd_starts"] = starts
-            if stopped:
-                timed_out.append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut short (the "
-                                 "cheapest kept)")
-        empty, used = [], None
-        stats["iterations"] = steps
-    else:
-        grid = None
-        if alpha == "auto" and method != "labels":
-            grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
-        gathered = method != "sample-centre"  # sample-centre reads the clusters in place
-        parts = cluster_points(kp) if gathered else None
-        cut = []
-
-        def full(a):
-            if gathered:
-                return estimate_centres(kp, method, a, seed, parts, deadline=deadline, cut=cut)
-            return sample_centres(kp, a, seed)
-
-        if grid is None:
-            used = 0.0 if method == "labels" else alpha
-            centres, empty = full(used)
-        else:
-            rng = np.random.default_rng(seed + 1)
-            sub = rng.choice(kp.m, size=SELECTION_POINTS, replace=False) if kp.m > SELECTION_POINTS else None
-            Xs = kp.X if sub is None else np.asarray(kp.X[np.sort(sub)], dtype=float)
-            live_labels = np.flatnonzero(np.bincount(kp.labels, minlength=kp.k))
-            # each alpha of the grid estimated on at most SELECTION_PER_CLUSTER points of every cluster
-            small = []
-            for idx in clusters(kp.labels, kp.k):
-                if idx.size > SELECTION_PER_CLUSTER:
-                    idx = idx[np.sort(rng.choice(idx.size, size=SELECTION_PER_CLUSTER, replace=False))]
-                small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
-            memory.require(problem.source, f"choosing alpha: {len(grid) + 2} tables of {Xs.shape[0]} points x "
-                           f"{len(live_labels)} centres (k = {kp.k})", 8.0 * Xs.shape[0] * len(live_labels) * (len(grid) + 2))
-            candidates = []
-            for a in grid:  # the first value, 0, is the plain centroids: always done
-                if candidates and late():
-                    timed_out.append(f"alpha chosen from the first {len(candidates)} values of the grid")
-                    grid = grid[:len(candidates)]
-                    break
-                candidates.append(estimate_centres(kp, method, a, seed, small)[0])
-            choice, cost, costs = choose_alphas(np.asarray(Xs, dtype=float), candidates, grid)
-            live = [i for i, P in enumerate(small) if P is not None]
-            per_cluster = np.zeros(kp.k)
-            per_cluster[live] = np.asarray(grid)[choice]
-            used = float(per_cluster[live].max())
-            chosen = np.array([candidates[g][j] for j, g in enumerate(choice)])
-            sizes = np.bincount(kp.labels, minlength=kp.k)
-            redo = np.array([small[i].shape[0] < sizes[i] for i in live], dtype=bool)
-            centres, empty = chosen, [i for i, P in enumerate(small) if P is None]
-            if redo.any() and late():
-                timed_out.append("the subsampled clusters' centres kept (not estimated again on all their points)")
-            elif redo.any():  # the subsampled clusters estimated again on all their points
-                again = full(per_cluster)[0]
-                late_rows = np.isin(live, cut)  # clusters the deadline reached keep their sample's centre
-                again[~redo | late_rows] = chosen[~redo | late_rows]
-                if cut:
-                    timed_out.append(f"predicted clusters {cut} keep the centre estimated on their sample")
-                    cut.clear()
-                if float(assign(Xs, again)[1].sum()) <= cost:
-                    centres = again
-                else:
-                    messages.append("The centres estimated on the whole clusters cost more on the selection's "
-                                    "points than those estimated on their samples: the latter are kept.")
-            stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
-            stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
-            stats["selection_cost"] = cost
-        if cut:
-            timed_out.append(f"predicted clusters {cut} given their plain centroid")
-        if allowed and late():
-            timed_out.append("no Lloyd step of the refinement run")
-        elif allowed:
-            if history_active() is not None:  # the estimate's cost, before the Lloyd steps
-                trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
-
-            try:
-                if deadline is None:
-                    from sklearn.cluster import KMeans
-                    from sklearn.exceptions import ConvergenceWarning
-
-                    with warnings.catch_warnings():  # fewer distinct points than centres: the steps are still valid
-                        warnings.simplefilter("ignore", category=ConvergenceWarning)
-                        km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=allowed).fit(
-                            np.asarray(kp.X, dtype=float))
-                    centres, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
-                else:  # steps of its own, the deadline looked at between them
-                    centres, steps, stopped = steps_until(kp.X, centres, allowed, deadline)
-            except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
-                status = Status.INTERRUPTED
-                messages.append("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
-            else:
-                stats["iterations"] = steps
-                if stopped:
-                    timed_out.append(f"{steps} of the {allowed} Lloyd steps of the refinement run")
-    if empty:
-        messages.append(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} centres).")
-    if timed_out and status is Status.OPTIMAL:
-        status = Status.TIME_LIMIT
-        messages.append(f"Time limit of {time_limit:g} s reached: " + "; ".join(timed_out) + ".")
-    assignment, dist = assign(kp.X, centres)
-    cost = float(dist.sum())
-    trace(stats["iterations"], cost, measure=KMEANS_MEASURE, stage="final")
-    progress.update(stats["iterations"], cost=cost, alpha_used=used)
-    stats["evaluations"] = stats["iterations"] + 1  # passes over all the points: each Lloyd step, the assignment
-    settings["alpha_used"] = used
-    stats.update({"alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
-                                                                                     minlength=centres.shape[0])})
-    stats["time_s"] = {"solve": time.perf_counter() - t0}
-    result = Result("kmeans", method, status, " ".join(messages), problem=problem.info(m=kp.m, d=kp.d, k=kp.k),
-                    objective=cost, solution={"centres": centres.tolist(), "assignment": assignment},
-                    stats=stats, settings=settings)
-    with clock.timed(stats["time_s"], "certificate"):
-        result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=cost,
-                                                    settings=settings, limits=limits, status=result.status.value,
-                                                    deadline=deadline))
-    return result
+    return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress, alpha=alpha,
+               refine=refine, lloyd_steps=lloyd_steps, seed=seed, max_iter=max_iter, cost_rtol=cost_rtol,
+               cost_atol=cost_atol, assign_tol=assign_tol, label_cost_slack=label_cost_slack)
 
 
 def solve(X, labels, *, k: int | None = None, method: str = DEFAULT_METHOD, progress: Progress = SILENT,

@@ -2,7 +2,7 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
 from optsolve.kmeans import LLOYD_STEPS, METHODS
 
 OUTPUT_OPTIONS = ()
@@ -10,6 +10,7 @@ OUTPUT_OPTIONS = ()
 
 @click.command("kmeans", context_settings=CONTEXT_SETTINGS)
 @solve_options
+@seed_option
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="sample-centre", show_default=True,
               help="sample-centre: the best of a few sampled candidate centres by trimmed cost, then the mean of "
                    "the (1 - alpha) nearest points. sample-window: per coordinate, the best window of a sorted "

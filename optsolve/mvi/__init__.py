@@ -49,17 +49,16 @@ import time
 
 import numpy as np
 
-from optsolve.core import clock
-from optsolve.core.backend import require_cpu
-from optsolve.core.errors import ParameterError
+from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import active
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.solve import Job, MethodOutput, Solver, run
 from optsolve.mvi.operators import norm2
 from optsolve.mvi.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "ecppa"
-METHODS = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda")
+METHOD_NAMES = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda")
 DEFAULT_TOL = 1e-6
 DEFAULT_MAX_EVALS = 1_000_000
 CONSTANTS_SHARE = 0.5  # of a time limit, at most, for ||M|| and rho of an affine operator
@@ -79,8 +78,6 @@ def _run(method: str, ev, setup) -> dict:
 
 
 def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits):
-    if method not in METHODS:
-        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     for name, value in (("gamma", gamma), ("tol", tol), *limits.items()):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a float in (0, inf); "
@@ -149,13 +146,99 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
     return ev, run, stop
 
 
+def _method(name: str):
+    """``METHODS[name]``: ``optimize`` with that method on the job's problem, as a method's output."""
+
+    def solve_with(job: Job) -> MethodOutput:
+        mp, s = job.data, job.settings
+        ev, counts, stop = optimize(mp, name, rho=job.context["rho"], gamma=s["gamma"], relax=s["relax"],
+                                    sigma=s["sigma"], inner_steps=s["inner_steps"], tol=s["tol"],
+                                    max_evals=s["max_evals"], max_iter=job.context["max_iter"],
+                                    deadline=job.deadline, history=active() is not None, progress=job.progress)
+        if ev.best_z is None:
+            raise SolverError(f"No iterate: {stop.detail or stop.reason}.")
+        z = ev.best_z
+        status = STOPS[stop.reason]
+        reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=s["max_evals"])
+        messages = [n[0].upper() + n[1:] + "." for n in job.context["notes"]]
+        if status is not Status.OPTIMAL:
+            messages.append(f"Stopped: {reason}; the best point has natural residual {ev.best_residual:.3g} "
+                            f"(tolerance {s['tol']:g}).")
+        solution = {"z": z.tolist(), "residual": ev.best_residual,
+                    "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
+        if mp.z_star is not None:
+            solution["distance_to_z_star"] = norm2(z - mp.z_star)
+        stats = {"d": mp.d, "jacobian_evaluations": ev.jacobian_evals, "best_at_evaluation": ev.best_eval,
+                 "inner_iterations": counts.get("inner"), "max_inner": counts.get("max_inner"),
+                 "L": mp.L, "rho": job.context["rho"]}
+        if counts.get("gamma_max"):
+            stats["gamma"] = [counts["gamma_min"], counts["gamma_max"]]
+        return MethodOutput(status, solution, " ".join(messages), iterations=counts.get("outer"),
+                            evaluations=ev.evals, stats=stats)
+
+    return solve_with
+
+
+METHODS = {name: _method(name) for name in METHOD_NAMES}
+
+
+class MviSolver(Solver):
+    command = "mvi"
+    methods = METHODS
+    default_method = DEFAULT_METHOD
+
+    def setup(self, problem, method, options, deadline, progress) -> Job:
+        o = options
+        extra_limits = {"feas_tol": o["feas_tol"], "residual_rtol": o["residual_rtol"],
+                        "residual_atol": o["residual_atol"]}
+        _check_options(method, o["gamma"], o["relax"], o["sigma"], o["tol"], o["max_evals"], o["inner_steps"],
+                       extra_limits)
+        rho, lipschitz = o["rho"], o["lipschitz"]
+        if rho is not None and not math.isfinite(rho):
+            raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
+        if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
+            raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
+        # the operator's constants may take at most half the time left: the rest is the solve's
+        constants_by = None if deadline is None else time.perf_counter() + CONSTANTS_SHARE * (deadline - time.perf_counter())
+        mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, deadline=constants_by)
+        notes = list(mp.notes)
+        given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
+        options_given = f"the option{'s' * (len(given) > 1)} {' and '.join(given)}"
+        where = (f"{problem.source}: its operator's constants and {options_given} give " if given
+                 else f"{problem.source}: its operator's constants give ")
+        rho_used = _range_check(mp, method, o["gamma"], o["force"], notes, where)
+        tol = DEFAULT_TOL if o["tol"] is None else float(o["tol"])
+        budget = DEFAULT_MAX_EVALS if o["max_evals"] is None else int(o["max_evals"])
+        if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and o["gamma"] is None:
+            notes.append("L unknown: the step comes from the largest secant ||F(z) - F(z')|| / ||z - z'|| seen "
+                         "(give '--lipschitz' for a guaranteed step)")
+        from optsolve.mvi import certificate
+
+        limits = certificate.resolve(dict(extra_limits, tol=tol))
+        settings = {"operator": o["operator"], "gamma": o["gamma"], "relax": o["relax"], "sigma": o["sigma"],
+                    "rho": mp.rho, "lipschitz": mp.L, "max_evals": budget, "inner_steps": o["inner_steps"],
+                    "force": o["force"], "time_limit": o["time_limit"], **limits}
+        return Job(method, mp, settings, problem.info(d=mp.d), deadline=deadline, progress=progress,
+                   context={"rho": rho_used, "notes": notes, "max_iter": o["max_iter"], "limits": limits})
+
+    def certify(self, job, result):
+        from optsolve.mvi import certificate
+
+        return certificate.check(job.problem, result.solution, method=job.method, objective=None,
+                                 settings=job.settings, limits=job.context["limits"], status=result.status.value,
+                                 operator=job.settings["operator"])
+
+
+SOLVER = MviSolver()
+
+
 def solve_problem(problem, *, method: str | None = None, operator: str | None = None, gamma: float | None = None,
                   relax: float | None = None, sigma: float | None = None, rho: float | None = None,
                   lipschitz: float | None = None, tol: float | None = None, max_evals: int | None = None,
                   inner_steps: int | None = None, force: bool = False, feas_tol: float | None = None,
                   residual_rtol: float | None = None, residual_atol: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
-                  seed: int | None = None, progress: Progress = SILENT) -> Result:
+                  progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.mvi.problems.SCHEMA`); the certificate is attached.
 
     ``operator``: a user operator ``module:function`` (instead of the file's); ``gamma``: a
@@ -168,68 +251,10 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     :data:`optsolve.mvi.certificate.LIMITS`). ``time_limit`` bounds the whole call, the constants
     of the operator and the certificate included.
     """
-    from optsolve.mvi import certificate
-
-    deadline = clock.deadline(time_limit)
-    require_cpu("mvi", device)
-    method = method or DEFAULT_METHOD
-    extra_limits = {"feas_tol": feas_tol, "residual_rtol": residual_rtol, "residual_atol": residual_atol}
-    _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, extra_limits)
-    if rho is not None and not math.isfinite(rho):
-        raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
-    if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
-        raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
-    t0 = time.perf_counter()
-    # the operator's constants may take at most half the time left: the rest is the solve's
-    constants_by = None if deadline is None else time.perf_counter() + CONSTANTS_SHARE * (deadline - time.perf_counter())
-    mp = prepare(problem, operator, lipschitz=lipschitz, rho=rho, deadline=constants_by)
-    notes = list(mp.notes)
-    given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
-    options = f"the option{'s' * (len(given) > 1)} {' and '.join(given)}"
-    where = (f"{problem.source}: its operator's constants and {options} give " if given
-             else f"{problem.source}: its operator's constants give ")
-    rho_used = _range_check(mp, method, gamma, force, notes, where)
-    tol = DEFAULT_TOL if tol is None else float(tol)
-    budget = DEFAULT_MAX_EVALS if max_evals is None else int(max_evals)
-    if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and gamma is None:
-        notes.append("L unknown: the step comes from the largest secant ||F(z) - F(z')|| / ||z - z'|| seen "
-                     "(give '--lipschitz' for a guaranteed step)")
-    ev, run, stop = optimize(mp, method, rho=rho_used, gamma=gamma, relax=relax, sigma=sigma, inner_steps=inner_steps,
-                             tol=tol, max_evals=budget, max_iter=max_iter, deadline=deadline,
-                             history=active() is not None, progress=progress)
-    if ev.best_z is None:
-        from optsolve.core.errors import SolverError
-
-        raise SolverError(f"No iterate: {stop.detail or stop.reason}.")
-    z = ev.best_z
-    status = STOPS[stop.reason]
-    reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=budget)
-    messages = [n[0].upper() + n[1:] + "." for n in notes]
-    if status is not Status.OPTIMAL:
-        messages.append(f"Stopped: {reason}; the best point has natural residual {ev.best_residual:.3g} "
-                        f"(tolerance {tol:g}).")
-    solution = {"z": z.tolist(), "residual": ev.best_residual,
-                "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
-    if mp.z_star is not None:
-        solution["distance_to_z_star"] = norm2(z - mp.z_star)
-    stats = {"iterations": run.get("outer"), "evaluations": ev.evals, "d": mp.d,
-             "jacobian_evaluations": ev.jacobian_evals, "best_at_evaluation": ev.best_eval,
-             "inner_iterations": run.get("inner"), "max_inner": run.get("max_inner"),
-             "L": mp.L, "rho": rho_used}
-    if run.get("gamma_max"):
-        stats["gamma"] = [run["gamma_min"], run["gamma_max"]]
-    stats["time_s"] = {"solve": time.perf_counter() - t0}
-    limits = certificate.resolve(dict(extra_limits, tol=tol))
-    settings = {"operator": operator, "gamma": gamma, "relax": relax, "sigma": sigma, "rho": mp.rho,
-                "lipschitz": mp.L, "max_evals": budget, "inner_steps": inner_steps, "force": force,
-                "time_limit": time_limit, **limits}
-    result = Result("mvi", method, status, " ".join(messages), problem=problem.info(d=mp.d), solution=solution,
-                    stats=stats, settings=settings)
-    with clock.timed(stats["time_s"], "certificate"):
-        result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=None,
-                                                    settings=settings, limits=limits, status=result.status.value,
-                                                    operator=operator))
-    return result
+    return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress,
+               operator=operator, gamma=gamma, relax=relax, sigma=sigma, rho=rho, lipschitz=lipschitz, tol=tol,
+               max_evals=max_evals, inner_steps=inner_steps, force=force, feas_tol=feas_tol,
+               residual_rtol=residual_rtol, residual_atol=residual_atol, max_iter=max_iter)
 
 
 def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEFAULT_METHOD, progress: Progress = SILENT,

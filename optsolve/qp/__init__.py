@@ -22,21 +22,21 @@ vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OS
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
+from typing import Callable
 
 import numpy as np
 
 from optsolve.core import clock
 from optsolve.qp import defaults
-from optsolve.core.backend import require_cpu
 from optsolve.core.errors import InputError, ParameterError, SolverError, positive_option
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.solve import Job, MethodOutput, Solver, run
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
-DEFAULT_METHOD = "auto"  # see default_method()
+DEFAULT_METHOD = "auto"  # the rule of optsolve.qp.auto: a KKT solve, PIQP, or ADMM handed over to PIQP
 DEFAULT_EPS = defaults.EPS
 MAX_SCALING = 1000
 TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
@@ -184,13 +184,6 @@ def engine_comm(engine: str):
     return MPIRanks(MPI.COMM_WORLD)
 
 
-def default_method(qp: QPProblem) -> str:
-    """``auto`` for every problem: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over
-    to PIQP). The methods for partitioned problems stay available by name: measured whole, ADMM is faster
-    than them on partitioned files too."""
-    return DEFAULT_METHOD
-
-
 def _load_policy(path: str, kinds: tuple[str, ...]):
     from optsolve.qp.policy import Policy
 
@@ -311,7 +304,7 @@ def _auto(qp, s, progress, x0, y0):
                     "prim_inf_cert": None, "dual_inf_cert": None}
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first == "piqp":
-        out = METHODS["piqp"](qp, s, progress, None, None)
+        out = RUNS["piqp"](qp, s, progress, None, None)
         if out["status"] in ("infeasible", "unbounded") or (
                 out["status"] == "optimal" and out["x"] is not None and peers.passes(qp, s, out["x"], out["y"])):
             out["stats"]["method_used"] = "piqp"
@@ -341,9 +334,10 @@ def _no_variables(qp: QPProblem) -> dict:
             "prim_inf_cert": None, "dual_inf_cert": None}
 
 
-METHODS = {"auto": _auto, "admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
-           "deepdistributed": _deepdistributed, "piqp": _interior_point_peer("piqp"),
-           "clarabel": _interior_point_peer("clarabel")}
+# each method in the form auto and the learned methods call: (qp, settings, progress, x0, y0) -> dict
+RUNS = {"auto": _auto, "admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
+        "deepdistributed": _deepdistributed, "piqp": _interior_point_peer("piqp"),
+        "clarabel": _interior_point_peer("clarabel")}
 DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0,
                "piqp": 0.1, "clarabel": 0.1}
 
@@ -353,8 +347,6 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
                      policy=None, residual_balancing=False, engine="local", cert_tol=None, obj_rtol=None, obj_atol=None):
     from optsolve.qp.certificate import LIMITS
 
-    if method not in METHODS:
-        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     if not (0 < float(alpha) < 2):
@@ -403,6 +395,92 @@ def _limit_option(lim, value) -> float:
     return positive_option(lim.name.replace("_", "-"), value)
 
 
+def _method(found: Callable) -> Callable:
+    """``METHODS[name]``: ``found(qp, settings, progress, x0, y0) -> dict`` (the form the methods above share, so that
+    auto and the learned methods call admm and piqp) as a method's output: the answer, or the certificate of an
+    infeasible or unbounded problem."""
+
+    def solve_with(job: Job) -> MethodOutput:
+        qp = job.data
+        try:
+            out = found(qp, job.settings, job.progress, *job.context["warm_start"])
+        except RuntimeError as exc:  # a KKT matrix that float64 cannot factor (entries near 1e300)
+            if "singular" not in str(exc).lower():
+                raise
+            raise SolverError(f"{job.problem.source}: the KKT matrix cannot be factored in float64 ({exc}); rescale "
+                              "the data (entries of magnitude near 1e300 or 1e-300 are beyond it).") from None
+        return _output(job, out)
+
+    return solve_with
+
+
+def _output(job: Job, out: dict) -> MethodOutput:
+    qp, s = job.data, job.settings
+    status = Status(out["status"])
+    stats = dict(out["stats"])
+    result = MethodOutput(status, None, iterations=stats.pop("iterations", None),
+                          evaluations=stats.pop("evaluations", None), stats=stats)
+    if status is Status.INFEASIBLE:
+        result.solution = {"certificate_kind": "infeasible", "prim_inf_cert": out["prim_inf_cert"]}
+        result.message = "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0."
+    elif status is Status.UNBOUNDED:
+        result.solution = {"certificate_kind": "unbounded", "dual_inf_cert": out["dual_inf_cert"]}
+        result.message = ("Unbounded (dual infeasible): dual_inf_cert dx has q'dx < 0, P dx ~ 0 and A dx in the "
+                          "bounds' cone.")
+    elif out.get("x") is not None:
+        result.solution = {"x": out["x"], "y": out["y"], "z": out["z"]}
+        result.objective = qp.objective(out["x"])
+    if out.get("message"):
+        result.add_message(out["message"])
+    if status is Status.MAX_ITER:
+        result.add_message(f"Iteration limit {s['max_iter']} reached; the last iterate is written.")
+    elif status is Status.TIME_LIMIT:
+        result.add_message(f"Time limit {s['time_limit']:g} s reached; the last iterate is written.")
+    if qp.P_storage == "upper":
+        result.stats["P_storage"] = "upper"
+    return result
+
+
+METHODS = {name: _method(found) for name, found in RUNS.items()}
+
+
+class QPSolver(Solver):
+    command = "qp"
+    methods = METHODS
+    default_method = DEFAULT_METHOD
+
+    def setup(self, problem, method, options, deadline, progress) -> Job:
+        qp = prepare(problem)
+        o = {k: v for k, v in options.items() if k not in ("device", "warm_start")}
+        s = resolve_settings(method, **o)
+        warm_start = options["warm_start"]
+        x0_y0 = _warm_start(warm_start, qp)
+        s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
+        return Job(method, qp, s, problem.info(n=qp.n, m=qp.m), deadline=deadline, progress=progress,
+                   context={"warm_start": x0_y0})
+
+    def screen(self, job):
+        return _output(job, _no_variables(job.data)) if job.data.n == 0 else None
+
+    def certify(self, job, result):
+        from optsolve.qp import certificate
+
+        s = job.settings
+        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
+        return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
+                                 settings=s, limits=limits, status=result.status.value)
+
+    def judge(self, job, result):
+        claim = result.solution.get("certificate_kind")
+        if claim in ("infeasible", "unbounded") and not result.certificate.holds:
+            result.status = Status.MAX_ITER
+            result.add_message(f"The {claim} claim failed its certificate "
+                               f"({result.certificate.describe_failures()}); reported as max_iter.")
+
+
+SOLVER = QPSolver()
+
+
 def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAULT_EPS, eps_rel: float = DEFAULT_EPS,
                   max_iter: int | None = None, time_limit: float | None = None, rho: float | None = None,
                   sigma: float = defaults.SIGMA, alpha: float = defaults.ALPHA, scaling: int = defaults.SCALING,
@@ -411,74 +489,14 @@ def solve_problem(problem, *, method: str | None = None, eps_abs: float = DEFAUL
                   polish: bool = False, refine: bool = True, mu: float = 1.0, nodes: int | None = None,
                   policy: str | None = None, residual_balancing: bool = False, engine: str = "local", warm_start=None,
                   cert_tol: float | None = None, obj_rtol: float | None = None, obj_atol: float | None = None,
-                  device: str = "auto",
-                  seed: int | None = None,
-                  progress: Progress = SILENT) -> Result:
+                  device: str = "auto", progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.qp.problems.SCHEMA`); the certificate is attached."""
-    from optsolve.qp import certificate
-
-    require_cpu("qp", device)
-    t0 = time.perf_counter()
-    qp = prepare(problem)
-    method = method or default_method(qp)
-    s = resolve_settings(method, eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, time_limit=time_limit,
-                         rho=rho, sigma=sigma, alpha=alpha, scaling=scaling, adaptive_rho=adaptive_rho,
-                         check_every=check_every, eps_prim_inf=eps_prim_inf, eps_dual_inf=eps_dual_inf,
-                         polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy, residual_balancing=residual_balancing,
-                         engine=engine, cert_tol=cert_tol, obj_rtol=obj_rtol, obj_atol=obj_atol)
-    x0, y0 = _warm_start(warm_start, qp)
-    s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
-    t_prep = time.perf_counter()
-    run = dict(s)
-    # the methods take their deadline from clock.remaining: from the command's start, or (called from
-    # Python, where no command started the clock) from the start of this call, preparation included
-    with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
-        try:
-            out = _no_variables(qp) if qp.n == 0 else METHODS[method](qp, run, progress, x0, y0)
-        except RuntimeError as exc:  # a KKT matrix that float64 cannot factor (entries near 1e300)
-            if "singular" not in str(exc).lower():
-                raise
-            raise SolverError(f"{problem.source}: the KKT matrix cannot be factored in float64 ({exc}); rescale "
-                              "the data (entries of magnitude near 1e300 or 1e-300 are beyond it).") from None
-    s.update({k: v for k, v in run.items() if k != "time_limit"})  # what the method recorded (its policy)
-    t_solve = time.perf_counter()
-    status = Status(out["status"])
-    solution, objective = {}, None
-    if status is Status.INFEASIBLE:
-        solution = {"certificate_kind": "infeasible", "prim_inf_cert": out["prim_inf_cert"]}
-        message = "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0."
-    elif status is Status.UNBOUNDED:
-        solution = {"certificate_kind": "unbounded", "dual_inf_cert": out["dual_inf_cert"]}
-        message = "Unbounded (dual infeasible): dual_inf_cert dx has q'dx < 0, P dx ~ 0 and A dx in the bounds' cone."
-    else:
-        message = ""
-        if out.get("x") is not None:
-            solution = {"x": out["x"], "y": out["y"], "z": out["z"]}
-            objective = qp.objective(out["x"])
-    stats = dict(out["stats"])
-    times = stats.pop("time_s", {})
-    stats["time_s"] = {"prepare": t_prep - t0, "solve": t_solve - t_prep,
-                       **{k: v for k, v in times.items() if v is not None}}
-    if qp.P_storage == "upper":
-        stats["P_storage"] = "upper"
-    result = Result("qp", method, status, message, problem=problem.info(n=qp.n, m=qp.m), objective=objective,
-                    solution=solution or None, stats=stats, settings=s)
-    if out.get("message"):
-        result.add_message(out["message"])
-    if status is Status.MAX_ITER:
-        result.add_message(f"Iteration limit {s['max_iter']} reached; the last iterate is written.")
-    elif status is Status.TIME_LIMIT:
-        result.add_message(f"Time limit {s['time_limit']:g} s reached; the last iterate is written.")
-    if solution:
-        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
-        with clock.timed(stats["time_s"], "certificate"):
-            result.attach_certificate(certificate.check(problem, solution, method=method, objective=objective,
-                                                        settings=s, limits=limits, status=status.value))
-        if status in (Status.INFEASIBLE, Status.UNBOUNDED) and not result.certificate.holds:
-            result.status = Status.MAX_ITER
-            result.add_message(f"The {status.value} claim failed its certificate "
-                               f"({result.certificate.describe_failures()}); reported as max_iter.")
-    return result
+    return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress,
+               eps_abs=eps_abs, eps_rel=eps_rel, max_iter=max_iter, rho=rho, sigma=sigma, alpha=alpha,
+               scaling=scaling, adaptive_rho=adaptive_rho, check_every=check_every, eps_prim_inf=eps_prim_inf,
+               eps_dual_inf=eps_dual_inf, polish=polish, refine=refine, mu=mu, nodes=nodes, policy=policy,
+               residual_balancing=residual_balancing, engine=engine, warm_start=warm_start, cert_tol=cert_tol,
+               obj_rtol=obj_rtol, obj_atol=obj_atol)
 
 
 def solve(P, q, A=None, l=None, u=None, *, r: float | None = None, method: str | None = None,

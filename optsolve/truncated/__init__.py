@@ -19,14 +19,13 @@ import time
 import numpy as np
 
 from optsolve.core import clock, memory
-from optsolve.core.backend import require_cpu
 from optsolve.core.errors import OptsolveError, ParameterError, SolverError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.solve import Job, MethodOutput, Solver, run
 from optsolve.truncated.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "newton"
-METHODS = ("newton", "psgd", "dgtz", "naive")
 STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": Status.MAX_ITER,
          "limit": Status.MAX_ITER, "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR,
          "runoff": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
@@ -43,8 +42,6 @@ CERTIFICATE_TIME_SHARE = 0.2
 
 def _check_options(method, tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
                    objective_atol):
-    if method not in METHODS:
-        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(METHODS)}")
     if tol is not None and not 0 < tol <= 1:
         raise ParameterError(f"The '--tol' option must be a number in (0, 1]; got {tol!r}.")
     if radius is not None and not (radius > 0 and math.isfinite(radius)):
@@ -96,6 +93,150 @@ def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, 
                    progress=progress, alpha0=alpha0)
 
 
+def _method(name: str):
+    """``METHODS[name]``: :func:`estimate` with that method on the job's samples, as a method's output."""
+
+    def solve_with(job: Job) -> MethodOutput:
+        tp, s, c = job.data, job.settings, job.context
+        try:
+            found = estimate(tp, c["Z"], name, c["rng"], tol=s["tol"], radius=s["radius"], max_calls=s["max_evals"],
+                             deadline=c["deadline"], progress=job.progress, oracle=c["counter"], alpha0=c["alpha0"])
+        except np.linalg.LinAlgError as exc:
+            raise SolverError(f"The {name} estimate failed numerically ({exc}); the samples may be too badly scaled "
+                              "or too few for their dimension.") from None
+        c["found"] = found
+        theta = found["theta"]
+        messages = [text[0].upper() + text[1:] + "." for text in found.get("notes", []) + [found["reason"]] if text]
+        if not tp.family.valid(theta):
+            raise SolverError(" ".join(messages + ["The estimate is not a valid distribution of the family."]))
+        solution = {k: np.asarray(v).tolist() for k, v in tp.to_original(theta).items()}
+        if c["held"] is not None:
+            solution["holdout_rows"] = c["held"].tolist()
+        # iterations: Newton steps over all batches (newton), SGD steps (psgd, dgtz), none (naive);
+        # evaluations: membership-oracle calls, the papers' measure of work
+        steps = sum(b["newton_steps"] for b in found["batches"]) if "batches" in found else found.get("steps", 0)
+        stats = {"n": tp.n, "d": tp.d, "family": tp.family.name, "samples_drawn": int(found.get("samples_drawn", 0))}
+        for key in ("alpha0", "radius", "radius_doublings", "ess"):
+            if key in found:
+                stats[key] = found[key]
+        if "batches" in found:
+            stats["batches"] = found["batches"]
+        return MethodOutput(STOPS[found["stop"]], solution, " ".join(messages), iterations=int(steps),
+                            evaluations=c["counter"].calls, stats=stats)
+
+    return solve_with
+
+
+METHODS = {name: _method(name) for name in ("newton", "psgd", "dgtz", "naive")}
+
+
+class TruncatedSolver(Solver):
+    command = "truncated"
+    methods = METHODS
+    default_method = DEFAULT_METHOD
+
+    def setup(self, problem, method, options, deadline, progress) -> Job:
+        from optsolve.truncated import certificate
+
+        o = options
+        _check_options(method, o["tol"], o["radius"], o["max_evals"], o["bootstrap"], o["holdout"], o["max_iter"],
+                       o["objective_rtol"], o["objective_atol"])
+        tp = prepare(problem, o["oracle"])
+        _check_sizes(tp, method, o["tol"], o["bootstrap"])
+        seed = 0 if o["seed"] is None else int(o["seed"])
+        rng = np.random.default_rng(seed)
+        fit_rows = np.arange(tp.n)
+        held = None
+        if o["holdout"]:
+            perm = rng.permutation(tp.n)  # the certificate redraws these rows from the seed
+            k = max(1, int(round(o["holdout"] * tp.n)))
+            held, fit_rows = np.sort(perm[:k]), np.sort(perm[k:])
+            if fit_rows.size < tp.d + 2:
+                raise ParameterError(f"The '--holdout' option leaves {fit_rows.size} samples to fit; too few for "
+                                     f"d = {tp.d}.")
+        counter = tp.oracle()
+        alpha0 = None
+        max_evals = o["max_evals"]
+        if method != "naive":  # alpha_0 by the certificate's seeded draws, so that verify finds the same R_0
+            alpha0 = certificate.initial_mass(problem, tp.membership, most=max_evals)
+            counter.calls += alpha0[1]
+            if not alpha0[0] and alpha0[1] < sum(certificate.ALPHA0_DRAWS):
+                raise BudgetError(f"The oracle budget of {max_evals} calls (--max-evals) ends before "
+                                  f"alpha_0 is measured: {alpha0[1]} proposals of the samples' own fit gave no "
+                                  f"point in the set, and the next batch has {certificate.ALPHA0_DRAWS[1]}.")
+        settings = {"tol": o["tol"], "radius": o["radius"], "holdout": o["holdout"],
+                    "objective_rtol": o["objective_rtol"], "objective_atol": o["objective_atol"],
+                    "max_evals": max_evals, "seed": seed, "bootstrap": o["bootstrap"], "oracle": o["oracle"]}
+        # the estimate and the bootstrap stop at their share of the time limit, the certificate's draws at the limit
+        context = {"Z": tp.Z[fit_rows], "fit_rows": fit_rows, "held": held, "rng": rng, "counter": counter,
+                   "alpha0": alpha0, "deadline": clock.deadline(o["time_limit"], share=1.0 - CERTIFICATE_TIME_SHARE)}
+        return Job(method, tp, settings, problem.info(n=tp.n, d=tp.d), deadline=deadline, progress=progress,
+                   context=context)
+
+    def finish(self, job, out):
+        """The bootstrap's intervals, and the settings and limits the run's radius completes."""
+        from optsolve.truncated import certificate
+
+        tp, s, c = job.data, job.settings, job.context
+        bootstrap = s["bootstrap"]
+        if bootstrap:
+            intervals, done, late = _bootstrap(tp, c["fit_rows"], job.method, c["rng"], int(bootstrap), tol=s["tol"],
+                                               radius=s["radius"], deadline=c["deadline"], oracle=c["counter"])
+            out.solution.update(intervals)
+            out.stats["bootstrap_resamples"] = done
+            out.evaluations = c["counter"].calls
+            if late:
+                out.add_message(f"The time limit stopped the bootstrap with {done} of {bootstrap} resamples estimated.")
+                if out.status is Status.OPTIMAL:
+                    out.status = Status.TIME_LIMIT
+            elif done < bootstrap:
+                out.add_message(f"The bootstrap intervals come from {done} of {bootstrap} resamples (the others gave "
+                                "no estimate).")
+        keeps_region = job.method in ("newton", "psgd")
+        limits = {"tol": s["tol"] if s["tol"] is not None else certificate.DEFAULT_TOL,
+                  "radius": c["found"].get("radius", s["radius"]) if keeps_region else None,
+                  "holdout": s["holdout"], "objective_rtol": s["objective_rtol"], "objective_atol": s["objective_atol"]}
+        c["limits"] = limits = certificate.resolved_limits(limits)
+        job.settings = dict(limits, radius=limits["radius"] if keeps_region else s["radius"],
+                            max_evals=s["max_evals"], seed=s["seed"], bootstrap=bootstrap, oracle=s["oracle"])
+        return out
+
+    def certify(self, job, result):
+        """The certificate's seeded draws measure alpha_hat, which completes the solution and the objective,
+        then the checks."""
+        from optsolve.truncated import certificate
+        from optsolve.truncated.sampling import clopper_pearson
+
+        tp, c, solution = job.data, job.context, result.solution
+        draws = certificate.measure(job.problem, solution, limits=c["limits"], settings=job.settings,
+                                    oracle=job.settings["oracle"], deadline=job.deadline)
+        if draws is not None and draws.hits:
+            solution["alpha_hat"] = draws.alpha
+            solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals))
+            Z, theta = c["Z"], c["found"]["theta"]
+            n = Z.shape[0]
+            Tbar = tp.family.moments(Z, np.full(n, 1.0 / n))
+            logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
+            result.objective = float(-theta @ Tbar + tp.family.A(theta) - tp.family.log_h(Z).mean() + logdet
+                                     + math.log(draws.alpha))
+        else:
+            solution["alpha_hat"] = None
+            solution["alpha_interval"] = None
+        if draws is not None:
+            result.stats["certificate_proposals"] = draws.proposals
+            if draws.cut:
+                result.add_message(f"The time limit cut the certificate's draws at {draws.hits} of the {draws.wanted} "
+                                   "accepted draws wanted.")
+                if result.status is Status.OPTIMAL:
+                    result.status = Status.TIME_LIMIT
+        return certificate.check(job.problem, solution, method=job.method, objective=result.objective,
+                                 settings=job.settings, limits=c["limits"], status=result.status.value,
+                                 oracle=job.settings["oracle"], draws=draws)
+
+
+SOLVER = TruncatedSolver()
+
+
 def solve_problem(problem, *, method: str | None = None, tol: float | None = None, radius: float | None = None,
                   max_evals: int | None = None, bootstrap: int | None = None, holdout: float | None = None,
                   objective_rtol: float | None = None, objective_atol: float | None = None,
@@ -114,112 +255,10 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
     ``time_limit`` holds for the whole solve: the estimate and the bootstrap stop at 80% of it,
     the certificate's draws at the limit (status time_limit when they are cut).
     """
-    from optsolve.truncated import certificate
-    from optsolve.truncated.sampling import clopper_pearson
-
-    require_cpu("truncated", device)
-    method = method or DEFAULT_METHOD
-    _check_options(method, tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
-                   objective_atol)
-    t0 = time.perf_counter()
-    hard = clock.deadline(time_limit)
-    deadline = clock.deadline(time_limit, share=1.0 - CERTIFICATE_TIME_SHARE)
-    tp = prepare(problem, oracle)
-    _check_sizes(tp, method, tol, bootstrap)
-    seed = 0 if seed is None else int(seed)
-    rng = np.random.default_rng(seed)
-    fit_rows = np.arange(tp.n)
-    held = None
-    if holdout:
-        perm = rng.permutation(tp.n)  # the certificate redraws these rows from the seed
-        k = max(1, int(round(holdout * tp.n)))
-        held, fit_rows = np.sort(perm[:k]), np.sort(perm[k:])
-        if fit_rows.size < tp.d + 2:
-            raise ParameterError(f"The '--holdout' option leaves {fit_rows.size} samples to fit; too few for d = {tp.d}.")
-    Z = tp.Z[fit_rows]
-    counter = tp.oracle()
-    alpha0 = None
-    if method != "naive":  # alpha_0 by the certificate's seeded draws, so that verify finds the same R_0
-        alpha0 = certificate.initial_mass(problem, tp.membership, most=max_evals)
-        counter.calls += alpha0[1]
-        if not alpha0[0] and alpha0[1] < sum(certificate.ALPHA0_DRAWS):
-            raise BudgetError(f"The oracle budget of {max_evals} calls (--max-evals) ends before "
-                              f"alpha_0 is measured: {alpha0[1]} proposals of the samples' own fit gave no point "
-                              f"in the set, and the next batch has {certificate.ALPHA0_DRAWS[1]}.")
-    try:
-        run = estimate(tp, Z, method, rng, tol=tol, radius=radius, max_calls=max_evals, deadline=deadline,
-                       progress=progress, oracle=counter, alpha0=alpha0)
-    except np.linalg.LinAlgError as exc:
-        raise SolverError(f"The {method} estimate failed numerically ({exc}); the samples may be too badly scaled "
-                          "or too few for their dimension.") from None
-    theta = run["theta"]
-    status = STOPS[run["stop"]]
-    messages = [text[0].upper() + text[1:] + "." for text in run.get("notes", []) + [run["reason"]] if text]
-    if not tp.family.valid(theta):
-        raise SolverError(" ".join(messages + ["The estimate is not a valid distribution of the family."]))
-    params = tp.to_original(theta)
-    solution = {k: np.asarray(v).tolist() for k, v in params.items()}
-    if held is not None:
-        solution["holdout_rows"] = held.tolist()
-    # iterations: Newton steps over all batches (newton), SGD steps (psgd, dgtz), none (naive);
-    # evaluations: membership-oracle calls, the papers' measure of work
-    steps = sum(b["newton_steps"] for b in run["batches"]) if "batches" in run else run.get("steps", 0)
-    stats = {"iterations": int(steps), "evaluations": counter.calls, "n": tp.n, "d": tp.d,
-             "family": tp.family.name, "samples_drawn": int(run.get("samples_drawn", 0))}
-    for key in ("alpha0", "radius", "radius_doublings", "ess"):
-        if key in run:
-            stats[key] = run[key]
-    if "batches" in run:
-        stats["batches"] = run["batches"]
-    if bootstrap:
-        intervals, done, late = _bootstrap(tp, fit_rows, method, rng, int(bootstrap), tol=tol, radius=radius,
-                                           deadline=deadline, oracle=counter)
-        solution.update(intervals)
-        stats["bootstrap_resamples"] = done
-        stats["evaluations"] = counter.calls
-        if late:
-            messages.append(f"The time limit stopped the bootstrap with {done} of {bootstrap} resamples estimated.")
-            if status is Status.OPTIMAL:
-                status = Status.TIME_LIMIT
-        elif done < bootstrap:
-            messages.append(f"The bootstrap intervals come from {done} of {bootstrap} resamples (the others gave "
-                            "no estimate).")
-    stats["time_s"] = {"solve": time.perf_counter() - t0}
-    keeps_region = method in ("newton", "psgd")
-    limits = {"tol": tol if tol is not None else certificate.DEFAULT_TOL,
-              "radius": run.get("radius", radius) if keeps_region else None,
-              "holdout": holdout, "objective_rtol": objective_rtol, "objective_atol": objective_atol}
-    limits = certificate.resolved_limits(limits)
-    settings = dict(limits, radius=limits["radius"] if keeps_region else radius, max_evals=max_evals,
-                    seed=seed, bootstrap=bootstrap, oracle=oracle)
-    t = time.perf_counter()
-    draws = certificate.measure(problem, solution, limits=limits, settings=settings, oracle=oracle, deadline=hard)
-    objective = None
-    if draws is not None and draws.hits:
-        solution["alpha_hat"] = draws.alpha
-        solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals))
-        n = Z.shape[0]
-        Tbar = tp.family.moments(Z, np.full(n, 1.0 / n))
-        logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
-        objective = float(-theta @ Tbar + tp.family.A(theta) - tp.family.log_h(Z).mean() + logdet
-                          + math.log(draws.alpha))
-    else:
-        solution["alpha_hat"] = None
-        solution["alpha_interval"] = None
-    if draws is not None:
-        stats["certificate_proposals"] = draws.proposals
-        if draws.cut:
-            messages.append(f"The time limit cut the certificate's draws at {draws.hits} of the {draws.wanted} "
-                            "accepted draws wanted.")
-            if status is Status.OPTIMAL:
-                status = Status.TIME_LIMIT
-    result = Result("truncated", method, status, " ".join(messages), problem=problem.info(n=tp.n, d=tp.d),
-                    objective=objective, solution=solution, stats=stats, settings=settings)
-    result.attach_certificate(certificate.check(problem, result.solution, method=method, objective=objective,
-                                                settings=settings, limits=limits, status=status.value,
-                                                oracle=oracle, draws=draws))
-    stats["time_s"]["certificate"] = time.perf_counter() - t
-    return result
+    return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress, tol=tol,
+               radius=radius, max_evals=max_evals, bootstrap=bootstrap, holdout=holdout,
+               objective_rtol=objective_rtol, objective_atol=objective_atol, oracle=oracle, seed=seed,
+               max_iter=max_iter)
 
 
 def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tuple[dict, int, bool]:

@@ -2,7 +2,7 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
 from optsolve.truncated import METHODS
 
 OUTPUT_OPTIONS = ()
@@ -10,6 +10,7 @@ OUTPUT_OPTIONS = ()
 
 @click.command("truncated", context_settings=CONTEXT_SETTINGS)
 @solve_options
+@seed_option
 @click.option("--method", type=click.Choice(sorted(METHODS)), default="newton", show_default=True,
               help="newton: Newton steps inside the region L(theta) <= L(theta0) + R, rejection draws reused by "
                    "importance weights. psgd: the paper's projected SGD. dgtz: Daskalakis et al. 2018 (tuned). "

@@ -1,0 +1,151 @@
+"""The one solve pipeline every command goes through.
+
+Each solver package describes itself by a :class:`Solver`: its command, its ``METHODS``
+table and three steps of its own (``setup``: check the options and prepare the problem;
+``certify``: its independent certificate; optionally ``finish`` and ``judge``). :func:`run`
+does the rest the same way for all six:
+
+1. the method's name is checked against ``METHODS`` and a CPU-only command refuses a GPU;
+2. the clock starts, so that ``time_limit`` counts from the command's start (or from the
+   call, in Python) and every deadline is on ``time.perf_counter``;
+3. ``setup`` makes a :class:`Job`: the prepared problem, the settings recorded in the
+   document, the deadline and the progress reporter;
+4. ``METHODS[name](job)`` returns a :class:`MethodOutput` (unless ``screen`` answers first, as for
+   a problem proven infeasible before any method runs), which ``finish`` may complete;
+5. the :class:`~optsolve.core.result.Result` is assembled with the same stats keys in every
+   document (``iterations``, ``evaluations``, ``time_s``) and the certificate is attached and
+   timed; ``judge`` may then act on its verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from optsolve.core import clock
+from optsolve.core.backend import require_cpu
+from optsolve.core.errors import ParameterError, positive_option
+from optsolve.core.progress import SILENT, Progress
+from optsolve.core.result import Certificate, ProblemInfo, Result, Status
+
+
+@dataclass
+class MethodOutput:
+    """What every method returns.
+
+    ``status``: a :class:`~optsolve.core.result.Status` or its value; ``solution``: the
+    document's solution (None: no answer to certify); ``iterations`` and ``evaluations``: what
+    the method counts as iterations and as work (None where it counts none); ``stats``: its own
+    keys (a ``time_s`` dict in it is merged into the document's); ``arrays``: matrices for the
+    ``--arrays`` file. A method's history goes through :func:`optsolve.core.history.trace`, which
+    costs nothing when no history is asked for, so it is not part of the output.
+    """
+
+    status: Status | str
+    solution: dict | None = None
+    message: str = ""
+    objective: float | None = None
+    iterations: int | None = None
+    evaluations: int | None = None
+    stats: dict = field(default_factory=dict)
+    arrays: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.status = Status(self.status)
+
+    def add_message(self, text: str) -> None:
+        self.message = f"{self.message} {text}".strip() if self.message else text
+
+
+@dataclass
+class Job:
+    """A problem ready for a method: what a solver's ``setup`` makes and every method receives.
+
+    ``data``: the package's prepared problem; ``settings``: the resolved options, recorded in the
+    document; ``info``: the document's ``problem`` entry; ``deadline``: a ``time.perf_counter()``
+    value or None; ``context``: what setup computed for the methods beyond the problem (a warm
+    start, an oracle, a random generator).
+    """
+
+    method: str
+    data: Any
+    settings: dict
+    info: ProblemInfo
+    problem: Any = None
+    deadline: float | None = None
+    progress: Progress = SILENT
+    context: dict = field(default_factory=dict)
+
+
+Method = Callable[[Job], MethodOutput]
+
+
+class Solver:
+    """A solver package's part of the pipeline; subclasses set the attributes and override the steps."""
+
+    command: str = ""
+    methods: dict[str, Method] = {}
+    default_method: str = ""
+    cpu_only: bool = True
+
+    def setup(self, problem, method: str, options: dict, deadline: float | None, progress: Progress) -> Job:
+        """Check ``options`` (the keyword arguments of ``solve_problem`` less method, device, time limit and
+        progress), prepare ``problem`` and return the job (its ``method`` may differ: ``auto`` resolved)."""
+        raise NotImplementedError
+
+    def screen(self, job: Job) -> MethodOutput | None:
+        """An answer found before any method runs (a problem proven infeasible, one with no variables), or None."""
+        return None
+
+    def finish(self, job: Job, out: MethodOutput) -> MethodOutput:
+        """What the method's output needs before it is a document (a rounding, a bootstrap); timed as solve."""
+        return out
+
+    def certify(self, job: Job, result: Result) -> Certificate | None:
+        """The package's independent certificate of ``result`` (which it may complete first, as a measured
+        quantity the solution reports); called only when the result has a solution."""
+        raise NotImplementedError
+
+    def judge(self, job: Job, result: Result) -> None:
+        """Act on the certificate's verdict beyond :meth:`Result.attach_certificate` (a claim it refutes)."""
+
+
+def check_method(solver: Solver, method: str) -> None:
+    if method not in solver.methods:
+        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(solver.methods)}")
+
+
+def run(solver: Solver, problem, *, method: str | None = None, device: str = "auto", time_limit=None,
+        progress: Progress = SILENT, **options) -> Result:
+    """Solve a validated ``problem`` with ``solver``; the certificate is attached (see the module's steps)."""
+    method = method or solver.default_method
+    check_method(solver, method)
+    if solver.cpu_only:
+        require_cpu(solver.command, device)
+    time_limit = positive_option("time-limit", time_limit)
+    t0 = time.perf_counter()
+    # called from Python, where no command started the clock, the time limit counts from this call
+    with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
+        options = dict(options, device=device, time_limit=time_limit)
+        job = solver.setup(problem, method, options, clock.deadline(time_limit), progress)
+        job.problem = problem if job.problem is None else job.problem
+        t_prep = time.perf_counter()
+        out = solver.screen(job) or solver.methods[job.method](job)
+        out = solver.finish(job, out)
+        t_solve = time.perf_counter()
+        stats = dict(out.stats)
+        times = {k: v for k, v in (stats.pop("time_s", None) or {}).items() if v is not None}
+        stats = {"iterations": out.iterations, "evaluations": out.evaluations, **stats,
+                 "time_s": {"prepare": t_prep - t0, "solve": t_solve - t_prep, **times}}
+        result = Result(solver.command, job.method, out.status, out.message, problem=job.info,
+                        objective=out.objective, solution=out.solution, stats=stats, settings=job.settings,
+                        arrays=out.arrays)
+        if result.solution is not None:
+            with clock.timed(stats["time_s"], "certificate"):
+                certificate = solver.certify(job, result)
+            if certificate is not None:
+                result.attach_certificate(certificate)
+            solver.judge(job, result)
+    return result

@@ -1,0 +1,122 @@
+"""The one solve pipeline (optsolve.core.solve) and the shape every solver package gives it."""
+
+import importlib
+import inspect
+import time
+
+import pytest
+
+from optsolve.core import clock
+from optsolve.core.errors import ParameterError
+from optsolve.core.registry import KINDS
+from optsolve.core.result import Certificate, Check, Status
+from optsolve.core.solve import Job, MethodOutput, Solver, run
+
+
+class Toy(Solver):
+    """x = the problem's value, or an infeasibility found before any method when it is negative."""
+
+    command = "toy"
+    default_method = "copy"
+
+    def __init__(self):
+        self.calls = []
+        self.methods = {"copy": self.copy, "slow": self.slow}
+
+    def setup(self, problem, method, options, deadline, progress):
+        if options["scale"] <= 0:
+            raise ParameterError("The '--scale' option must be positive.")
+        self.calls.append(("setup", options["time_limit"], deadline))
+        return Job(method, problem["value"] * options["scale"], {"scale": options["scale"]}, None,
+                   deadline=deadline, progress=progress)
+
+    def screen(self, job):
+        if job.data < 0:
+            return MethodOutput("infeasible", {"reason": "negative"}, "Infeasible: negative.", iterations=0)
+        return None
+
+    def copy(self, job):
+        return MethodOutput(Status.OPTIMAL, {"x": job.data}, objective=job.data, iterations=3, evaluations=7,
+                            stats={"own": 1, "time_s": {"inner": 0.5, "skipped": None}})
+
+    def slow(self, job):
+        stop = Status.TIME_LIMIT if job.deadline is not None and job.deadline < time.perf_counter() + 10 else None
+        return MethodOutput(stop or Status.OPTIMAL, {"x": job.data}, objective=job.data)
+
+    def certify(self, job, result):
+        self.calls.append(("certify", result.status.value))
+        holds = result.solution.get("x", 0) < 100
+        return Certificate([Check("x_small", result.solution.get("x", 0), 100, holds)])
+
+    def judge(self, job, result):
+        self.calls.append(("judge", result.certificate.holds))
+
+
+def test_a_method_output_becomes_a_document_with_the_common_keys():
+    toy = Toy()
+    result = run(toy, {"value": 2.0}, scale=3.0)
+    assert result.command == "toy" and result.method == "copy" and result.status is Status.OPTIMAL
+    assert result.solution == {"x": 6.0} and result.objective == 6.0 and result.settings == {"scale": 3.0}
+    stats = result.stats
+    assert stats["iterations"] == 3 and stats["evaluations"] == 7 and stats["own"] == 1
+    assert set(stats["time_s"]) == {"prepare", "solve", "inner", "certificate"}  # None times are left out
+    assert [c[0] for c in toy.calls] == ["setup", "certify", "judge"]
+    doc = result.to_dict()
+    assert list(doc["stats"])[:2] == ["iterations", "evaluations"]
+    assert {"load", "solve", "certificate", "total"} <= set(doc["stats"]["time_s"])
+
+
+def test_a_failed_certificate_downgrades_optimal_and_judge_sees_it():
+    toy = Toy()
+    result = run(toy, {"value": 200.0}, scale=1.0)
+    assert result.status is Status.OPTIMAL_INACCURATE and "x_small" in result.message
+    assert toy.calls[-1] == ("judge", False)
+
+
+def test_screen_answers_before_any_method():
+    toy = Toy()
+    toy.methods["copy"] = lambda job: pytest.fail("the method ran")
+    result = run(toy, {"value": -1.0}, scale=1.0)
+    assert result.status is Status.INFEASIBLE and result.solution == {"reason": "negative"}
+
+
+def test_no_solution_no_certificate():
+    toy = Toy()
+    toy.methods["copy"] = lambda job: MethodOutput("max_iter", None, "Nothing found.")
+    result = run(toy, {"value": 1.0}, scale=1.0)
+    assert result.certificate is None and result.status is Status.MAX_ITER
+    assert [c[0] for c in toy.calls] == ["setup"]
+
+
+def test_unknown_method_bad_time_limit_and_a_gpu_are_refused_before_setup():
+    toy = Toy()
+    with pytest.raises(ParameterError, match=r"Unknown method 'nope'; expected one of \['copy', 'slow'\]"):
+        run(toy, {"value": 1.0}, method="nope", scale=1.0)
+    with pytest.raises(ParameterError, match="'--time-limit'"):
+        run(toy, {"value": 1.0}, time_limit=-1.0, scale=1.0)
+    with pytest.raises(ParameterError, match="toy"):
+        run(toy, {"value": 1.0}, device="gpu", scale=1.0)
+    assert toy.calls == []
+
+
+def test_the_time_limit_counts_from_the_call_and_reaches_the_method():
+    toy = Toy()
+    before = time.perf_counter()
+    result = run(toy, {"value": 1.0}, method="slow", time_limit=5.0, scale=1.0)
+    _, limit, deadline = toy.calls[0]
+    assert limit == 5.0 and before + 5.0 <= deadline <= time.perf_counter() + 5.0
+    assert result.status is Status.TIME_LIMIT
+    assert clock.spent() == 0.0  # the clock started for the call is stopped after it
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_package_runs_through_the_pipeline(kind):
+    pkg = importlib.import_module(f"optsolve.{kind}")
+    assert isinstance(pkg.SOLVER, Solver) and pkg.SOLVER.command == kind
+    assert pkg.SOLVER.methods is pkg.METHODS and pkg.DEFAULT_METHOD in pkg.METHODS
+    for name, method in pkg.METHODS.items():
+        assert callable(method), name
+        params = list(inspect.signature(method).parameters)
+        assert len(params) == 1, (name, params)  # one signature: the job
+    source = inspect.getsource(pkg.solve_problem)
+    assert "run(SOLVER," in source
