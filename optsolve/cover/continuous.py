@@ -137,10 +137,11 @@ def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.
     ml = Multilinear(cp, np.random.default_rng(seed))
     steps = max(1, int(round(1.0 / delta)))
 
-    def fsm(fn, admissible, k, lo, hi, target, budget):
+    def fsm(fn, admissible, k, target, budget):
         x = np.zeros(cp.n)
         for _ in range(steps):
-            x = np.minimum(1.0, x + (1.0 / steps) * best_vertex(ml.gradient(x), cp.groups, k, lo, hi))
+            x = np.minimum(1.0, x + (1.0 / steps) * best_vertex(ml.gradient(x), cp.groups, k, admissible.lo,
+                                                                admissible.hi))
             if budget.out():
                 break
         return _round(fn, cp, x, admissible, k, target)

@@ -88,7 +88,8 @@ def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | No
     With ``cp`` (ours), also: some fair set of at most the smallest fair size >= k (of any size
     when there is none; ``ok_sizes``: :func:`fair_sizes`, computed when not given) contains the
     counts after the addition, so that the repair finishes the set near the budget instead of
-    at the next, possibly twice larger, fair size (both tests only tighten as the set grows)."""
+    at the next, possibly twice larger, fair size (both tests only tighten as the set grows). The
+    function carries the extended bounds it tests as ``ok.lo`` and ``ok.hi``."""
     sizes = None if cp is None else cp.group_sizes()
     limit = None
     if cp is not None:
@@ -114,6 +115,8 @@ def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | No
         answer = found is not None and found[0] <= limit
         memo[c] = (key, answer)
         return answer
+
+    ok.lo, ok.hi = lo, hi
     return ok
 
 
@@ -343,7 +346,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
     """convert-fair: FSM on guesses kappa = (1 + alpha)^i of the optimum's size until f reaches
     tau (or (1 - eps) tau with ``bicriteria``), then the exact repair.
 
-    ``fsm(fn, admissible, k, lo, hi, target, budget)``: the FSM subroutine (default: lazy
+    ``fsm(fn, admissible, k, target, budget)``: the FSM subroutine (default: lazy
     greedy, or threshold for ``method='threshold'``), leaving ``fn`` at its set;
     ``finish(fn, S, target)``: applied to a repaired cover (``fn`` at S; returns the final set
     with ``fn`` at it); ``oracles``: other objects with ``calls`` the subroutine uses."""
@@ -359,7 +362,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
 
     if fsm is None:
         if method == "threshold":
-            def fsm(fn, admissible, k, lo, hi, target, budget):
+            def fsm(fn, admissible, k, target, budget):
                 return threshold_greedy(fn, groups, cp.G, target, admissible, k, eps, budget)
         else:
             from optsolve.cover.functions import make_function
@@ -367,7 +370,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
             order = GreedyOrder(make_function(cp), groups, cp.G)
             aux.append(order.fn)
 
-            def fsm(fn, admissible, k, lo, hi, target, budget):
+            def fsm(fn, admissible, k, target, budget):
                 return lazy_greedy(fn, groups, cp.G, target, admissible, k, budget, order)
     run = CoverRun([], 0.0, 0)
     try:
@@ -383,7 +386,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                 if key != seen:
                     seen = key
                     run.rounds += 1
-                    S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, lo, hi, target, budget)
+                    S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, target, budget)
                     trace(run.rounds, deficit(fn.value, target), evaluations=total_calls(), measure=DEFICIT_MEASURE,
                           evaluations_of="f (oracle calls)", kappa=kappa, beta=b, size=len(S))
                     progress.update(run.rounds, deficit=deficit(fn.value, target), oracle_calls=total_calls(),

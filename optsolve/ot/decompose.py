@@ -27,6 +27,12 @@ entropy regularized optimal transport", Numer. Math. 2021):
 
 The plan is feasible after every sweep, and the gap is certified over all pairs, as the
 certificate recomputes it.
+
+Notes
+-----
+The level below a decomposed one guides it, so a level is solved directly up to ``DIRECT_MAX``
+points: at 250,000 uniform points a decomposed 62,500-point guide left a bound of 96% of U after
+three sweeps, a directly solved one 3.3% (in 107 s).
 """
 
 from __future__ import annotations
@@ -42,9 +48,8 @@ from optsolve.ot.exact import (MAX_ROUNDS, STOP_FLOOR, ExactResult, Subproblem, 
 from optsolve.ot.legendre import Envelope
 from optsolve.ot.problems import OTProblem
 
-# levels up to this many points (the smaller side): one network simplex over all candidates. The
-# level below a decomposed one guides it: at 250,000 uniform points a decomposed 62,500-point guide
-# left a bound of 96 % of U after three sweeps, a directly solved one 3.3 % (107 s)
+# levels up to this many points (the smaller side): one network simplex over all candidates (see the
+# module's Notes)
 DIRECT_MAX = 70_000
 BLOCK = 5_000  # source points per block of a sweep
 SWEEPS = 3  # at most

@@ -18,6 +18,12 @@ vertex where the walk ends. The lifted k-d tree answers instead where the hull c
 (fewer than d + 2 points, points in a lower-dimensional flat, d > 3), where the weights vary
 little between neighbouring points (:func:`weight_spread`: the tree is the faster there), and
 for walks still moving after WALK_STEPS steps.
+
+Notes
+-----
+``TREE_SPREAD``: on exact duals of 2-D clouds the spread was about 3 for uniform clouds, where the
+tree was 4x faster than the walk, and 100-260 for Gaussian mixtures, where it was 2-6x slower (and
+slower as n grows).
 """
 
 from __future__ import annotations
@@ -26,9 +32,8 @@ import numpy as np
 
 HULL_MAX_DIM = 3  # Qhull's hulls grow fast with the dimension; beyond this the lifted k-d tree
 # the lifted k-d tree is the faster where the weights vary little between neighbouring points:
-# |w_i - w_j| / |P_i - P_j| below this many nearest-neighbour distances (median over a sample);
-# measured on exact duals of 2-D clouds: uniform ~3 (tree 4x faster), Gaussian mixtures 100-260
-# (tree 2-6x slower, and slower as n grows)
+# |w_i - w_j| / |P_i - P_j| below this many nearest-neighbour distances (median over a sample; see the
+# module's Notes)
 TREE_SPREAD = 20.0
 SPREAD_SAMPLE = 1000
 WALK_STEPS = 64  # a walk still moving after this many steps is answered by the lifted k-d tree

@@ -216,16 +216,17 @@ def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1, 
         sol = _solve_active(s, lower, upper, delta, refine_iter, (x, y))
         if sol is None:
             break
-        xp, yp = sol
-        Ax = s.A @ xp
-        sign = max(float(np.maximum(yp[lower], 0.0).max(initial=0.0)), float(np.maximum(-yp[upper], 0.0).max(initial=0.0)))
+        x_act, y_act = sol
+        Ax = s.A @ x_act
+        sign = max(float(np.maximum(y_act[lower], 0.0).max(initial=0.0)),
+                   float(np.maximum(-y_act[upper], 0.0).max(initial=0.0)))
         err = max(float(np.maximum(np.maximum(s.l - Ax, Ax - s.u), 0.0).max()),
-                  float(np.abs(s.P @ xp + s.q + s.A.T @ yp).max()), sign)
+                  float(np.abs(s.P @ x_act + s.q + s.A.T @ y_act).max()), sign)
         if err < best_err:
-            best, best_err = (xp, yp, np.clip(Ax, s.l, s.u)), err
+            best, best_err = (x_act, y_act, np.clip(Ax, s.l, s.u)), err
         with np.errstate(invalid="ignore"):
-            lower = np.isfinite(s.l) & (yp + (Ax - s.l) < 0)
-            upper = ~lower & np.isfinite(s.u) & (yp + (Ax - s.u) > 0)
+            lower = np.isfinite(s.l) & (y_act + (Ax - s.l) < 0)
+            upper = ~lower & np.isfinite(s.u) & (y_act + (Ax - s.u) > 0)
     return best
 
 

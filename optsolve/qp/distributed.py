@@ -545,10 +545,10 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
     if refine_stalled and status == "max_iter" and m and (deadline is None or time.perf_counter() < deadline):
         out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS, deadline=deadline)
         if out is not None:
-            xp, yp, zp = out
-            yp = dual_cone(yp, s.l, s.u)
-            if passes_termination(s, xp, yp, zp, eps_abs, eps_rel):
-                w, lam_g, status, polished = xp, yp, "optimal", REFINED
+            x_pol, y_pol, z_pol = out
+            y_pol = dual_cone(y_pol, s.l, s.u)
+            if passes_termination(s, x_pol, y_pol, z_pol, eps_abs, eps_rel):
+                w, lam_g, status, polished = x_pol, y_pol, "optimal", REFINED
     t_end = time.perf_counter()
     return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
                              prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],

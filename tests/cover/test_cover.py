@@ -282,7 +282,7 @@ def test_replaying_the_unconstrained_order_changes_nothing(family, kw):
     data = FAMILIES[family].generate(np.random.default_rng(5), **{**FAMILIES[family].defaults(), **kw})
     cp = prepare(SCHEMA.validate(data, source="test"), balance=0.2)
 
-    def scratch(fn, admissible, k, lo, hi, target, budget):
+    def scratch(fn, admissible, k, target, budget):
         return lazy_greedy(fn, cp.groups, cp.G, target, admissible, k, budget)
 
     fast = convert_fair(cp, make_function(cp))
