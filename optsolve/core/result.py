@@ -285,7 +285,7 @@ class Result:
 # Keys every document's stats has (null where a method does not count them), method-specific ones beside:
 # iterations, evaluations (what the method counts as work: README's vocabulary table), and the times
 STATS_KEYS = ("iterations", "evaluations")
-TIME_KEYS = ("load", "solve", "certificate", "total")
+TIME_KEYS = ("load", "prepare", "solve", "certificate", "total")
 
 
 def common_stats(stats: dict) -> dict:

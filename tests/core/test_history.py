@@ -38,7 +38,7 @@ def test_every_command_records_a_columnar_history(cli, tmp_path, case):
     doc = r.json()
     stats = doc["stats"]  # the keys every document has
     assert isinstance(stats["iterations"], int) and isinstance(stats["evaluations"], (int, float))
-    assert all(isinstance(stats["time_s"][k], float) for k in ("load", "solve", "certificate", "total"))
+    assert all(isinstance(stats["time_s"][k], float) for k in ("load", "prepare", "solve", "certificate", "total"))
     h = doc["stats"]["history"]
     lengths = {len(h[c]) for c in COLUMNS}
     assert len(lengths) == 1 and lengths.pop() >= 1

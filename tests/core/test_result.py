@@ -114,7 +114,7 @@ def test_every_document_has_the_common_stats_keys():
 
     doc = Result("qp", None, Status.INVALID_INPUT, "bad", stats={"time_s": {"total": 0.1}, "extra": 1}).to_dict()
     assert list(doc["stats"])[:2] == ["iterations", "evaluations"] and doc["stats"]["iterations"] is None
-    assert doc["stats"]["time_s"] == {"load": None, "solve": None, "certificate": None, "total": 0.1}
+    assert doc["stats"]["time_s"] == {"load": None, "prepare": None, "solve": None, "certificate": None, "total": 0.1}
     assert doc["stats"]["extra"] == 1
     doc = Result("ot", "tnt", Status.OPTIMAL, stats={"evaluations": 3.5, "iterations": 2,
                                                      "time_s": {"round": 0.2}}).to_dict()
