@@ -32,7 +32,8 @@ Notes
 -----
 The level below a decomposed one guides it, so a level is solved directly up to ``DIRECT_MAX``
 points: at 250,000 uniform points a decomposed 62,500-point guide left a bound of 96% of U after
-three sweeps, a directly solved one 3.3% (in 107 s).
+three sweeps, a directly solved one 3.3% (in 107 s). The finishing network simplex on few pairs
+is cheap at these sizes: POT's, on 6 pairs per point, took 1.1 s at 25,000 points and 4.6 s at 50,000.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ SWEEPS = 3  # at most
 GUIDE_SWEEPS = 2  # on a coarser level
 BLOCK_TARGET = 0.25  # a block is solved to this fraction of the target gap, from the plan's pairs
 # where the sweeps' bound falls short of the target: one network simplex over all points, on the plan's
-# pairs and POLISH_NEIGHBOURS more per point (POT's, 6 pairs per point: 1.1 s at 25,000 points, 4.6 s at
-# 50,000), up to this many points and this many pricing rounds
+# pairs and POLISH_NEIGHBOURS more per point, up to this many points and this many pricing rounds (see
+# the module's Notes)
 POLISH_MAX = 200_000
 POLISH_NEIGHBOURS = 2
 POLISH_ROUNDS = 6

@@ -26,6 +26,11 @@ in by only 1.2x; mpc (107-577), slower to set up and to solve. Some sparse reduc
 factor much faster than their KKT matrices (CVXQP2_L, 5 per column: 0.09 s against 1.2 s a
 factorisation, with 4.5 ms against 2.8 ms a solve), but which ones is not known before both
 are factored.
+
+Notes
+-----
+``GRAM_BOUND`` declines before any product is formed: the Gram matrices of huber at 20,000
+variables (bound 47x) took 0.77 s to form before they were declined by their size.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import scipy.sparse as sp
 
 MIN_ENTRIES = 20_000  # smaller KKT matrices: the simplicial LDL' is already cheap
 GRAM_BOUND = 8.0  # sum over A's rows of k (k + 1) / 2 above this many times the KKT matrix's entries: declined
-# before any product (the Gram matrices of huber at 20,000 variables, bound 47x, took 0.77 s to be declined)
+# before any product (see the module's Notes)
 MAX_FILL = 3.0  # the reduced matrix's lower triangle above this many times the KKT matrix's entries: declined
 MAX_CLASSES = 8  # distinct rho values for which the Gram matrices are kept apart
 MIN_DENSITY = 128.0  # fewer entries per column in the reduced matrix's lower triangle: declined (see below)
