@@ -31,20 +31,22 @@ def _convert(method):
     def solve_with(job: Job) -> MethodOutput:
         from optsolve.cover.greedy import convert_fair
 
-        s = job.settings
-        return _output(job, convert_fair(job.data, _function(job), method=method, eps=s["eps"], alpha=s["alpha"],
-                                         beta=s["beta"], bicriteria=s["bicriteria"], deadline=job.deadline,
-                                         max_rounds=s["max_iter"], progress=job.progress))
+        settings = job.settings
+        found = convert_fair(job.data, _function(job), method=method, eps=settings["eps"], alpha=settings["alpha"],
+                             beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
+                             max_rounds=settings["max_iter"], progress=job.progress)
+        return _output(job, found)
     return solve_with
 
 
 def _continuous(job: Job) -> MethodOutput:
     from optsolve.cover.continuous import continuous_fair
 
-    s = job.settings
-    return _output(job, continuous_fair(job.data, _function(job), eps=s["eps"], alpha=s["alpha"], beta=s["beta"],
-                                        bicriteria=s["bicriteria"], deadline=job.deadline, max_rounds=s["max_iter"],
-                                        seed=s["seed"], progress=job.progress))
+    settings = job.settings
+    found = continuous_fair(job.data, _function(job), eps=settings["eps"], alpha=settings["alpha"],
+                            beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
+                            max_rounds=settings["max_iter"], seed=settings["seed"], progress=job.progress)
+    return _output(job, found)
 
 
 def _unfair(job: Job) -> MethodOutput:
@@ -56,9 +58,9 @@ def _unfair(job: Job) -> MethodOutput:
 def _milp(job: Job) -> MethodOutput:
     from optsolve.cover.milp import solve_milp
 
-    cp, s = job.data, job.settings
+    cp, settings = job.data, job.settings
     remaining = None if job.deadline is None else max(0.05, job.deadline - time.perf_counter())
-    found = solve_milp(cp, time_limit=remaining, tau=(1 - s["eps"]) * cp.tau if s["bicriteria"] else None,
+    found = solve_milp(cp, time_limit=remaining, tau=(1 - settings["eps"]) * cp.tau if settings["bicriteria"] else None,
                        label=job.problem.source)
     stats = dict(job.context["stats"], dual_bound=found.dual_bound)
     # iterations: branch-and-bound nodes
@@ -141,13 +143,13 @@ class CoverSolver(Solver):
     default_method = DEFAULT_METHOD
 
     def setup(self, problem, method, options, deadline, progress) -> Job:
-        s = resolve_settings(method, **{k: v for k, v in options.items() if k != "device"})
-        if options["time_limit"] is None and s["time_limit"] is not None:  # milp's default limit
-            deadline = clock.deadline(s["time_limit"])
-        cp = prepare(problem, balance=s["balance"], tau=s["tau"], tau_frac=s["tau_frac"])
+        settings = resolve_settings(method, **{k: v for k, v in options.items() if k != "device"})
+        if options["time_limit"] is None and settings["time_limit"] is not None:  # milp's default limit
+            deadline = clock.deadline(settings["time_limit"])
+        cp = prepare(problem, balance=settings["balance"], tau=settings["tau"], tau_frac=settings["tau_frac"])
         info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
         stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
-        return Job(method, cp, s, info, deadline=deadline, progress=progress, context={"stats": stats})
+        return Job(method, cp, settings, info, deadline=deadline, progress=progress, context={"stats": stats})
 
     def screen(self, job):
         reason = infeasibility_reason(job.data, fairness=not job.settings["unfair"], rtol=job.settings["value_rtol"])
@@ -159,10 +161,10 @@ class CoverSolver(Solver):
     def certify(self, job, result):
         from optsolve.cover import certificate
 
-        s = job.settings
-        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
+        settings = job.settings
+        limits = {lim.name: settings[lim.name] for lim in certificate.LIMITS}
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
-                                 settings=s, limits=limits, status=result.status.value, deadline=job.deadline)
+                                 settings=settings, limits=limits, status=result.status.value, deadline=job.deadline)
 
     def judge(self, job, result):
         if result.status is Status.INFEASIBLE and not result.certificate.holds:

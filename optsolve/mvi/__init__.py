@@ -71,7 +71,7 @@ REASONS = {"budget": "the evaluation budget ({max_evals}) is spent", "max_iter":
 def _run(method: str, ev, setup) -> dict:
     from optsolve.mvi import ecppa, extragradient as eg
 
-    table = {"ecppa": ecppa.ecppa, "rppa": lambda e, s: ecppa.ecppa(e, s, relaxed_ppa=True),
+    table = {"ecppa": ecppa.ecppa, "rppa": lambda ev, setup: ecppa.ecppa(ev, setup, relaxed_ppa=True),
              "eg+": eg.eg_plus, "ceg+": eg.ceg_plus, "adaptive-eg+": eg.adaptive_eg_plus,
              "curvature-eg+": eg.curvature_eg_plus, "eg": eg.eg, "gda": eg.gda}
     return table[method](ev, setup)
@@ -150,20 +150,20 @@ def _method(name: str):
     """``METHODS[name]``: ``optimize`` with that method on the job's problem, as a method's output."""
 
     def solve_with(job: Job) -> MethodOutput:
-        mp, s = job.data, job.settings
-        ev, counts, stop = optimize(mp, name, rho=job.context["rho"], gamma=s["gamma"], relax=s["relax"],
-                                    sigma=s["sigma"], inner_steps=s["inner_steps"], tol=s["tol"],
-                                    max_evals=s["max_evals"], max_iter=job.context["max_iter"],
+        mp, settings = job.data, job.settings
+        ev, counts, stop = optimize(mp, name, rho=job.context["rho"], gamma=settings["gamma"], relax=settings["relax"],
+                                    sigma=settings["sigma"], inner_steps=settings["inner_steps"], tol=settings["tol"],
+                                    max_evals=settings["max_evals"], max_iter=job.context["max_iter"],
                                     deadline=job.deadline, history=active() is not None, progress=job.progress)
         if ev.best_z is None:
             raise SolverError(f"No iterate: {stop.detail or stop.reason}.")
         z = ev.best_z
         status = STOPS[stop.reason]
-        reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=s["max_evals"])
+        reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=settings["max_evals"])
         messages = [n[0].upper() + n[1:] + "." for n in job.context["notes"]]
         if status is not Status.OPTIMAL:
             messages.append(f"Stopped: {reason}; the best point has natural residual {ev.best_residual:.3g} "
-                            f"(tolerance {s['tol']:g}).")
+                            f"(tolerance {settings['tol']:g}).")
         solution = {"z": z.tolist(), "residual": ev.best_residual,
                     "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
         if mp.z_star is not None:

@@ -41,48 +41,48 @@ DEFAULT_PCG = "plain"  # see solve_problem's Notes
 DTYPES = ("auto", "float32", "float64")
 
 
-def _emd(ot, s, backend, progress, deadline):
+def _emd(ot, settings, backend, progress, deadline):
     from optsolve.ot.emd import solve_emd
 
     if backend.device != "cpu":
         raise ParameterError("Method 'emd' runs on the CPU only; use '--device cpu' or another method.")
-    return solve_emd(ot.a, ot.b, ot.C, max_iter=s["max_iter"], deadline=deadline)
+    return solve_emd(ot.a, ot.b, ot.C, max_iter=settings["max_iter"], deadline=deadline)
 
 
-def _exact(ot, s, backend, progress, deadline):
+def _exact(ot, settings, backend, progress, deadline):
     from optsolve.ot.decompose import solve_large
     from optsolve.ot.exact import MAX_ROUNDS
 
     if backend.device != "cpu":
         raise ParameterError("Method 'exact' runs on the CPU only; use '--device cpu' or another method.")
-    res = solve_large(ot, deadline=deadline, progress=progress, max_rounds=s["max_iter"] or MAX_ROUNDS,
-                      target=s["target_gap"])
+    res = solve_large(ot, deadline=deadline, progress=progress, max_rounds=settings["max_iter"] or MAX_ROUNDS,
+                      target=settings["target_gap"])
     return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
             "message": res.message, "iterations": res.stats["rounds"],
             "evaluations": res.stats.get("full_pricing_passes", 0), "extra": {"exact": res.stats}}
 
 
-def _sinkhorn(ot, s, backend, progress, deadline):
+def _sinkhorn(ot, settings, backend, progress, deadline):
     from optsolve.ot.sinkhorn import solve_sinkhorn
 
-    out = solve_sinkhorn(ot.a, ot.b, ot.C, reg=s["reg"], tol=s["tol"], max_iter=s["max_iter"],
-                         time_limit=s["time_limit"], backend=backend, progress=progress, deadline=deadline)
+    out = solve_sinkhorn(ot.a, ot.b, ot.C, reg=settings["reg"], tol=settings["tol"], max_iter=settings["max_iter"],
+                         time_limit=settings["time_limit"], backend=backend, progress=progress, deadline=deadline)
     out["evaluations"] = 2 * out["iterations"]  # two kernel products an iteration
     return out
 
 
-def _tnt(ot, s, backend, progress, deadline):
+def _tnt(ot, settings, backend, progress, deadline):
     from optsolve.ot.tnt import solve_tnt
 
     gap_fn = None
-    if s["target_gap"] is not None:
-        gap_fn = _gap_checker(ot, s["target_gap"], backend.xp)
+    if settings["target_gap"] is not None:
+        gap_fn = _gap_checker(ot, settings["target_gap"], backend.xp)
 
-    res = solve_tnt(ot, gamma_f=s["gamma"], tol=s["tol"], pcg_mode=s["pcg"],
-                    dtype=np.dtype(s["dtype"]), max_iter=s["max_iter"], time_limit=s["time_limit"],
-                    target_gap=s["target_gap"], gap_fn=gap_fn, backend=backend, progress=progress,
+    res = solve_tnt(ot, gamma_f=settings["gamma"], tol=settings["tol"], pcg_mode=settings["pcg"],
+                    dtype=np.dtype(settings["dtype"]), max_iter=settings["max_iter"], time_limit=settings["time_limit"],
+                    target_gap=settings["target_gap"], gap_fn=gap_fn, backend=backend, progress=progress,
                     deadline=deadline)
-    s["reg"] = res.reg
+    settings["reg"] = res.reg
     rounded = getattr(gap_fn, "last", None)  # the returned stage was rounded for the gap test: reuse it
     if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
                                     and np.array_equal(rounded[1], res.g)):
@@ -152,21 +152,21 @@ def choose_method(problem, *, reg=None, gamma=None, target_gap=None, gpu: bool =
     return "exact"
 
 
-def _finish_if_short(ot, s, out, backend, progress, deadline):
+def _finish_if_short(ot, settings, out, backend, progress, deadline):
     """tnt under a target gap: when the rounded plan's certified gap is still above the target, finish
     exactly (:mod:`optsolve.ot.exact`) from the pairs the entropic potentials make cheapest."""
     from optsolve.ot.certificate import GAP_FLOOR, dual_bound_of
     from optsolve.ot.exact import solve_exact
     from optsolve.ot.rounding import round_problem
 
-    rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"], backend.xp)
+    rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
     out["rounded"] = rd
     gap = out.get("entropic_gap")
     if gap is None:  # the gap test did not measure this stage
         floor = GAP_FLOOR * (ot.max_cost() or 1.0)
         gap = (rd.objective - dual_bound_of(ot, rd.f, backend.xp)) / max(abs(rd.objective), floor)
     out.setdefault("extra", {})["entropic_certified_gap"] = gap
-    if gap <= s["target_gap"] or out["status"] in ("interrupted", "time_limit") or deadline.expired():
+    if gap <= settings["target_gap"] or out["status"] in ("interrupted", "time_limit") or deadline.expired():
         return out
     if backend.device != "cpu":
         return out  # the network simplex runs on the CPU: the GPU answer stays entropic
@@ -174,7 +174,7 @@ def _finish_if_short(ot, s, out, backend, progress, deadline):
 
     res = solve_exact(ot, potentials=(to_numpy(rd.f), to_numpy(rd.g)), deadline=deadline, progress=progress)
     extra = dict(out["extra"], exact=res.stats)
-    before = f"the entropic stage's certified gap was {gap:.3g} (target {s['target_gap']:g})"
+    before = f"the entropic stage's certified gap was {gap:.3g} (target {settings['target_gap']:g})"
     if res.status != "optimal" and res.status != "time_limit":
         out["message"] = (out.get("message") or "") + f" The exact finish failed ({res.message}); {before}."
         return out
@@ -253,10 +253,10 @@ def _method(found: Callable, name: str) -> Callable:
     rounded or exact plan, its cost and the potentials."""
 
     def solve_with(job: Job) -> MethodOutput:
-        ot, s, backend, deadline = job.data, job.settings, job.context["backend"], job.context["deadline"]
-        out = found(ot, s, backend, job.progress, deadline)
-        if name == "tnt" and s["target_gap"] is not None:
-            out = _finish_if_short(ot, s, out, backend, job.progress, deadline)
+        ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.context["deadline"]
+        out = found(ot, settings, backend, job.progress, deadline)
+        if name == "tnt" and settings["target_gap"] is not None:
+            out = _finish_if_short(ot, settings, out, backend, job.progress, deadline)
         job.context["stopped"] = time.perf_counter()
         return _plan_output(job, name, out)
 
@@ -269,13 +269,13 @@ def _plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     from optsolve.ot.certificate import dual_bound_of
     from optsolve.ot.rounding import round_problem
 
-    ot, s, backend = job.data, job.settings, job.context["backend"]
-    plan_threshold, plan_needed = s["plan_threshold"], job.context["plan_needed"]
+    ot, settings, backend = job.data, job.settings, job.context["backend"]
+    plan_threshold, plan_needed = settings["plan_threshold"], job.context["plan_needed"]
     entropic_plan = method in ENTROPIC and "coo" not in out  # tnt's exact finish answers an explicit plan
     t_round = time.perf_counter()
-    stats = {"device": backend.device, "dtype": s["dtype"]}
+    stats = {"device": backend.device, "dtype": settings["dtype"]}
     if entropic_plan:
-        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], s["reg"], backend.xp)
+        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
         out["f"], out["g"] = rd.f, rd.g
         objective = rd.objective
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
@@ -283,7 +283,7 @@ def _plan_output(job: Job, method: str, out: dict) -> MethodOutput:
             plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.sparse_plan(ot, plan_threshold), "csr")
             if plan_needed:  # built now, so that one over the memory budget is refused before anything is written
                 plan = plan()
-        solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": s["reg"]}
+        solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": settings["reg"]}
         stats["marginal_error_before_rounding"] = rd.marginal_error_before
     else:
         import scipy.sparse as sp
@@ -316,9 +316,9 @@ def _plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     rounded = "" if method in ("emd", "exact") else "; the plan is the rounded last iterate"
     if method not in ("tnt", "exact"):  # their messages name the stage they returned
         if result.status is Status.MAX_ITER:
-            result.add_message(f"Iteration limit {s['max_iter']} reached{rounded}.")
+            result.add_message(f"Iteration limit {settings['max_iter']} reached{rounded}.")
         elif result.status is Status.TIME_LIMIT:
-            result.add_message(f"Time limit {s['time_limit']:g} s reached{rounded}.")
+            result.add_message(f"Time limit {settings['time_limit']:g} s reached{rounded}.")
         elif result.status is Status.INTERRUPTED:
             result.add_message(f"Interrupted{rounded}.")
     return result
@@ -371,27 +371,27 @@ class OTSolver(Solver):
         if o["plan_needed"] and plan_threshold is None and ot.C is None:
             memory.require(problem.source, f"the dense {ot.n} x {ot.m} plan for --plan/--arrays (--plan-threshold T "
                                            "writes only its entries above T)", 8 * ot.n * ot.m)
-        s = resolve_settings(method, ot.max_cost(), reg=o["reg"], gamma=o["gamma"], target_gap=o["target_gap"],
+        settings = resolve_settings(method, ot.max_cost(), reg=o["reg"], gamma=o["gamma"], target_gap=o["target_gap"],
                              tol=o["tol"], max_iter=o["max_iter"], time_limit=o["time_limit"], pcg=o["pcg"],
                              dtype=o["dtype"], backend=backend, low_memory=ot.low_memory, feas_tol=o["feas_tol"],
                              objective_rtol=o["objective_rtol"], objective_atol=o["objective_atol"],
                              lp_tol=o["lp_tol"])
-        s.update(normalize=bool(o["normalize"]), low_memory=ot.low_memory,
+        settings.update(normalize=bool(o["normalize"]), low_memory=ot.low_memory,
                  block_size=ot.block if ot.low_memory else None, plan_threshold=plan_threshold)
         if chosen:
-            s["method_rule"] = "auto"
-            if method == "exact" and s["target_gap"] is None:  # right by default: the default target, as tnt's
-                s["target_gap"] = DEFAULT_TARGET_GAP
-        return Job(method, ot, s, problem.info(n=ot.n, m=ot.m), deadline=deadline, progress=progress,
+            settings["method_rule"] = "auto"
+            if method == "exact" and settings["target_gap"] is None:  # right by default: the default target, as tnt's
+                settings["target_gap"] = DEFAULT_TARGET_GAP
+        return Job(method, ot, settings, problem.info(n=ot.n, m=ot.m), deadline=deadline, progress=progress,
                    context={"backend": backend, "deadline": clock, "plan_needed": o["plan_needed"]})
 
     def certify(self, job, result):
         from optsolve.ot import certificate
 
-        s = job.settings
-        limits = {lim.name: s.get(lim.name) for lim in certificate.LIMITS}
+        settings = job.settings
+        limits = {lim.name: settings.get(lim.name) for lim in certificate.LIMITS}
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
-                                 settings=s, limits=limits, status=result.status.value)
+                                 settings=settings, limits=limits, status=result.status.value)
 
     def judge(self, job, result):
         clock = job.context["deadline"]

@@ -112,23 +112,24 @@ def _verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | No
     return verify
 
 
-def _deadline(s: dict) -> float | None:
+def _deadline(settings: dict) -> float | None:
     """The ``time.perf_counter()`` value at which the settings' time limit, counted from the command's start, ends."""
-    return clock.deadline(s["time_limit"])
+    return clock.deadline(settings["time_limit"])
 
 
-def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None, row_spread=None):
+def _admm(qp, settings, progress, x0, y0, controller=None, switch_after=None, row_spread=None):
     from optsolve.qp.admm import ADMMSettings, solve_admm
 
-    st = ADMMSettings(eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
-                      rho=s["rho"], sigma=s["sigma"], alpha=s["alpha"], scaling=s["scaling"],
-                      adaptive_rho=s["adaptive_rho"], check_every=s["check_every"],
-                      eps_prim_inf=s["eps_prim_inf"], eps_dual_inf=s["eps_dual_inf"], polish=s["polish"],
-                      refine_stalled=s["refine"], switch_after=switch_after, row_spread=row_spread)
-    deadline = _deadline(s)
+    st = ADMMSettings(eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"], max_iter=settings["max_iter"],
+                      rho=settings["rho"], sigma=settings["sigma"], alpha=settings["alpha"],
+                      scaling=settings["scaling"], adaptive_rho=settings["adaptive_rho"],
+                      check_every=settings["check_every"], eps_prim_inf=settings["eps_prim_inf"],
+                      eps_dual_inf=settings["eps_dual_inf"], polish=settings["polish"],
+                      refine_stalled=settings["refine"], switch_after=switch_after, row_spread=row_spread)
+    deadline = _deadline(settings)
     if controller is not None:
         st.check_every = controller.interval
-    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, s["cert_tol"], deadline), progress=progress,
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, settings["cert_tol"], deadline), progress=progress,
                    deadline=deadline, controller=controller)
     message = r.message
     if r.rejected_claims:
@@ -143,20 +144,21 @@ def _admm(qp, s, progress, x0, y0, controller=None, switch_after=None, row_sprea
             "prim_inf_cert": r.prim_inf_cert, "dual_inf_cert": r.dual_inf_cert}
 
 
-def _distributed(qp, s, progress, x0, y0, controller=None):
+def _distributed(qp, settings, progress, x0, y0, controller=None):
     from optsolve.qp.distributed import solve_distributed
 
     if x0 is not None:
         raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
-    deadline = _deadline(s)
-    comm = engine_comm(s["engine"])
-    partition = qp.partition if s["nodes"] is None else None
-    n_nodes = s["nodes"] or qp.nodes or (None if partition is not None else 1)
-    r = solve_distributed(qp, n_nodes, partition, rho=s["rho"], mu=s["mu"], alpha=s["alpha"], scaling=s["scaling"],
-                          eps_abs=s["eps_abs"], eps_rel=s["eps_rel"], max_iter=s["max_iter"],
-                          check_every=controller.interval if controller else s["check_every"],
-                          refine_stalled=s["refine"], deadline=deadline, progress=progress, controller=controller,
-                          balance=s["residual_balancing"], comm=comm)
+    deadline = _deadline(settings)
+    comm = engine_comm(settings["engine"])
+    partition = qp.partition if settings["nodes"] is None else None
+    n_nodes = settings["nodes"] or qp.nodes or (None if partition is not None else 1)
+    r = solve_distributed(qp, n_nodes, partition, rho=settings["rho"], mu=settings["mu"], alpha=settings["alpha"],
+                          scaling=settings["scaling"], eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"],
+                          max_iter=settings["max_iter"],
+                          check_every=controller.interval if controller else settings["check_every"],
+                          refine_stalled=settings["refine"], deadline=deadline, progress=progress,
+                          controller=controller, balance=settings["residual_balancing"], comm=comm)
     from optsolve.qp.admm import refined_message
 
     message = refined_message(r.iterations) if r.polished else r.message
@@ -164,7 +166,7 @@ def _distributed(qp, s, progress, x0, y0, controller=None):
              "balance_updates": r.balance_updates, "prim_res": r.prim_res,
              "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
              "time_s": dict(r.time_s)}
-    if s["engine"] == "mpi":
+    if settings["engine"] == "mpi":
         stats["ranks"] = comm.size
     return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
             "prim_inf_cert": None, "dual_inf_cert": None}
@@ -200,53 +202,53 @@ def _policy_stats(path, policy):
             "interval": policy.interval, "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
 
 
-def _deepdistributed(qp, s, progress, x0, y0):
+def _deepdistributed(qp, settings, progress, x0, y0):
     from optsolve.qp.policy import default_policy_path
 
-    path = s["policy"] or default_policy_path(qp, "distributed")
+    path = settings["policy"] or default_policy_path(qp, "distributed")
     if path is None:
         raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
                              "--nodes N -o POLICY.npz' and pass '--policy POLICY.npz'.")
-    s["policy"] = path  # the settings record the policy used (the certificate reads its bound there)
+    settings["policy"] = path  # the settings record the policy used (the certificate reads its bound there)
     policy = _load_policy(path, ("distributed",))
-    out = _distributed(qp, s, progress, x0, y0, controller=policy)
+    out = _distributed(qp, settings, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)
     return out
 
 
-def _deepqp(qp, s, progress, x0, y0):
+def _deepqp(qp, settings, progress, x0, y0):
     from optsolve.qp.policy import default_policy_path
 
-    path = s["policy"] = s["policy"] or default_policy_path(qp)
+    path = settings["policy"] = settings["policy"] or default_policy_path(qp)
     policy = _load_policy(path, ("centralised", "rows"))
-    out = _admm(qp, s, progress, x0, y0, controller=policy)
+    out = _admm(qp, settings, progress, x0, y0, controller=policy)
     out["stats"]["policy"] = _policy_stats(path, policy)
     return out
 
 
-def _osqp(qp, s, progress, x0, y0):
+def _osqp(qp, settings, progress, x0, y0):
     from optsolve.qp.peers import solve_osqp
 
-    deadline = _deadline(s)
-    r = solve_osqp(qp, s, deadline, x0, y0)
-    return _peer_output(qp, s, deadline, r, f"osqp reported {r['stats']['osqp_status']}")
+    deadline = _deadline(settings)
+    r = solve_osqp(qp, settings, deadline, x0, y0)
+    return _peer_output(qp, settings, deadline, r, f"osqp reported {r['stats']['osqp_status']}")
 
 
-def _peer_output(qp, s, deadline, r: dict, said: str) -> dict:
+def _peer_output(qp, settings, deadline, r: dict, said: str) -> dict:
     """A peer's answer (:mod:`optsolve.qp.peers`: status, x, y, stats, the vector of a claim) as a method's
     output: an infeasibility claim re-checked (:func:`_check_claim`), an answer whose x is not finite dropped."""
     out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None, "dual_inf_cert": None}
     if r["status"] in ("infeasible", "unbounded"):
-        _check_claim(qp, s, deadline, out, r["claim"], said)
+        _check_claim(qp, settings, deadline, out, r["claim"], said)
     _answer(qp, out, r["x"], r["y"])
     return out
 
 
-def _check_claim(qp, s, deadline, out: dict, raw: np.ndarray, said: str) -> None:
+def _check_claim(qp, settings, deadline, out: dict, raw: np.ndarray, said: str) -> None:
     """Another solver's infeasibility claim (``out["status"]``, supported by ``raw``), re-checked and made
     exact as admm's are; a claim that fails is reported as the limit it was."""
     status = out["status"]
-    cert, why = _verifier(qp, s["cert_tol"], deadline)(status, raw / max(float(np.abs(raw).max()), 1e-300))
+    cert, why = _verifier(qp, settings["cert_tol"], deadline)(status, raw / max(float(np.abs(raw).max()), 1e-300))
     if cert is None:
         out["status"] = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
         out["message"] = (f"{said}, but the claim failed the independent certificate check ({why}); reported as "
@@ -265,7 +267,7 @@ def _answer(qp, out: dict, x: np.ndarray, y) -> None:
 def _interior_point_peer(name: str):
     """``--method piqp`` / ``clarabel``: the package called on the problem (:mod:`optsolve.qp.peers`)."""
 
-    def run(qp, s, progress, x0, y0):
+    def run(qp, settings, progress, x0, y0):
         from optsolve.core.progress import stdout_to_stderr
         from optsolve.qp import peers
 
@@ -275,18 +277,18 @@ def _interior_point_peer(name: str):
         except ImportError:
             raise ParameterError(f"Method {name!r} needs the {name} package: pip install {name} "
                                  "(or 'optsolve[peers]').") from None
-        deadline = _deadline(s)
+        deadline = _deadline(settings)
         with stdout_to_stderr():
-            r = solve(qp, s, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
+            r = solve(qp, settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
         stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
-        out = _peer_output(qp, s, deadline, dict(r, stats=stats), f"{name} reported {r['status']}")
+        out = _peer_output(qp, settings, deadline, dict(r, stats=stats), f"{name} reported {r['status']}")
         peers.trace_answer(qp, r["stats"]["iterations"], out["x"], out["y"])
         return out
 
     return run
 
 
-def _auto(qp, s, progress, x0, y0):
+def _auto(qp, settings, progress, x0, y0):
     """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over to PIQP)."""
     from optsolve.qp import auto, peers
     from optsolve.qp.admm import SWITCHED
@@ -295,7 +297,7 @@ def _auto(qp, s, progress, x0, y0):
     before = ""
     if first == "kkt":
         t = time.perf_counter()
-        r = auto.solve_kkt(qp, s["eps_abs"], s["eps_rel"], _deadline(s))
+        r = auto.solve_kkt(qp, settings["eps_abs"], settings["eps_rel"], _deadline(settings))
         if r is not None:
             peers.trace_answer(qp, r[3], r[0], r[1])
             stats = {"iterations": r[3], "evaluations": 1, "method_used": "kkt",
@@ -304,13 +306,13 @@ def _auto(qp, s, progress, x0, y0):
                     "prim_inf_cert": None, "dual_inf_cert": None}
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first == "piqp":
-        out = RUNS["piqp"](qp, s, progress, None, None)
+        out = RUNS["piqp"](qp, settings, progress, None, None)
         if out["status"] in ("infeasible", "unbounded") or (
-                out["status"] == "optimal" and out["x"] is not None and peers.passes(qp, s, out["x"], out["y"])):
+                out["status"] == "optimal" and out["x"] is not None and peers.passes(qp, settings, out["x"], out["y"])):
             out["stats"]["method_used"] = "piqp"
             return out
         before = f"PIQP ended {out['stats'].get('piqp_status')} without an answer that passes the termination test; "
-    out = _admm(qp, s, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None,
+    out = _admm(qp, settings, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None,
                 row_spread=auto.ROW_SPREAD)
     out["stats"]["method_used"] = "admm, then piqp" if out["stats"]["polished"] == SWITCHED else "admm"
     if before:
@@ -344,7 +346,8 @@ DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepq
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
                      check_every, eps_prim_inf, eps_dual_inf, polish=False, refine=True, mu=1.0, nodes=None,
-                     policy=None, residual_balancing=False, engine="local", cert_tol=None, obj_rtol=None, obj_atol=None):
+                     policy=None, residual_balancing=False, engine="local", cert_tol=None, obj_rtol=None,
+                     obj_atol=None):
     from optsolve.qp.certificate import LIMITS
 
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -366,7 +369,8 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
     if rho is None:
         rho = DEFAULT_RHO[method]
     if residual_balancing and method not in ("distributed", "deepdistributed"):
-        raise ParameterError("The '--residual-balancing' option applies to the methods distributed and deepdistributed only.")
+        raise ParameterError("The '--residual-balancing' option applies to the methods distributed and "
+                             "deepdistributed only.")
     if policy is not None and method not in ("deepqp", "deepdistributed"):
         raise ParameterError("The '--policy' option applies to the methods deepqp and deepdistributed only.")
     if engine not in ("local", "mpi"):
@@ -375,17 +379,15 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError(f"'--engine mpi' runs the methods distributed and deepdistributed; got method {method!r} "
                              "(add '--method distributed').")
     return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
-            "nodes": None if nodes is None else int(nodes),
-            "max_iter": int(max_iter) if max_iter is not None else 4000,
+            "nodes": None if nodes is None else int(nodes), "max_iter": int(max_iter) if max_iter is not None else 4000,
             "time_limit": positive_option("time-limit", time_limit), "rho": positive_option("rho", rho),
             "sigma": positive_option("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method != "osqp", "policy": policy, "residual_balancing": bool(residual_balancing),
-            "engine": engine,
-            **{lim.name: _limit_option(lim, value) for lim, value in
-               zip(LIMITS[2:], (cert_tol, obj_rtol, obj_atol))}}
+            "refine": bool(refine) and method != "osqp", "policy": policy,
+            "residual_balancing": bool(residual_balancing), "engine": engine,
+            **{lim.name: _limit_option(lim, value) for lim, value in zip(LIMITS[2:], (cert_tol, obj_rtol, obj_atol))}}
 
 
 def _limit_option(lim, value) -> float:
@@ -415,7 +417,7 @@ def _method(found: Callable) -> Callable:
 
 
 def _output(job: Job, out: dict) -> MethodOutput:
-    qp, s = job.data, job.settings
+    qp, settings = job.data, job.settings
     status = Status(out["status"])
     stats = dict(out["stats"])
     result = MethodOutput(status, None, iterations=stats.pop("iterations", None),
@@ -433,9 +435,9 @@ def _output(job: Job, out: dict) -> MethodOutput:
     if out.get("message"):
         result.add_message(out["message"])
     if status is Status.MAX_ITER:
-        result.add_message(f"Iteration limit {s['max_iter']} reached; the last iterate is written.")
+        result.add_message(f"Iteration limit {settings['max_iter']} reached; the last iterate is written.")
     elif status is Status.TIME_LIMIT:
-        result.add_message(f"Time limit {s['time_limit']:g} s reached; the last iterate is written.")
+        result.add_message(f"Time limit {settings['time_limit']:g} s reached; the last iterate is written.")
     if qp.P_storage == "upper":
         result.stats["P_storage"] = "upper"
     return result
@@ -452,11 +454,12 @@ class QPSolver(Solver):
     def setup(self, problem, method, options, deadline, progress) -> Job:
         qp = prepare(problem)
         o = {k: v for k, v in options.items() if k not in ("device", "warm_start")}
-        s = resolve_settings(method, **o)
+        settings = resolve_settings(method, **o)
         warm_start = options["warm_start"]
         x0_y0 = _warm_start(warm_start, qp)
-        s["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
-        return Job(method, qp, s, problem.info(n=qp.n, m=qp.m), deadline=deadline, progress=progress,
+        settings["warm_start"] = warm_start if isinstance(warm_start,
+                 str) else (None if warm_start is None else "given")
+        return Job(method, qp, settings, problem.info(n=qp.n, m=qp.m), deadline=deadline, progress=progress,
                    context={"warm_start": x0_y0})
 
     def screen(self, job):
@@ -465,10 +468,10 @@ class QPSolver(Solver):
     def certify(self, job, result):
         from optsolve.qp import certificate
 
-        s = job.settings
-        limits = {lim.name: s[lim.name] for lim in certificate.LIMITS}
+        settings = job.settings
+        limits = {lim.name: settings[lim.name] for lim in certificate.LIMITS}
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
-                                 settings=s, limits=limits, status=result.status.value)
+                                 settings=settings, limits=limits, status=result.status.value)
 
     def judge(self, job, result):
         claim = result.solution.get("certificate_kind")

@@ -56,13 +56,13 @@ def unscaled_residuals(qp: QPProblem, x: np.ndarray, y: np.ndarray) -> dict:
     return residuals_of(plain, x, y, np.clip(qp.A @ x, qp.l, qp.u))
 
 
-def passes(qp: QPProblem, s: dict, x: np.ndarray, y: np.ndarray) -> bool:
+def passes(qp: QPProblem, settings: dict, x: np.ndarray, y: np.ndarray) -> bool:
     """OSQP's termination test at the requested eps on the unscaled problem."""
     from optsolve.qp.termination import tolerance_tests
 
     if x.shape != (qp.n,) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return False
-    return all(tolerance_tests(unscaled_residuals(qp, x, y), s["eps_abs"], s["eps_rel"]))
+    return all(tolerance_tests(unscaled_residuals(qp, x, y), settings["eps_abs"], settings["eps_rel"]))
 
 
 def trace_answer(qp: QPProblem, iterations: int, x: np.ndarray | None, y: np.ndarray | None) -> None:
@@ -76,14 +76,14 @@ def trace_answer(qp: QPProblem, iterations: int, x: np.ndarray | None, y: np.nda
     trace(iterations, max(r["prim"], r["dual"]), measure=RESIDUAL_MEASURE, prim=r["prim"], dual=r["dual"], gap=r["gap"])
 
 
-def _outcome(qp: QPProblem, s: dict, kind: str, x, y, stats: dict) -> dict:
-    if kind in ("max_iter", "numerical_error", "optimal_inaccurate") and passes(qp, s, x, y):
+def _outcome(qp: QPProblem, settings: dict, kind: str, x, y, stats: dict) -> dict:
+    if kind in ("max_iter", "numerical_error", "optimal_inaccurate") and passes(qp, settings, x, y):
         kind = "optimal"  # short of the tighter target, within the requested one
     return {"status": kind, "x": x, "y": y, "stats": stats,
             "claim": y if kind == "infeasible" else x if kind == "unbounded" else None}
 
 
-def solve_piqp(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
+def solve_piqp(qp: QPProblem, settings: dict, time_limit: float | None) -> dict:
     """PIQP on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter). PIQP has no time limit of its own:
     ``time_limit`` (kept for the common signature) bounds nothing here; its iterations are few and bounded."""
     import piqp
@@ -92,8 +92,8 @@ def solve_piqp(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
     A = qp.A.tocsr()
     solver = piqp.SparseSolver()
     st = solver.settings
-    st.verbose, st.max_iter = False, s["max_iter"]
-    st.eps_abs, st.eps_rel = max(TIGHTER * s["eps_abs"], 1e-12), max(TIGHTER * s["eps_rel"], 1e-14)
+    st.verbose, st.max_iter = False, settings["max_iter"]
+    st.eps_abs, st.eps_rel = max(TIGHTER * settings["eps_abs"], 1e-12), max(TIGHTER * settings["eps_rel"], 1e-14)
     if hasattr(st, "eps_duality_gap_abs"):  # its own duality-gap test, else at PIQP's defaults (LISWET1 at
         # 1e-6: PIQP_SOLVED with a gap of 4.9e-6; with these, 9e-11)
         st.eps_duality_gap_abs, st.eps_duality_gap_rel = st.eps_abs, st.eps_rel
@@ -108,10 +108,10 @@ def solve_piqp(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
     kind = {"PIQP_SOLVED": "optimal", "PIQP_MAX_ITER_REACHED": "max_iter", "PIQP_PRIMAL_INFEASIBLE": "infeasible",
             "PIQP_DUAL_INFEASIBLE": "unbounded"}.get(name, "numerical_error")
     stats = {"iterations": int(r.info.iter), "piqp_status": name, "piqp_version": piqp.__version__}
-    return _outcome(qp, s, kind, x, y, stats)
+    return _outcome(qp, settings, kind, x, y, stats)
 
 
-def solve_clarabel(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
+def solve_clarabel(qp: QPProblem, settings: dict, time_limit: float | None) -> dict:
     """Clarabel on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter), within ``time_limit`` seconds."""
     import clarabel
 
@@ -125,9 +125,10 @@ def solve_clarabel(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
     cones = [clarabel.ZeroConeT(k), clarabel.NonnegativeConeT(ku + lower.size)]
     st = clarabel.DefaultSettings()
     st.verbose = False
-    st.max_iter = int(s["max_iter"])
-    st.tol_gap_abs, st.tol_gap_rel = max(TIGHTER * s["eps_abs"], 1e-12), max(TIGHTER * s["eps_rel"], 1e-14)
-    st.tol_feas = min(max(TIGHTER * s["eps_abs"], 1e-12), 1e-8)
+    st.max_iter = int(settings["max_iter"])
+    st.tol_gap_abs, st.tol_gap_rel = max(TIGHTER * settings["eps_abs"], 1e-12), max(TIGHTER * settings["eps_rel"],
+                                         1e-14)
+    st.tol_feas = min(max(TIGHTER * settings["eps_abs"], 1e-12), 1e-8)
     if time_limit is not None:
         st.time_limit = float(time_limit)
     sol = clarabel.DefaultSolver(sp.triu(qp.P, format="csc"), qp.q, stacked, b, cones, st).solve()
@@ -142,7 +143,7 @@ def solve_clarabel(qp: QPProblem, s: dict, time_limit: float | None) -> dict:
             "MaxTime": "time_limit", "PrimalInfeasible": "infeasible", "DualInfeasible": "unbounded",
             "AlmostPrimalInfeasible": "infeasible", "AlmostDualInfeasible": "unbounded"}.get(name, "numerical_error")
     stats = {"iterations": int(sol.iterations), "clarabel_status": name, "clarabel_version": clarabel.__version__}
-    return _outcome(qp, s, kind, x, y, stats)
+    return _outcome(qp, settings, kind, x, y, stats)
 
 
 OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",
@@ -196,7 +197,7 @@ def fd2_into(file):
     return restore
 
 
-def solve_osqp(qp: QPProblem, s: dict, deadline: float | None, x0=None, y0=None) -> dict:
+def solve_osqp(qp: QPProblem, settings: dict, deadline: float | None, x0=None, y0=None) -> dict:
     """osqp on the problem with optsolve's settings ``s``: status, x, y, osqp's statistics, and the vector of an
     infeasibility claim (for the caller to check). A setup failure raises the optsolve error osqp's code means."""
     import contextlib
@@ -214,12 +215,12 @@ def solve_osqp(qp: QPProblem, s: dict, deadline: float | None, x0=None, y0=None)
             restore = fd2_into(said)
             failure = None
             try:
-                solver.setup(sp.triu(qp.P, format="csc"), qp.q, qp.A, np.maximum(qp.l, -big),
-                             np.minimum(qp.u, big), eps_abs=s["eps_abs"], eps_rel=s["eps_rel"],
-                             max_iter=s["max_iter"], verbose=False, rho=s["rho"], sigma=s["sigma"],
-                             alpha=s["alpha"], scaling=s["scaling"], adaptive_rho=bool(s["adaptive_rho"]),
-                             check_termination=s["check_every"], eps_prim_inf=s["eps_prim_inf"],
-                             eps_dual_inf=s["eps_dual_inf"], polishing=s["polish"],
+                solver.setup(sp.triu(qp.P, format="csc"), qp.q, qp.A, np.maximum(qp.l, -big), np.minimum(qp.u, big),
+                             eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"], max_iter=settings["max_iter"],
+                             verbose=False, rho=settings["rho"], sigma=settings["sigma"], alpha=settings["alpha"],
+                             scaling=settings["scaling"], adaptive_rho=bool(settings["adaptive_rho"]),
+                             check_termination=settings["check_every"], eps_prim_inf=settings["eps_prim_inf"],
+                             eps_dual_inf=settings["eps_dual_inf"], polishing=settings["polish"],
                              **({"time_limit": max(deadline - time.perf_counter(), 1e-3)} if deadline else {}))
                 if x0 is not None:
                     solver.warm_start(x=x0, y=y0)

@@ -97,10 +97,11 @@ def _method(name: str):
     """``METHODS[name]``: :func:`estimate` with that method on the job's samples, as a method's output."""
 
     def solve_with(job: Job) -> MethodOutput:
-        tp, s, c = job.data, job.settings, job.context
+        tp, settings, c = job.data, job.settings, job.context
         try:
-            found = estimate(tp, c["Z"], name, c["rng"], tol=s["tol"], radius=s["radius"], max_calls=s["max_evals"],
-                             deadline=c["deadline"], progress=job.progress, oracle=c["counter"], alpha0=c["alpha0"])
+            found = estimate(tp, c["Z"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
+                             max_calls=settings["max_evals"], deadline=c["deadline"], progress=job.progress,
+                             oracle=c["counter"], alpha0=c["alpha0"])
         except np.linalg.LinAlgError as exc:
             raise SolverError(f"The {name} estimate failed numerically ({exc}); the samples may be too badly scaled "
                               "or too few for their dimension.") from None
@@ -177,11 +178,12 @@ class TruncatedSolver(Solver):
         """The bootstrap's intervals, and the settings and limits the run's radius completes."""
         from optsolve.truncated import certificate
 
-        tp, s, c = job.data, job.settings, job.context
-        bootstrap = s["bootstrap"]
+        tp, settings, c = job.data, job.settings, job.context
+        bootstrap = settings["bootstrap"]
         if bootstrap:
-            intervals, done, late = _bootstrap(tp, c["fit_rows"], job.method, c["rng"], int(bootstrap), tol=s["tol"],
-                                               radius=s["radius"], deadline=c["deadline"], oracle=c["counter"])
+            intervals, done, late = _bootstrap(tp, c["fit_rows"], job.method, c["rng"], int(bootstrap),
+                                               tol=settings["tol"], radius=settings["radius"], deadline=c["deadline"],
+                                               oracle=c["counter"])
             out.solution.update(intervals)
             out.stats["bootstrap_resamples"] = done
             out.evaluations = c["counter"].calls
@@ -193,12 +195,14 @@ class TruncatedSolver(Solver):
                 out.add_message(f"The bootstrap intervals come from {done} of {bootstrap} resamples (the others gave "
                                 "no estimate).")
         keeps_region = job.method in ("newton", "psgd")
-        limits = {"tol": s["tol"] if s["tol"] is not None else certificate.DEFAULT_TOL,
-                  "radius": c["found"].get("radius", s["radius"]) if keeps_region else None,
-                  "holdout": s["holdout"], "objective_rtol": s["objective_rtol"], "objective_atol": s["objective_atol"]}
+        limits = {"tol": settings["tol"] if settings["tol"] is not None else certificate.DEFAULT_TOL,
+                  "radius": c["found"].get("radius", settings["radius"]) if keeps_region else None,
+                  "holdout": settings["holdout"], "objective_rtol": settings["objective_rtol"],
+                  "objective_atol": settings["objective_atol"]}
         c["limits"] = limits = certificate.resolved_limits(limits)
-        job.settings = dict(limits, radius=limits["radius"] if keeps_region else s["radius"],
-                            max_evals=s["max_evals"], seed=s["seed"], bootstrap=bootstrap, oracle=s["oracle"])
+        job.settings = dict(limits, radius=limits["radius"] if keeps_region else settings["radius"],
+                            max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=bootstrap,
+                            oracle=settings["oracle"])
         return out
 
     def certify(self, job, result):
