@@ -87,8 +87,14 @@ class Solver:
 
     command: str = ""
     methods: dict[str, Method] = {}
+    aliases: tuple[str, ...] = ()  # names setup resolves to one of the methods (ot's auto)
     default_method: str = ""
     cpu_only: bool = True
+
+    @property
+    def method_names(self) -> tuple[str, ...]:
+        """What ``--method`` accepts: the aliases, then the methods."""
+        return (*self.aliases, *self.methods)
 
     def setup(self, problem, method: str, options: dict, deadline: float | None, progress: Progress) -> Job:
         """Check ``options`` (the keyword arguments of ``solve_problem`` less method, device, time limit and
@@ -113,8 +119,8 @@ class Solver:
 
 
 def check_method(solver: Solver, method: str) -> None:
-    if method not in solver.methods:
-        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(solver.methods)}")
+    if method not in solver.method_names:
+        raise ParameterError(f"Unknown method {method!r}; expected one of {sorted(solver.method_names)}")
 
 
 def run(solver: Solver, problem, *, method: str | None = None, device: str = "auto", time_limit=None,

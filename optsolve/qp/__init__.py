@@ -23,23 +23,20 @@ vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OS
 from __future__ import annotations
 
 import math
-import time
-from typing import Callable
 
 import numpy as np
 
-from optsolve.core import clock
-from optsolve.qp import defaults
-from optsolve.core.errors import InputError, ParameterError, SolverError, positive_option
+from optsolve.core.errors import InputError, ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, MethodOutput, Solver, run
+from optsolve.core.solve import Job, Solver, run
+from optsolve.qp import defaults
+from optsolve.qp.methods import METHODS, no_variables
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "auto"  # the rule of optsolve.qp.auto: a KKT solve, PIQP, or ADMM handed over to PIQP
 DEFAULT_EPS = defaults.EPS
 MAX_SCALING = 1000
-TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
 
 
 def _nonneg(name, value):
@@ -78,268 +75,6 @@ def _warm_start(warm_start, qp: QPProblem):
     return x0, y0
 
 
-def _verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | None = None):
-    """``verify(kind, vector) -> (certificate or None, reason)``: ADMM's direction if it passes the
-    certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None.
-    The LP gets the time left before ``deadline`` (a ``time.perf_counter()`` value), and none after it."""
-    from optsolve.qp.certificate import infeasibility_checks, unboundedness_checks
-    from optsolve.qp.infeasibility import LP_TIME_LIMIT, farkas_vector, recession_direction
-
-    from optsolve.qp.certificate import CERT_TOL
-
-    tol = CERT_TOL if cert_tol is None else cert_tol
-
-    def failures(kind, vec):
-        checks = infeasibility_checks(qp, vec, tol) if kind == "infeasible" else unboundedness_checks(qp, vec, tol)
-        return [c.name for c in checks if not c.holds]
-
-    def verify(kind, vec, exact=True):
-        if not failures(kind, vec):
-            return vec, ""
-        if not exact:
-            return None, "the direction fails its checks"
-        budget = LP_TIME_LIMIT if deadline is None else min(LP_TIME_LIMIT, deadline - time.perf_counter())
-        if budget <= 0:
-            return None, TIME_FOR_CERTIFICATE
-        exact = farkas_vector(qp, budget) if kind == "infeasible" else recession_direction(qp, budget)
-        if exact is None:
-            if deadline is not None and time.perf_counter() >= deadline:
-                return None, TIME_FOR_CERTIFICATE
-            return None, "no exact certificate exists (linear program infeasible)"
-        failed = failures(kind, exact)
-        return (exact, "") if not failed else (None, "the exact certificate fails " + ", ".join(failed))
-
-    return verify
-
-
-def _deadline(settings: dict) -> float | None:
-    """The ``time.perf_counter()`` value at which the settings' time limit, counted from the command's start, ends."""
-    return clock.deadline(settings["time_limit"])
-
-
-def _admm(qp, settings, progress, x0, y0, controller=None, switch_after=None, row_spread=None):
-    from optsolve.qp.admm import ADMMSettings, solve_admm
-
-    st = ADMMSettings(eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"], max_iter=settings["max_iter"],
-                      rho=settings["rho"], sigma=settings["sigma"], alpha=settings["alpha"],
-                      scaling=settings["scaling"], adaptive_rho=settings["adaptive_rho"],
-                      check_every=settings["check_every"], eps_prim_inf=settings["eps_prim_inf"],
-                      eps_dual_inf=settings["eps_dual_inf"], polish=settings["polish"],
-                      refine_stalled=settings["refine"], switch_after=switch_after, row_spread=row_spread)
-    deadline = _deadline(settings)
-    if controller is not None:
-        st.check_every = controller.interval
-    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=_verifier(qp, settings["cert_tol"], deadline), progress=progress,
-                   deadline=deadline, controller=controller)
-    message = r.message
-    if r.rejected_claims:
-        it, kind, why = r.rejected_claims[-1]
-        message += (f" An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
-                   "not reported; iterations went on.")
-    stats = {"iterations": r.iterations, "evaluations": r.factorisations, "rho_updates": r.rho_updates, "rho": r.rho,
-             "prim_res": r.prim_res, "dual_res": r.dual_res,
-             "duality_gap": r.duality_gap, "polished": r.polished, "time_s": {"setup": r.time_s.get("setup"),
-                                                      "iterations": r.time_s.get("iterations")}}
-    return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
-            "prim_inf_cert": r.prim_inf_cert, "dual_inf_cert": r.dual_inf_cert}
-
-
-def _distributed(qp, settings, progress, x0, y0, controller=None):
-    from optsolve.qp.distributed import solve_distributed
-
-    if x0 is not None:
-        raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
-    deadline = _deadline(settings)
-    comm = engine_comm(settings["engine"])
-    partition = qp.partition if settings["nodes"] is None else None
-    n_nodes = settings["nodes"] or qp.nodes or (None if partition is not None else 1)
-    r = solve_distributed(qp, n_nodes, partition, rho=settings["rho"], mu=settings["mu"], alpha=settings["alpha"],
-                          scaling=settings["scaling"], eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"],
-                          max_iter=settings["max_iter"],
-                          check_every=controller.interval if controller else settings["check_every"],
-                          refine_stalled=settings["refine"], deadline=deadline, progress=progress,
-                          controller=controller, balance=settings["residual_balancing"], comm=comm)
-    from optsolve.qp.admm import refined_message
-
-    message = refined_message(r.iterations) if r.polished else r.message
-    stats = {"iterations": r.iterations, "evaluations": r.factorisations, "nodes": r.nodes, "copies": r.copies,
-             "balance_updates": r.balance_updates, "prim_res": r.prim_res,
-             "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
-             "time_s": dict(r.time_s)}
-    if settings["engine"] == "mpi":
-        stats["ranks"] = comm.size
-    return {"x": r.x, "y": r.y, "z": r.z, "status": r.status, "message": message, "stats": stats,
-            "prim_inf_cert": None, "dual_inf_cert": None}
-
-
-def engine_comm(engine: str):
-    """The reductions of DistributedQP's consensus step: this process, or MPI's COMM_WORLD."""
-    from optsolve.qp.distributed import MPIRanks, OneProcess
-
-    if engine != "mpi":
-        return OneProcess
-    try:
-        from mpi4py import MPI
-    except ImportError as exc:
-        raise ParameterError(f"'--engine mpi' needs mpi4py and an MPI library ({exc}); install them with "
-                             "pip install 'optsolve[dist]'.") from None
-    return MPIRanks(MPI.COMM_WORLD)
-
-
-def _load_policy(path: str, kinds: tuple[str, ...]):
-    from optsolve.qp.policy import Policy
-
-    policy = Policy.load(path)
-    if policy.kind not in kinds:
-        method = "deepdistributed" if kinds == ("distributed",) else "deepqp"
-        raise ParameterError(f"Policy file {path!r} holds a {policy.kind} policy; method {method} needs a "
-                             f"{' or '.join(kinds)} one.")
-    return policy
-
-
-def _policy_stats(path, policy):
-    return {"path": path, "family": policy.header.get("family"), "kind": policy.kind, "K": policy.steps,
-            "interval": policy.interval, "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
-
-
-def _deepdistributed(qp, settings, progress, x0, y0):
-    from optsolve.qp.policy import default_policy_path
-
-    path = settings["policy"] or default_policy_path(qp, "distributed")
-    if path is None:
-        raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
-                             "--nodes N -o POLICY.npz' and pass '--policy POLICY.npz'.")
-    settings["policy"] = path  # the settings record the policy used (the certificate reads its bound there)
-    policy = _load_policy(path, ("distributed",))
-    out = _distributed(qp, settings, progress, x0, y0, controller=policy)
-    out["stats"]["policy"] = _policy_stats(path, policy)
-    return out
-
-
-def _deepqp(qp, settings, progress, x0, y0):
-    from optsolve.qp.policy import default_policy_path
-
-    path = settings["policy"] = settings["policy"] or default_policy_path(qp)
-    policy = _load_policy(path, ("centralised", "rows"))
-    out = _admm(qp, settings, progress, x0, y0, controller=policy)
-    out["stats"]["policy"] = _policy_stats(path, policy)
-    return out
-
-
-def _osqp(qp, settings, progress, x0, y0):
-    from optsolve.qp.peers import solve_osqp
-
-    deadline = _deadline(settings)
-    r = solve_osqp(qp, settings, deadline, x0, y0)
-    return _peer_output(qp, settings, deadline, r, f"osqp reported {r['stats']['osqp_status']}")
-
-
-def _peer_output(qp, settings, deadline, r: dict, said: str) -> dict:
-    """A peer's answer (:mod:`optsolve.qp.peers`: status, x, y, stats, the vector of a claim) as a method's
-    output: an infeasibility claim re-checked (:func:`_check_claim`), an answer whose x is not finite dropped."""
-    out = {"status": r["status"], "message": "", "stats": r["stats"], "prim_inf_cert": None, "dual_inf_cert": None}
-    if r["status"] in ("infeasible", "unbounded"):
-        _check_claim(qp, settings, deadline, out, r["claim"], said)
-    _answer(qp, out, r["x"], r["y"])
-    return out
-
-
-def _check_claim(qp, settings, deadline, out: dict, raw: np.ndarray, said: str) -> None:
-    """Another solver's infeasibility claim (``out["status"]``, supported by ``raw``), re-checked and made
-    exact as admm's are; a claim that fails is reported as the limit it was."""
-    status = out["status"]
-    cert, why = _verifier(qp, settings["cert_tol"], deadline)(status, raw / max(float(np.abs(raw).max()), 1e-300))
-    if cert is None:
-        out["status"] = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
-        out["message"] = (f"{said}, but the claim failed the independent certificate check ({why}); reported as "
-                          f"{out['status']}.")
-    else:
-        out["prim_inf_cert" if status == "infeasible" else "dual_inf_cert"] = cert
-
-
-def _answer(qp, out: dict, x: np.ndarray, y) -> None:
-    if x.shape == (qp.n,) and np.all(np.isfinite(x)):
-        out.update(x=x, y=np.asarray(y, dtype=float), z=qp.A @ x)
-    else:
-        out.update(x=None, y=None, z=None)
-
-
-def _interior_point_peer(name: str):
-    """``--method piqp`` / ``clarabel``: the package called on the problem (:mod:`optsolve.qp.peers`)."""
-
-    def run(qp, settings, progress, x0, y0):
-        from optsolve.core.progress import stdout_to_stderr
-        from optsolve.qp import peers
-
-        try:
-            solve = {"piqp": peers.solve_piqp, "clarabel": peers.solve_clarabel}[name]
-            __import__(name)
-        except ImportError:
-            raise ParameterError(f"Method {name!r} needs the {name} package: pip install {name} "
-                                 "(or 'optsolve[peers]').") from None
-        deadline = _deadline(settings)
-        with stdout_to_stderr():
-            r = solve(qp, settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
-        stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
-        out = _peer_output(qp, settings, deadline, dict(r, stats=stats), f"{name} reported {r['status']}")
-        peers.trace_answer(qp, r["stats"]["iterations"], out["x"], out["y"])
-        return out
-
-    return run
-
-
-def _auto(qp, settings, progress, x0, y0):
-    """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over to PIQP)."""
-    from optsolve.qp import auto, peers
-    from optsolve.qp.admm import SWITCHED
-
-    first = auto.choose(qp, warm=x0 is not None or y0 is not None)
-    before = ""
-    if first == "kkt":
-        t = time.perf_counter()
-        r = auto.solve_kkt(qp, settings["eps_abs"], settings["eps_rel"], _deadline(settings))
-        if r is not None:
-            peers.trace_answer(qp, r[3], r[0], r[1])
-            stats = {"iterations": r[3], "evaluations": 1, "method_used": "kkt",
-                     "time_s": {"kkt": time.perf_counter() - t}}
-            return {"x": r[0], "y": r[1], "z": r[2], "status": "optimal", "message": "", "stats": stats,
-                    "prim_inf_cert": None, "dual_inf_cert": None}
-        before = "The KKT system of the equality rows has no solution that passes the termination test; "
-    elif first == "piqp":
-        out = RUNS["piqp"](qp, settings, progress, None, None)
-        if out["status"] in ("infeasible", "unbounded") or (
-                out["status"] == "optimal" and out["x"] is not None and peers.passes(qp, settings, out["x"], out["y"])):
-            out["stats"]["method_used"] = "piqp"
-            return out
-        before = f"PIQP ended {out['stats'].get('piqp_status')} without an answer that passes the termination test; "
-    out = _admm(qp, settings, progress, x0, y0, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None,
-                row_spread=auto.ROW_SPREAD)
-    out["stats"]["method_used"] = "admm, then piqp" if out["stats"]["polished"] == SWITCHED else "admm"
-    if before:
-        out["message"] = (before + "ADMM ran next. " + out["message"]).strip()
-    return out
-
-
-def _no_variables(qp: QPProblem) -> dict:
-    """The answer when n = 0, without iterations: Ax = 0 for the only x, so the problem is feasible
-    exactly when every row has l <= 0 <= u; otherwise a row that excludes 0 is its own Farkas
-    certificate (dy = -1 where l > 0, +1 where u < 0: A'dy = 0 and SC(dy) < 0)."""
-    z = np.zeros(qp.m)
-    dy = np.where(qp.l > 0, -1.0, 0.0) + np.where(qp.u < 0, 1.0, 0.0)
-    stats = {"iterations": 0, "evaluations": 0}
-    if np.any(dy):
-        return {"x": None, "y": None, "z": None, "status": "infeasible", "stats": stats,
-                "message": f"No variables (n = 0): row {int(np.flatnonzero(dy)[0])} excludes Ax = 0.",
-                "prim_inf_cert": dy, "dual_inf_cert": None}
-    return {"x": np.zeros(0), "y": np.zeros(qp.m), "z": z, "status": "optimal", "stats": stats,
-            "message": "No variables (n = 0): every row admits Ax = 0; the objective is r.",
-            "prim_inf_cert": None, "dual_inf_cert": None}
-
-
-# each method in the form auto and the learned methods call: (qp, settings, progress, x0, y0) -> dict
-RUNS = {"auto": _auto, "admm": _admm, "osqp": _osqp, "distributed": _distributed, "deepqp": _deepqp,
-        "deepdistributed": _deepdistributed, "piqp": _interior_point_peer("piqp"),
-        "clarabel": _interior_point_peer("clarabel")}
 DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0,
                "piqp": 0.1, "clarabel": 0.1}
 
@@ -397,53 +132,9 @@ def _limit_option(lim, value) -> float:
     return positive_option(lim.name.replace("_", "-"), value)
 
 
-def _method(found: Callable) -> Callable:
-    """``METHODS[name]``: ``found(qp, settings, progress, x0, y0) -> dict`` (the form the methods above share, so that
-    auto and the learned methods call admm and piqp) as a method's output: the answer, or the certificate of an
-    infeasible or unbounded problem."""
-
-    def solve_with(job: Job) -> MethodOutput:
-        qp = job.data
-        try:
-            out = found(qp, job.settings, job.progress, *job.context["warm_start"])
-        except RuntimeError as exc:  # a KKT matrix that float64 cannot factor (entries near 1e300)
-            if "singular" not in str(exc).lower():
-                raise
-            raise SolverError(f"{job.problem.source}: the KKT matrix cannot be factored in float64 ({exc}); rescale "
-                              "the data (entries of magnitude near 1e300 or 1e-300 are beyond it).") from None
-        return _output(job, out)
-
-    return solve_with
-
-
-def _output(job: Job, out: dict) -> MethodOutput:
-    qp, settings = job.data, job.settings
-    status = Status(out["status"])
-    stats = dict(out["stats"])
-    result = MethodOutput(status, None, iterations=stats.pop("iterations", None),
-                          evaluations=stats.pop("evaluations", None), stats=stats)
-    if status is Status.INFEASIBLE:
-        result.solution = {"certificate_kind": "infeasible", "prim_inf_cert": out["prim_inf_cert"]}
-        result.message = "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0."
-    elif status is Status.UNBOUNDED:
-        result.solution = {"certificate_kind": "unbounded", "dual_inf_cert": out["dual_inf_cert"]}
-        result.message = ("Unbounded (dual infeasible): dual_inf_cert dx has q'dx < 0, P dx ~ 0 and A dx in the "
-                          "bounds' cone.")
-    elif out.get("x") is not None:
-        result.solution = {"x": out["x"], "y": out["y"], "z": out["z"]}
-        result.objective = qp.objective(out["x"])
-    if out.get("message"):
-        result.add_message(out["message"])
-    if status is Status.MAX_ITER:
-        result.add_message(f"Iteration limit {settings['max_iter']} reached; the last iterate is written.")
-    elif status is Status.TIME_LIMIT:
-        result.add_message(f"Time limit {settings['time_limit']:g} s reached; the last iterate is written.")
-    if qp.P_storage == "upper":
-        result.stats["P_storage"] = "upper"
-    return result
-
-
-METHODS = {name: _method(found) for name, found in RUNS.items()}
+CLAIMS = {"infeasible": "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0.",
+          "unbounded": "Unbounded (dual infeasible): dual_inf_cert dx has q'dx < 0, P dx ~ 0 and A dx in the bounds' "
+                       "cone."}
 
 
 class QPSolver(Solver):
@@ -453,17 +144,28 @@ class QPSolver(Solver):
 
     def setup(self, problem, method, options, deadline, progress) -> Job:
         qp = prepare(problem)
-        o = {k: v for k, v in options.items() if k not in ("device", "warm_start")}
-        settings = resolve_settings(method, **o)
+        settings = resolve_settings(method, **{k: v for k, v in options.items() if k not in ("device", "warm_start")})
         warm_start = options["warm_start"]
         x0_y0 = _warm_start(warm_start, qp)
-        settings["warm_start"] = warm_start if isinstance(warm_start,
-                 str) else (None if warm_start is None else "given")
+        settings["warm_start"] = warm_start if isinstance(warm_start, str) else (None if warm_start is None else "given")
         return Job(method, qp, settings, problem.info(n=qp.n, m=qp.m), deadline=deadline, progress=progress,
                    context={"warm_start": x0_y0})
 
     def screen(self, job):
-        return _output(job, _no_variables(job.data)) if job.data.n == 0 else None
+        return no_variables(job.data) if job.data.n == 0 else None
+
+    def finish(self, job, out):
+        """What a claim's vector shows, and which limit stopped the method, said in the message."""
+        claim = CLAIMS.get(out.status.value)
+        if claim:
+            out.message = f"{claim} {out.message}".strip()
+        if out.status is Status.MAX_ITER:
+            out.add_message(f"Iteration limit {job.settings['max_iter']} reached; the last iterate is written.")
+        elif out.status is Status.TIME_LIMIT:
+            out.add_message(f"Time limit {job.settings['time_limit']:g} s reached; the last iterate is written.")
+        if job.data.P_storage == "upper":
+            out.stats["P_storage"] = "upper"
+        return out
 
     def certify(self, job, result):
         from optsolve.qp import certificate

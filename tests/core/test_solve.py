@@ -109,14 +109,31 @@ def test_the_time_limit_counts_from_the_call_and_reaches_the_method():
     assert clock.spent() == 0.0  # the clock started for the call is stopped after it
 
 
+def test_an_alias_is_accepted_and_resolved_by_setup():
+    class Aliased(Toy):
+        aliases = ("best",)
+
+        def setup(self, problem, method, options, deadline, progress):
+            job = super().setup(problem, method, options, deadline, progress)
+            job.method = "copy" if method == "best" else method
+            return job
+
+    solver = Aliased()
+    assert solver.method_names == ("best", "copy", "slow")
+    result = run(solver, {"value": 1.0}, method="best", scale=1.0)
+    assert result.method == "copy" and result.status is Status.OPTIMAL
+    with pytest.raises(ParameterError, match=r"expected one of \['best', 'copy', 'slow'\]"):
+        run(solver, {"value": 1.0}, method="worst", scale=1.0)
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_every_package_runs_through_the_pipeline(kind):
     pkg = importlib.import_module(f"optsolve.{kind}")
     assert isinstance(pkg.SOLVER, Solver) and pkg.SOLVER.command == kind
-    assert pkg.SOLVER.methods is pkg.METHODS and pkg.DEFAULT_METHOD in pkg.METHODS
+    assert pkg.SOLVER.methods is pkg.METHODS and pkg.DEFAULT_METHOD in pkg.SOLVER.method_names
     for name, method in pkg.METHODS.items():
         assert callable(method), name
-        params = list(inspect.signature(method).parameters)
-        assert len(params) == 1, (name, params)  # one signature: the job
+        required = [p for p in inspect.signature(method).parameters.values() if p.default is p.empty]
+        assert len(required) == 1, (name, required)  # one signature: called with the job alone
     source = inspect.getsource(pkg.solve_problem)
     assert "run(SOLVER," in source

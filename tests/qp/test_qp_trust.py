@@ -184,13 +184,13 @@ def test_nothing_runs_after_the_deadline():
 
 
 def test_no_exact_certificate_is_sought_past_the_deadline():
-    from optsolve.qp import TIME_FOR_CERTIFICATE, _verifier
+    from optsolve.qp.methods import TIME_FOR_CERTIFICATE, claim_verifier
 
     qp = prepare(SCHEMA.validate({"q": [1.0, 0.0], "A": [[1.0, 1.0], [1.0, 1.0]], "l": [2.0, -1e20],
                                   "u": [1e20, 1.0]}, source="test"))
     wrong = np.array([1.0, 0.0])  # not a Farkas vector: the exact one needs the LP
-    assert _verifier(qp, None, time.perf_counter() - 1.0)("infeasible", wrong) == (None, TIME_FOR_CERTIFICATE)
-    exact, why = _verifier(qp)("infeasible", wrong)
+    assert claim_verifier(qp, None, time.perf_counter() - 1.0)("infeasible", wrong) == (None, TIME_FOR_CERTIFICATE)
+    exact, why = claim_verifier(qp)("infeasible", wrong)
     assert why == "" and np.allclose(exact, [-1.0, 1.0])
 
 @pytest.mark.parametrize("args, expected", [

@@ -1,0 +1,227 @@
+"""The methods of ``optsolve ot``: ``METHODS[name](job)`` calls its solver and returns the
+:class:`~optsolve.core.solve.MethodOutput` that :func:`plan_output` makes of the answer (the
+potentials, the plan or its entries, its cost).
+
+``auto`` is not a method: :func:`optsolve.ot.choose_method` resolves it before one runs.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optsolve.core.errors import ParameterError
+from optsolve.core.result import LazyArray, Status
+from optsolve.core.solve import Job, MethodOutput
+from optsolve.ot.problems import pair_costs
+
+ENTROPIC = ("tnt", "sinkhorn")
+SKIP_FACTOR = 1000.0  # see _gap_checker
+
+
+def _emd(job: Job) -> MethodOutput:
+    """POT's network simplex on the dense cost."""
+    from optsolve.ot.emd import solve_emd
+
+    ot = job.data
+    if job.context["backend"].device != "cpu":
+        raise ParameterError("Method 'emd' runs on the CPU only; use '--device cpu' or another method.")
+    out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.context["deadline"])
+    return plan_output(job, "emd", out)
+
+
+def _exact(job: Job) -> MethodOutput:
+    """The exact LP on candidate pairs priced over all pairs (:mod:`optsolve.ot.decompose`)."""
+    from optsolve.ot.decompose import solve_large
+    from optsolve.ot.exact import MAX_ROUNDS
+
+    settings = job.settings
+    if job.context["backend"].device != "cpu":
+        raise ParameterError("Method 'exact' runs on the CPU only; use '--device cpu' or another method.")
+    res = solve_large(job.data, deadline=job.context["deadline"], progress=job.progress,
+                      max_rounds=settings["max_iter"] or MAX_ROUNDS, target=settings["target_gap"])
+    out = {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
+           "message": res.message, "iterations": res.stats["rounds"],
+           "evaluations": res.stats.get("full_pricing_passes", 0), "extra": {"exact": res.stats}}
+    return plan_output(job, "exact", out)
+
+
+def _sinkhorn(job: Job) -> MethodOutput:
+    """POT's log-domain Sinkhorn at the settings' reg."""
+    from optsolve.ot.sinkhorn import solve_sinkhorn
+
+    ot, settings = job.data, job.settings
+    out = solve_sinkhorn(ot.a, ot.b, ot.C, reg=settings["reg"], tol=settings["tol"], max_iter=settings["max_iter"],
+                         time_limit=settings["time_limit"], backend=job.context["backend"], progress=job.progress,
+                         deadline=job.context["deadline"])
+    out["evaluations"] = 2 * out["iterations"]  # two kernel products an iteration
+    return plan_output(job, "sinkhorn", out)
+
+
+def _tnt(job: Job) -> MethodOutput:
+    """MDOT-TNT (:mod:`optsolve.ot.tnt`); under a target gap, finished exactly when the rounded plan's certified
+    gap is still above it (:func:`_finish_if_short`)."""
+    from optsolve.ot.tnt import solve_tnt
+
+    ot, settings, backend = job.data, job.settings, job.context["backend"]
+    gap_fn = None
+    if settings["target_gap"] is not None:
+        gap_fn = _gap_checker(ot, settings["target_gap"], backend.xp)
+    res = solve_tnt(ot, gamma_f=settings["gamma"], tol=settings["tol"], pcg_mode=settings["pcg"],
+                    dtype=np.dtype(settings["dtype"]), max_iter=settings["max_iter"],
+                    time_limit=settings["time_limit"], target_gap=settings["target_gap"], gap_fn=gap_fn,
+                    backend=backend, progress=job.progress, deadline=job.context["deadline"])
+    settings["reg"] = res.reg
+    rounded = getattr(gap_fn, "last", None)  # the returned stage was rounded for the gap test: reuse it
+    if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
+                                    and np.array_equal(rounded[1], res.g)):
+        rounded = None
+    out = {"f": res.f, "g": res.g, "status": res.status, "message": res.message,
+           "rounded": None if rounded is None else rounded[3],
+           "entropic_gap": None if rounded is None else rounded[4],  # its gap, when the test measured it
+           "iterations": res.stats.newton_steps, "evaluations": res.passes,
+           "extra": {"stages": res.stats.stages, "newton_steps": res.stats.newton_steps,
+                     "cg_iterations": res.stats.cg_iterations, "sinkhorn_sweeps": res.stats.sinkhorn_sweeps,
+                     "fallbacks": res.stats.fallbacks, "final_gamma": res.gamma, "stage_log": res.stats.stage_log}}
+    if settings["target_gap"] is not None:
+        out = _finish_if_short(job, out)
+    return plan_output(job, "tnt", out)
+
+
+def _gap_checker(ot, target: float, xp=np):
+    """``gap(f, g, reg)``: (U - D) / max(U, GAP_FLOOR max C) of the rounded plan, the quantity
+    --target-gap bounds (the floor lets a zero optimum be reached).
+
+    Rounding and the dual bound cost about a dozen O(nm) passes, so a stage is not evaluated
+    (None) while the entropic bias bound reg * min(H(a), H(b)) exceeds SKIP_FACTOR * target * U,
+    with U the rounded cost at the first stage (an over-estimate of the optimum), or the floor.
+
+    Notes
+    -----
+    On ``bin/bench-ot``'s problems the certified gaps were 0.03-0.1 times the bias bound relative to the
+    cost, so a stage whose bound is 1000 times the target cannot meet it and is not rounded.
+    """
+    from optsolve.ot.certificate import GAP_FLOOR, dual_bound_of, entropy
+    from optsolve.ot.rounding import round_problem
+
+    h_min = min(entropy(ot.a), entropy(ot.b))
+    floor = GAP_FLOOR * (ot.max_cost() or 1.0)  # a zero optimum has a gap relative to max C
+    first_cost = []
+
+    def gap(f, g, reg):
+        bias = reg * h_min
+        if first_cost and bias > SKIP_FACTOR * target * first_cost[0]:
+            return None
+        rd = round_problem(ot, f, g, reg, xp)
+        gap.last = (f.copy(), g.copy(), reg, rd, None)
+        if not first_cost:
+            first_cost.append(max(abs(rd.objective), floor))
+            if bias > SKIP_FACTOR * target * first_cost[0]:
+                return None
+        value = (rd.objective - dual_bound_of(ot, rd.f, xp)) / max(abs(rd.objective), floor)
+        gap.last = gap.last[:4] + (value,)
+        return value
+
+    gap.last = None
+    return gap
+
+
+def _finish_if_short(job: Job, out: dict) -> dict:
+    """tnt under a target gap: when the rounded plan's certified gap is still above the target, finish
+    exactly (:mod:`optsolve.ot.exact`) from the pairs the entropic potentials make cheapest."""
+    from optsolve.ot.certificate import GAP_FLOOR, dual_bound_of
+    from optsolve.ot.exact import solve_exact
+    from optsolve.ot.rounding import round_problem
+
+    ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.context["deadline"]
+    rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
+    out["rounded"] = rd
+    gap = out.get("entropic_gap")
+    if gap is None:  # the gap test did not measure this stage
+        floor = GAP_FLOOR * (ot.max_cost() or 1.0)
+        gap = (rd.objective - dual_bound_of(ot, rd.f, backend.xp)) / max(abs(rd.objective), floor)
+    out.setdefault("extra", {})["entropic_certified_gap"] = gap
+    if gap <= settings["target_gap"] or out["status"] in ("interrupted", "time_limit") or deadline.expired():
+        return out
+    if backend.device != "cpu":
+        return out  # the network simplex runs on the CPU: the GPU answer stays entropic
+    from optsolve.core.backend import to_numpy
+
+    res = solve_exact(ot, potentials=(to_numpy(rd.f), to_numpy(rd.g)), deadline=deadline, progress=job.progress)
+    extra = dict(out["extra"], exact=res.stats)
+    before = f"the entropic stage's certified gap was {gap:.3g} (target {settings['target_gap']:g})"
+    if res.status != "optimal" and res.status != "time_limit":
+        out["message"] = (out.get("message") or "") + f" The exact finish failed ({res.message}); {before}."
+        return out
+    return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
+            "message": " ".join(m for m in (f"Finished exactly on the pairs the entropic potentials make cheapest: "
+                                            f"{before}.", res.message) if m),
+            "iterations": out.get("iterations"),
+            "evaluations": (out.get("evaluations") or 0) + res.stats.get("full_pricing_passes", 0), "extra": extra}
+
+
+def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
+    """A solver's answer (``out``: potentials ``f``, ``g``; an explicit plan as ``coo`` entries or a dense
+    ``plan``; ``status``, ``message``, counts and ``extra`` stats) as the method's output: an entropic answer
+    rounded onto the polytope (its plan built only when written), an exact one as the plan's entries."""
+    job.context["stopped"] = time.perf_counter()
+    from optsolve.ot.certificate import dual_bound_of
+    from optsolve.ot.rounding import round_problem
+
+    ot, settings, backend = job.data, job.settings, job.context["backend"]
+    plan_threshold, plan_needed = settings["plan_threshold"], job.context["plan_needed"]
+    entropic_plan = method in ENTROPIC and "coo" not in out  # tnt's exact finish answers an explicit plan
+    t_round = time.perf_counter()
+    stats = {"device": backend.device, "dtype": settings["dtype"]}
+    if entropic_plan:
+        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
+        out["f"], out["g"] = rd.f, rd.g
+        objective = rd.objective
+        plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
+        if plan_threshold is not None:
+            plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.sparse_plan(ot, plan_threshold), "csr")
+            if plan_needed:  # built now, so that one over the memory budget is refused before anything is written
+                plan = plan()
+        solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": settings["reg"]}
+        stats["marginal_error_before_rounding"] = rd.marginal_error_before
+    else:
+        import scipy.sparse as sp
+
+        if "coo" in out:
+            row, col, value = out["coo"]
+        else:
+            row, col = np.nonzero(out["plan"])
+            value = out["plan"][row, col]
+        objective = float(pair_costs(ot, row, col) @ value)
+        solution_plan = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": value}
+        keep = value > (plan_threshold or 0.0)
+        sparse = sp.csr_matrix((value[keep], (row[keep], col[keep])), shape=(ot.n, ot.m))
+        if plan_threshold is not None:
+            plan = sparse
+        elif "plan" in out:  # the dense plan the solver made
+            plan = out["plan"]
+        else:
+            plan = LazyArray((ot.n, ot.m), "float64", sparse.toarray)
+            if plan_needed:
+                plan = plan()
+    stats["time_s"] = {"round": time.perf_counter() - t_round}
+    stats.update(out.get("extra", {}))
+    solution = {"f": out["f"], "g": out["g"], "dual_bound": dual_bound_of(ot, out["f"], backend.xp),
+                "plan": solution_plan}
+    # evaluations: passes over the cost matrix (kernel products, pricing passes; POT's emd counts none)
+    result = MethodOutput(out["status"], solution, out.get("message", ""), objective=objective,
+                          iterations=out.get("iterations"), evaluations=out.get("evaluations"), stats=stats,
+                          arrays={"plan": plan})
+    rounded = "" if method in ("emd", "exact") else "; the plan is the rounded last iterate"
+    if method not in ("tnt", "exact"):  # their messages name the stage they returned
+        if result.status is Status.MAX_ITER:
+            result.add_message(f"Iteration limit {settings['max_iter']} reached{rounded}.")
+        elif result.status is Status.TIME_LIMIT:
+            result.add_message(f"Time limit {settings['time_limit']:g} s reached{rounded}.")
+        elif result.status is Status.INTERRUPTED:
+            result.add_message(f"Interrupted{rounded}.")
+    return result
+
+
+METHODS = {"exact": _exact, "tnt": _tnt, "emd": _emd, "sinkhorn": _sinkhorn}

@@ -1,0 +1,305 @@
+"""The methods of ``optsolve qp``: ``METHODS[name](job)`` returns the method's
+:class:`~optsolve.core.solve.MethodOutput`, built by :func:`answer` (x, y and z, or the certificate
+vector of an infeasible or unbounded problem).
+
+``auto`` and the learned methods call the others' functions here with the same job (``auto``
+tries a KKT solve or PIQP, then ADMM; ``deepqp`` is ADMM under a policy). Infeasibility claims,
+ADMM's and the peers', are re-checked by :func:`claim_verifier` before they are reported.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+
+import numpy as np
+
+from optsolve.core.errors import ParameterError, SolverError
+from optsolve.core.result import Status
+from optsolve.core.solve import Job, MethodOutput
+from optsolve.qp.problems import QPProblem
+
+TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
+
+
+def answer(qp: QPProblem, status, *, x=None, y=None, z=None, message: str = "", iterations=None, evaluations=None,
+           stats: dict | None = None, prim_inf_cert=None, dual_inf_cert=None) -> MethodOutput:
+    """A method's output for ``status``: an infeasible problem's Farkas vector ``prim_inf_cert`` or an unbounded
+    one's recession direction ``dual_inf_cert`` as the solution, else x, y and z (no solution where x is None)."""
+    out = MethodOutput(status, None, message, iterations=iterations, evaluations=evaluations, stats=stats or {})
+    if out.status is Status.INFEASIBLE:
+        out.solution = {"certificate_kind": "infeasible", "prim_inf_cert": prim_inf_cert}
+    elif out.status is Status.UNBOUNDED:
+        out.solution = {"certificate_kind": "unbounded", "dual_inf_cert": dual_inf_cert}
+    elif x is not None:
+        out.solution = {"x": x, "y": y, "z": z}
+        out.objective = qp.objective(x)
+    return out
+
+
+def claim_verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | None = None):
+    """``verify(kind, vector) -> (certificate or None, reason)``: ADMM's direction if it passes the
+    certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None.
+    The LP gets the time left before ``deadline`` (a ``time.perf_counter()`` value), and none after it."""
+    from optsolve.qp.certificate import CERT_TOL, infeasibility_checks, unboundedness_checks
+    from optsolve.qp.infeasibility import LP_TIME_LIMIT, farkas_vector, recession_direction
+
+    tol = CERT_TOL if cert_tol is None else cert_tol
+
+    def failures(kind, vec):
+        checks = infeasibility_checks(qp, vec, tol) if kind == "infeasible" else unboundedness_checks(qp, vec, tol)
+        return [c.name for c in checks if not c.holds]
+
+    def verify(kind, vec, exact=True):
+        if not failures(kind, vec):
+            return vec, ""
+        if not exact:
+            return None, "the direction fails its checks"
+        budget = LP_TIME_LIMIT if deadline is None else min(LP_TIME_LIMIT, deadline - time.perf_counter())
+        if budget <= 0:
+            return None, TIME_FOR_CERTIFICATE
+        exact = farkas_vector(qp, budget) if kind == "infeasible" else recession_direction(qp, budget)
+        if exact is None:
+            if deadline is not None and time.perf_counter() >= deadline:
+                return None, TIME_FOR_CERTIFICATE
+            return None, "no exact certificate exists (linear program infeasible)"
+        failed = failures(kind, exact)
+        return (exact, "") if not failed else (None, "the exact certificate fails " + ", ".join(failed))
+
+    return verify
+
+
+def _admm(job: Job, controller=None, switch_after=None, row_spread=None) -> MethodOutput:
+    from optsolve.qp.admm import ADMMSettings, solve_admm
+
+    qp, settings = job.data, job.settings
+    x0, y0 = job.context["warm_start"]
+    st = ADMMSettings(eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"], max_iter=settings["max_iter"],
+                      rho=settings["rho"], sigma=settings["sigma"], alpha=settings["alpha"],
+                      scaling=settings["scaling"], adaptive_rho=settings["adaptive_rho"],
+                      check_every=settings["check_every"], eps_prim_inf=settings["eps_prim_inf"],
+                      eps_dual_inf=settings["eps_dual_inf"], polish=settings["polish"],
+                      refine_stalled=settings["refine"], switch_after=switch_after, row_spread=row_spread)
+    if controller is not None:
+        st.check_every = controller.interval
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=claim_verifier(qp, settings["cert_tol"], job.deadline),
+                   progress=job.progress, deadline=job.deadline, controller=controller)
+    message = r.message
+    if r.rejected_claims:
+        it, kind, why = r.rejected_claims[-1]
+        message += (f" An {kind} claim at iteration {it} failed the independent certificate check ({why}) and was "
+                    "not reported; iterations went on.")
+    stats = {"rho_updates": r.rho_updates, "rho": r.rho, "prim_res": r.prim_res, "dual_res": r.dual_res,
+             "duality_gap": r.duality_gap, "polished": r.polished,
+             "time_s": {"setup": r.time_s.get("setup"), "iterations": r.time_s.get("iterations")}}
+    return answer(qp, r.status, x=r.x, y=r.y, z=r.z, message=message, iterations=r.iterations,
+                  evaluations=r.factorisations, stats=stats, prim_inf_cert=r.prim_inf_cert,
+                  dual_inf_cert=r.dual_inf_cert)
+
+
+def _distributed(job: Job, controller=None) -> MethodOutput:
+    from optsolve.qp.admm import refined_message
+    from optsolve.qp.distributed import solve_distributed
+
+    qp, settings = job.data, job.settings
+    if job.context["warm_start"][0] is not None:
+        raise ParameterError("The distributed methods do not take a warm start (yet); use 'admm'.")
+    comm = engine_comm(settings["engine"])
+    partition = qp.partition if settings["nodes"] is None else None
+    n_nodes = settings["nodes"] or qp.nodes or (None if partition is not None else 1)
+    r = solve_distributed(qp, n_nodes, partition, rho=settings["rho"], mu=settings["mu"], alpha=settings["alpha"],
+                          scaling=settings["scaling"], eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"],
+                          max_iter=settings["max_iter"],
+                          check_every=controller.interval if controller else settings["check_every"],
+                          refine_stalled=settings["refine"], deadline=job.deadline, progress=job.progress,
+                          controller=controller, balance=settings["residual_balancing"], comm=comm)
+    message = refined_message(r.iterations) if r.polished else r.message
+    stats = {"nodes": r.nodes, "copies": r.copies, "balance_updates": r.balance_updates, "prim_res": r.prim_res,
+             "dual_res": r.dual_res, "consensus_res": r.consensus_res, "polished": r.polished,
+             "time_s": dict(r.time_s)}
+    if settings["engine"] == "mpi":
+        stats["ranks"] = comm.size
+    return answer(qp, r.status, x=r.x, y=r.y, z=r.z, message=message, iterations=r.iterations,
+                  evaluations=r.factorisations, stats=stats)
+
+
+def engine_comm(engine: str):
+    """The reductions of DistributedQP's consensus step: this process, or MPI's COMM_WORLD."""
+    from optsolve.qp.distributed import MPIRanks, OneProcess
+
+    if engine != "mpi":
+        return OneProcess
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise ParameterError(f"'--engine mpi' needs mpi4py and an MPI library ({exc}); install them with "
+                             "pip install 'optsolve[dist]'.") from None
+    return MPIRanks(MPI.COMM_WORLD)
+
+
+def _load_policy(path: str, kinds: tuple[str, ...]):
+    from optsolve.qp.policy import Policy
+
+    policy = Policy.load(path)
+    if policy.kind not in kinds:
+        method = "deepdistributed" if kinds == ("distributed",) else "deepqp"
+        raise ParameterError(f"Policy file {path!r} holds a {policy.kind} policy; method {method} needs a "
+                             f"{' or '.join(kinds)} one.")
+    return policy
+
+
+def _policy_stats(path, policy):
+    return {"path": path, "family": policy.header.get("family"), "kind": policy.kind, "K": policy.steps,
+            "interval": policy.interval, "pac_bayes_bound": (policy.header.get("pac_bayes") or {}).get("bound")}
+
+
+def _deepdistributed(job: Job) -> MethodOutput:
+    from optsolve.qp.policy import default_policy_path
+
+    settings = job.settings
+    path = settings["policy"] or default_policy_path(job.data, "distributed")
+    if path is None:
+        raise ParameterError("No DeepDistributedQP policy is shipped yet: train one with 'optsolve qp-train FAMILY "
+                             "--nodes N -o POLICY.npz' and pass '--policy POLICY.npz'.")
+    settings["policy"] = path  # the settings record the policy used (the certificate reads its bound there)
+    policy = _load_policy(path, ("distributed",))
+    out = _distributed(job, controller=policy)
+    out.stats["policy"] = _policy_stats(path, policy)
+    return out
+
+
+def _deepqp(job: Job) -> MethodOutput:
+    from optsolve.qp.policy import default_policy_path
+
+    settings = job.settings
+    path = settings["policy"] = settings["policy"] or default_policy_path(job.data)
+    policy = _load_policy(path, ("centralised", "rows"))
+    out = _admm(job, controller=policy)
+    out.stats["policy"] = _policy_stats(path, policy)
+    return out
+
+
+def _osqp(job: Job) -> MethodOutput:
+    from optsolve.qp.peers import solve_osqp
+
+    r = solve_osqp(job.data, job.settings, job.deadline, *job.context["warm_start"])
+    return _peer_output(job, r, f"osqp reported {r['stats']['osqp_status']}")
+
+
+def _peer_output(job: Job, r: dict, said: str) -> MethodOutput:
+    """A peer's answer (:mod:`optsolve.qp.peers`: status, x, y, stats, the vector of a claim) as a method's
+    output: an infeasibility claim re-checked and made exact as admm's are (one that fails is reported as the
+    limit it was), an answer whose x is not finite dropped."""
+    qp, status, message = job.data, r["status"], ""
+    claim = {}
+    if status in ("infeasible", "unbounded"):
+        raw = r["claim"]
+        verify = claim_verifier(qp, job.settings["cert_tol"], job.deadline)
+        cert, why = verify(status, raw / max(float(np.abs(raw).max()), 1e-300))
+        if cert is None:
+            failed = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
+            message = (f"{said}, but the claim failed the independent certificate check ({why}); reported as "
+                       f"{failed}.")
+            status = failed
+        else:
+            claim = {"prim_inf_cert" if status == "infeasible" else "dual_inf_cert": cert}
+    x, y = r["x"], r["y"]
+    stats = dict(r["stats"])
+    iterations, evaluations = stats.pop("iterations", None), stats.pop("evaluations", None)
+    if x.shape == (qp.n,) and np.all(np.isfinite(x)):
+        return answer(qp, status, x=x, y=np.asarray(y, dtype=float), z=qp.A @ x, message=message,
+                      iterations=iterations, evaluations=evaluations, stats=stats, **claim)
+    return answer(qp, status, message=message, iterations=iterations, evaluations=evaluations, stats=stats, **claim)
+
+
+def _interior_point_peer(name: str):
+    """``--method piqp`` / ``clarabel``: the package called on the problem (:mod:`optsolve.qp.peers`)."""
+
+    def solve_with(job: Job) -> MethodOutput:
+        from optsolve.core.progress import stdout_to_stderr
+        from optsolve.qp import peers
+
+        try:
+            solve = {"piqp": peers.solve_piqp, "clarabel": peers.solve_clarabel}[name]
+            __import__(name)
+        except ImportError:
+            raise ParameterError(f"Method {name!r} needs the {name} package: pip install {name} "
+                                 "(or 'optsolve[peers]').") from None
+        deadline = job.deadline
+        with stdout_to_stderr():
+            r = solve(job.data, job.settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
+        stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
+        out = _peer_output(job, dict(r, stats=stats), f"{name} reported {r['status']}")
+        solution = out.solution if out.solution and "x" in out.solution else {"x": None, "y": None}
+        peers.trace_answer(job.data, r["stats"]["iterations"], solution["x"], solution["y"])
+        return out
+
+    return solve_with
+
+
+def _auto(job: Job) -> MethodOutput:
+    """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over to PIQP)."""
+    from optsolve.qp import auto, peers
+    from optsolve.qp.admm import SWITCHED
+
+    qp, settings = job.data, job.settings
+    x0, y0 = job.context["warm_start"]
+    first = auto.choose(qp, warm=x0 is not None or y0 is not None)
+    before = ""
+    if first == "kkt":
+        t = time.perf_counter()
+        r = auto.solve_kkt(qp, settings["eps_abs"], settings["eps_rel"], job.deadline)
+        if r is not None:
+            peers.trace_answer(qp, r[3], r[0], r[1])
+            return answer(qp, "optimal", x=r[0], y=r[1], z=r[2], iterations=r[3], evaluations=1,
+                          stats={"method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}})
+        before = "The KKT system of the equality rows has no solution that passes the termination test; "
+    elif first == "piqp":
+        out = METHODS["piqp"](job)
+        found = out.solution if out.solution and "x" in out.solution else None
+        if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
+                out.status is Status.OPTIMAL and found is not None and peers.passes(qp, settings, found["x"],
+                                                                                     found["y"])):
+            out.stats["method_used"] = "piqp"
+            return out
+        before = f"PIQP ended {out.stats.get('piqp_status')} without an answer that passes the termination test; "
+    out = _admm(job, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None, row_spread=auto.ROW_SPREAD)
+    out.stats["method_used"] = "admm, then piqp" if out.stats["polished"] == SWITCHED else "admm"
+    if before:
+        out.message = (before + "ADMM ran next. " + out.message).strip()
+    return out
+
+
+def no_variables(qp: QPProblem) -> MethodOutput:
+    """The answer when n = 0, without iterations: Ax = 0 for the only x, so the problem is feasible
+    exactly when every row has l <= 0 <= u; otherwise a row that excludes 0 is its own Farkas
+    certificate (dy = -1 where l > 0, +1 where u < 0: A'dy = 0 and SC(dy) < 0)."""
+    dy = np.where(qp.l > 0, -1.0, 0.0) + np.where(qp.u < 0, 1.0, 0.0)
+    if np.any(dy):
+        return answer(qp, "infeasible", message=f"No variables (n = 0): row {int(np.flatnonzero(dy)[0])} excludes "
+                      "Ax = 0.", iterations=0, evaluations=0, prim_inf_cert=dy)
+    return answer(qp, "optimal", x=np.zeros(0), y=np.zeros(qp.m), z=np.zeros(qp.m), iterations=0, evaluations=0,
+                  message="No variables (n = 0): every row admits Ax = 0; the objective is r.")
+
+
+def _factorable(method):
+    """``method``, with a KKT matrix that float64 cannot factor (entries near 1e300) reported as a solver error
+    naming the file."""
+
+    @functools.wraps(method)
+    def solve_with(job: Job) -> MethodOutput:
+        try:
+            return method(job)
+        except RuntimeError as exc:
+            if "singular" not in str(exc).lower():
+                raise
+            raise SolverError(f"{job.problem.source}: the KKT matrix cannot be factored in float64 ({exc}); rescale "
+                              "the data (entries of magnitude near 1e300 or 1e-300 are beyond it).") from None
+
+    return solve_with
+
+
+METHODS = {name: _factorable(method) for name, method in
+           (("auto", _auto), ("admm", _admm), ("osqp", _osqp), ("distributed", _distributed), ("deepqp", _deepqp),
+            ("deepdistributed", _deepdistributed), ("piqp", _interior_point_peer("piqp")),
+            ("clarabel", _interior_point_peer("clarabel")))}
