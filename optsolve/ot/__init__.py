@@ -1,8 +1,10 @@
 """``optsolve ot``: optimal transport between two histograms.
 
-Methods: ``tnt`` (default: MDOT-TNT, truncated Newton on the entropic dual, numpy or
-cupy), ``emd`` (exact, POT's network simplex) and ``sinkhorn`` (entropic, POT's
-log-domain Sinkhorn). Entropic solutions are rounded onto the transport polytope.
+Methods (:mod:`optsolve.ot.methods`): ``auto`` (the default, :func:`choose_method`), ``exact``
+(the LP on candidate pairs priced over all pairs, to a certified target gap), ``tnt`` (MDOT-TNT,
+truncated Newton on the entropic dual, numpy or cupy), ``emd`` (POT's network simplex on the
+dense cost) and ``sinkhorn`` (POT's log-domain Sinkhorn). Entropic solutions are rounded onto
+the transport polytope.
 Each solution carries dual potentials ``f``, ``g`` and a certificate of its gap to
 the LP optimum (see :mod:`optsolve.ot.certificate`).
 
