@@ -22,6 +22,7 @@ from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import Result
 from optsolve.core.solve import Job, Solver, run
+from optsolve.ot import defaults
 from optsolve.ot.methods import ENTROPIC, METHODS
 from optsolve.ot.problems import SCHEMA, is_grid, prepare
 
@@ -31,7 +32,7 @@ PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
 # Libraries a method imports, imported before its solve starts (POT's import takes about a second).
 SETUP_IMPORTS = {"emd": ("ot",), "sinkhorn": ("ot",), "exact": ("ot",)}
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
-DEFAULT_TARGET_GAP = 1e-3  # tnt without --gamma or --reg: the certified relative gap it stops at
+DEFAULT_TARGET_GAP = defaults.TARGET_GAP
 FLOAT32_MAX_GAMMA = 2.0 ** 10
 GAMMA_RANGE = (2.0 ** -20, 2.0 ** 40)  # exponents of gamma * C / max C that float64 resolves
 PCG_MODES = ("plain", "discounted")
