@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp import defaults
 from optsolve.qp.ipm import interior_point
 from optsolve.qp.ldl import QuasiDefinite
+from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
 from optsolve.qp.termination import dual_cone, residuals_of, tolerance_tests
@@ -38,7 +38,6 @@ RHO_EQ_FACTOR = 1e3
 RHO_TOL = 1e-4  # |u - l| below this (scaled): an equality row
 DIVISION_TOL = 1e-30
 NONCONVEX_RES = 1e30
-ACTIVE_SET_ROUNDS = 30  # active-set updates when refining a stalled run
 
 
 @dataclass
@@ -164,72 +163,6 @@ def active_row_factors(l, u, z, spread: float) -> np.ndarray:
     return np.where(at, spread, 1.0 / spread)
 
 
-def _solve_active(s: Scaled, lower, upper, delta: float, refine_iter: int, start):
-    """The equality-constrained QP on the rows in ``lower`` (at l) and ``upper`` (at u): (x, y) or None.
-
-    ``start``: the (x, y) the regularisation is first centred at (osqp centres it at zero): each
-    solve with the factor of the regularised matrix is a proximal step from the previous solution,
-    so directions the active rows leave free stay near the iterate being polished instead of
-    being pulled to zero (which breaks feasibility of the inactive rows on degenerate LP-like problems)."""
-    n, m = s.P.shape[0], s.A.shape[0]
-    active = np.flatnonzero(lower | upper)
-    Ared = s.A.tocsr()[active]
-    b = np.where(lower, s.l, s.u)[active]
-    k = active.size
-    K0 = sp.vstack([sp.hstack([s.P, Ared.T]), sp.hstack([Ared, sp.csc_matrix((k, k))])], format="csc")
-    rhs = np.concatenate([-s.q, b])
-    try:  # the regularised matrix [P + delta I, Ared'; Ared, -delta I] is quasi-definite: LDL' (QDLDL)
-        factor = QuasiDefinite(s.P + delta * sp.eye(n, format="csc"), Ared, np.full(k, delta))
-        sol = np.concatenate([start[0], start[1][active]])
-        for _ in range(1 + refine_iter):  # the first step from the start, then the refinement
-            sol = sol + factor.solve(rhs - K0 @ sol)
-    except RuntimeError:  # singular reduced system
-        return None
-    if not np.all(np.isfinite(sol)):
-        return None
-    y = np.zeros(m)
-    y[active] = sol[n:]
-    return sol[:n], y
-
-
-def polish(s: Scaled, x, y, z, delta: float, refine_iter: int, rounds: int = 1, deadline: float | None = None):
-    """osqp's solution polishing on the scaled problem, optionally repeated as a primal-dual active-set method.
-
-    The first active set is osqp's guess from the ADMM iterate (``z - l < -y``: at l;
-    ``u - z < y``: at u); the equality-constrained QP on it is solved exactly (regularised KKT
-    system plus iterative refinement). With ``rounds > 1`` the set is then updated by the
-    primal-dual active-set rule (Hintermueller, Ito and Kunisch 2002): at l where
-    ``y + (Ax - l) < 0``, at u where ``y + (Ax - u) > 0``, until it stops changing. Returns
-    (x, y, z) with ``z = Ax`` projected on [l, u], or None. No round after the first starts past
-    ``deadline`` (a ``time.perf_counter()`` value).
-    """
-    lower = (z - s.l) < -y
-    upper = ~lower & ((s.u - z) < y)
-    best, best_err, seen = None, math.inf, set()
-    for k in range(max(1, rounds)):
-        if k and deadline is not None and time.perf_counter() > deadline:
-            break
-        key = (lower.tobytes(), upper.tobytes())
-        if key in seen:  # the rule cycles: keep the best set met
-            break
-        seen.add(key)
-        sol = _solve_active(s, lower, upper, delta, refine_iter, (x, y))
-        if sol is None:
-            break
-        x_act, y_act = sol
-        Ax = s.A @ x_act
-        sign = max(float(np.maximum(y_act[lower], 0.0).max(initial=0.0)),
-                   float(np.maximum(-y_act[upper], 0.0).max(initial=0.0)))
-        err = max(float(np.maximum(np.maximum(s.l - Ax, Ax - s.u), 0.0).max()),
-                  float(np.abs(s.P @ x_act + s.q + s.A.T @ y_act).max()), sign)
-        if err < best_err:
-            best, best_err = (x_act, y_act, np.clip(Ax, s.l, s.u)), err
-        with np.errstate(invalid="ignore"):
-            lower = np.isfinite(s.l) & (y_act + (Ax - s.l) < 0)
-            upper = ~lower & np.isfinite(s.u) & (y_act + (Ax - s.u) > 0)
-    return best
-
-
 # The interior-point finishes factor a KKT system at every step, and PIQP has no time limit: each
 # starts only where the deadline leaves this many times the ADMM's own setup (its factorisation) ahead
 FINISH_FACTORISATIONS = 60
@@ -292,75 +225,91 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
     rejects is not reported, the iterations go on. Where the run may hand over to PIQP
     (``switch_after``), a claim whose vector fails its own checks hands over at once instead.
     """
-    st = settings or ADMMSettings()
-    t0 = time.perf_counter()
-    s = scaled if scaled is not None else ruiz_scale(qp, st.scaling)  # ``scaled``: reused across solves
-    n, m = qp.n, qp.m
-    Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
-    rho = st.rho if controller is None else controller.start.get("rho", st.rho)  # a policy's own starting rho
-    rho = min(max(rho, RHO_MIN), RHO_MAX)
-    rho_vec = rho_vector(rho, s.l, s.u)
-    kkt = KKT(s, st.sigma, rho_vec)
-    t_setup = time.perf_counter()
+    run = _Run(qp, settings or ADMMSettings(), x0=x0, y0=y0, verify_claim=verify_claim, progress=progress,
+               deadline=deadline, controller=controller, scaled=scaled)
+    run.iterate()
+    run.finish()
+    return run.result()
 
-    x = np.zeros(n) if x0 is None else np.asarray(x0, dtype=float) * Dinv
-    y = np.zeros(m) if y0 is None else np.asarray(y0, dtype=float) * Einv * s.c
-    z = s.A @ x if x0 is not None else np.zeros(m)  # as osqp: z = Ax on a warm start, else 0
-    alpha, sigma = st.alpha, st.sigma
-    rho_updates = 0
-    row_factor = None  # a per-row policy's factors of the rows' rho (or those of the active set: row_spread)
-    adaptive_steps = row_refactors = 0
-    numeric_time = kkt.ldl.numeric_time  # one numeric factorisation, timed at the setup
-    rejected = []
-    status = "max_iter"
-    dx = np.zeros(n)
-    dy = np.zeros(m)
-    info = {}
-    iteration = 0
-    # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations of
-    # the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
-    switched = False
-    piqp_cost = (t_setup - t0) + (st.switch_after or 0.0) * numeric_time  # PIQP's expected time
-    switch_at = None if st.switch_after is None else t_setup + piqp_cost
 
-    def room() -> bool:
-        # neither PIQP nor the hand-written steps can stop inside a factorisation: a stalled run's finish starts
-        # only where the deadline leaves room for FINISH_FACTORISATIONS of them (the switch, where it leaves
-        # twice PIQP's expected time)
-        return deadline is None or deadline - time.perf_counter() > FINISH_FACTORISATIONS * (t_setup - t0)
-
-    def residuals(x, y, z):
-        return residuals_of(s, x, y, z)
-
-    def primal_infeasible(dy, eps):
-        dyp = np.where(np.isinf(s.u), np.minimum(dy, 0.0), dy)
-        dyp = np.where(np.isinf(s.l), np.maximum(dyp, 0.0), dyp)
-        norm = float(np.abs(s.E * dyp).max()) if m else 0.0
-        if norm <= DIVISION_TOL:
-            return None
-        pos, neg = np.maximum(dyp, 0.0), np.minimum(dyp, 0.0)
-        lhs = float(np.where(pos > 0, s.u, 0.0) @ pos + np.where(neg < 0, s.l, 0.0) @ neg)
-        if lhs < 0.0 and float(np.abs(Dinv * (s.A.T @ dyp)).max()) < eps * norm:
-            return s.E * dyp
+def primal_infeasibility(s: Scaled, dy: np.ndarray, eps: float) -> np.ndarray | None:
+    """OSQP's test of primal infeasibility on the scaled duals' last difference ``dy`` (projected on the polar
+    recession cone of the bounds): the unscaled Farkas vector it supports, or None."""
+    dyp = np.where(np.isinf(s.u), np.minimum(dy, 0.0), dy)
+    dyp = np.where(np.isinf(s.l), np.maximum(dyp, 0.0), dyp)
+    norm = float(np.abs(s.E * dyp).max()) if dy.size else 0.0
+    if norm <= DIVISION_TOL:
         return None
+    pos, neg = np.maximum(dyp, 0.0), np.minimum(dyp, 0.0)
+    lhs = float(np.where(pos > 0, s.u, 0.0) @ pos + np.where(neg < 0, s.l, 0.0) @ neg)
+    if lhs < 0.0 and float(np.abs((1.0 / s.D) * (s.A.T @ dyp)).max()) < eps * norm:
+        return s.E * dyp
+    return None
 
-    def dual_infeasible(dx, eps):
-        norm = float(np.abs(s.D * dx).max()) if n else 0.0
-        if norm <= DIVISION_TOL or float(s.q @ dx) >= 0.0:
-            return None
-        if float(np.abs(Dinv * (s.P @ dx)).max()) >= s.c * eps * norm:
-            return None
-        Adx = Einv * (s.A @ dx)
-        tol = eps * norm
-        if np.any(np.isfinite(s.u) & (Adx > tol)) or np.any(np.isfinite(s.l) & (Adx < -tol)):
-            return None
-        return s.D * dx
 
-    def check(x, y, z, approximate=False, claims=True, defer=False):
-        """OSQP's termination test; returns a status or None (``claims``: also the infeasibility tests; ``defer``:
-        a claim may be left to the hand-over to PIQP)."""
-        nonlocal info
-        info = residuals(x, y, z)
+def dual_infeasibility(s: Scaled, dx: np.ndarray, eps: float) -> np.ndarray | None:
+    """OSQP's test of dual infeasibility (unboundedness) on the scaled primal's last difference ``dx``: the unscaled
+    recession direction it supports, or None."""
+    norm = float(np.abs(s.D * dx).max()) if dx.size else 0.0
+    if norm <= DIVISION_TOL or float(s.q @ dx) >= 0.0:
+        return None
+    if float(np.abs((1.0 / s.D) * (s.P @ dx)).max()) >= s.c * eps * norm:
+        return None
+    Adx = (1.0 / s.E) * (s.A @ dx)
+    tol = eps * norm
+    if np.any(np.isfinite(s.u) & (Adx > tol)) or np.any(np.isfinite(s.l) & (Adx < -tol)):
+        return None
+    return s.D * dx
+
+
+class _Run:
+    """One ADMM solve: the setup (scaling, KKT factorisation), :meth:`iterate` (OSQP's Algorithm 1, with the
+    adaptive or learned rho and the hand-over to PIQP), :meth:`finish` (the duals in their cone, polishing, the
+    refinement of a stalled run) and :meth:`result`. The iterates live in the scaled variables."""
+
+    def __init__(self, qp: QPProblem, st: ADMMSettings, *, x0, y0, verify_claim, progress: Progress,
+                 deadline: float | None, controller, scaled: Scaled | None):
+        self.qp, self.st, self.verify_claim, self.progress = qp, st, verify_claim, progress
+        self.deadline, self.controller = deadline, controller
+        self.t0 = time.perf_counter()
+        s = self.s = scaled if scaled is not None else ruiz_scale(qp, st.scaling)  # ``scaled``: reused across solves
+        self.n, self.m = n, m = qp.n, qp.m
+        rho = st.rho if controller is None else controller.start.get("rho", st.rho)  # a policy's own starting rho
+        self.rho = rho = min(max(rho, RHO_MIN), RHO_MAX)
+        self.kkt = KKT(s, st.sigma, rho_vector(rho, s.l, s.u))
+        self.t_setup = time.perf_counter()
+
+        self.x = np.zeros(n) if x0 is None else np.asarray(x0, dtype=float) * (1.0 / s.D)
+        self.y = np.zeros(m) if y0 is None else np.asarray(y0, dtype=float) * (1.0 / s.E) * s.c
+        self.z = s.A @ self.x if x0 is not None else np.zeros(m)  # as osqp: z = Ax on a warm start, else 0
+        self.dx, self.dy = np.zeros(n), np.zeros(m)
+        self.alpha = st.alpha
+        self.rho_updates = 0
+        self.row_factor = None  # a per-row policy's factors of the rows' rho (or those of the active set: row_spread)
+        self.adaptive_steps = self.row_refactors = 0
+        self.numeric_time = self.kkt.ldl.numeric_time  # one numeric factorisation, timed at the setup
+        self.rejected = []
+        self.status = "max_iter"
+        self.info = {}
+        self.iteration = 0
+        self.polished = None
+        # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations
+        # of the same KKT matrix; once the iterations have cost that much, the interior-point method is the better
+        # bet
+        self.switched = False
+        self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
+        self.switch_at = None if st.switch_after is None else self.t_setup + self.piqp_cost
+
+    # ------------------------------------------------------------------ the termination test and the claims
+
+    def residuals(self, x, y, z) -> dict:
+        return residuals_of(self.s, x, y, z)
+
+    def check(self, x, y, z, approximate=False, claims=True, defer=False) -> str | None:
+        """OSQP's termination test; returns a status or None (``claims``: also the infeasibility tests on the last
+        differences ``self.dx``, ``self.dy``; ``defer``: a claim may be left to the hand-over to PIQP)."""
+        st = self.st
+        info = self.info = self.residuals(x, y, z)
         if info["prim"] > NONCONVEX_RES or info["dual"] > NONCONVEX_RES or not (
                 math.isfinite(info["prim"]) and math.isfinite(info["dual"])):
             return "numerical_error"
@@ -372,215 +321,276 @@ def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, 
         if not claims:
             return None
         if not prim_ok:
-            cert = primal_infeasible(dy, st.eps_prim_inf * f)
-            if cert is not None and _accepted("infeasible", cert, defer):
+            cert = primal_infeasibility(self.s, self.dy, st.eps_prim_inf * f)
+            if cert is not None and self._accepted("infeasible", cert, defer):
                 return "infeasible"
         if not dual_ok:
-            cert = dual_infeasible(dx, st.eps_dual_inf * f)
-            if cert is not None and _accepted("unbounded", cert, defer):
+            cert = dual_infeasibility(self.s, self.dx, st.eps_dual_inf * f)
+            if cert is not None and self._accepted("unbounded", cert, defer):
                 return "unbounded"
         return None
 
-    def _accepted(kind, cert, defer):
-        nonlocal switch_at
+    def _accepted(self, kind: str, cert: np.ndarray, defer: bool) -> bool:
         vec = cert / max(float(np.abs(cert).max()), DIVISION_TOL)
-        if verify_claim is not None:
-            if any(k == kind for _, k, _ in rejected):
+        if self.verify_claim is not None:
+            if any(k == kind for _, k, _ in self.rejected):
                 return False  # refuted once: the LP answer does not change
             # where the run may hand over, the direction's own checks only: one that fails them hands over to PIQP
             # now, which answers (or makes its own claim) in less time than the exact LP takes to settle this one
             # (HUESTIS: 0.03 s against 0.21 s)
-            quick = defer and switch_at is not None
-            vec, reason = verify_claim(kind, vec, exact=not quick)
+            quick = defer and self.switch_at is not None
+            vec, reason = self.verify_claim(kind, vec, exact=not quick)
             if vec is None and quick:
-                switch_at = t_setup
+                self.switch_at = self.t_setup
                 return False
             if vec is None:
-                rejected.append((iteration, kind, reason))
+                self.rejected.append((self.iteration, kind, reason))
                 return False
-        info["cert"] = vec
+        self.info["cert"] = vec
         return True
 
-    rhs = np.empty(n + m)
-    rhs_x, rhs_z = rhs[:n], rhs[n:]
-    try:
-        for iteration in range(1, st.max_iter + 1):
-            # OSQP's step in its own order of operations (1/rho multiplied, as osqp's rho_inv_vec), in place
-            inv_rho = kkt.inv_rho
-            x_prev, z_prev = x, z
-            np.multiply(x_prev, sigma, out=rhs_x)
-            rhs_x -= s.q
-            np.multiply(y, inv_rho, out=rhs_z)
-            np.subtract(z_prev, rhs_z, out=rhs_z)
-            sol = kkt.solve(rhs)
-            zr = sol[n:]
-            zr -= y
-            zr *= inv_rho
-            zr += z_prev  # z~
-            x = sol[:n] * alpha
-            x += (1.0 - alpha) * x_prev
-            dx = x - x_prev
-            zr *= alpha
-            zr += (1.0 - alpha) * z_prev  # relaxed z~
-            z = y * inv_rho
-            z += zr
-            np.clip(z, s.l, s.u, out=z)
-            dy = zr - z
-            dy *= kkt.rho_vec
-            y = y + dy
-            checking = iteration % st.check_every == 0
-            learned = (controller is not None and iteration % controller.interval == 0
-                       and iteration // controller.interval <= controller.steps)
-            adapting = (st.adaptive_rho and st.adaptive_rho_interval and iteration % st.adaptive_rho_interval == 0
-                        and (controller is None or iteration > controller.interval * controller.steps))
-            if checking:
-                status_now = check(x, y, z, defer=True)
-                progress.update(iteration, prim=info["prim"], dual=info["dual"], gap=info["gap"])
-                trace(iteration, max(info["prim"], info["dual"]), measure=RESIDUAL_MEASURE, prim=info["prim"],
-                      dual=info["dual"], gap=info["gap"], rho=rho)
-                if status_now is not None:
-                    status = status_now
-                    break
-                if switch_at is not None and time.perf_counter() > switch_at:
-                    switch_at = None  # once: where PIQP does not answer, the iterations go on
-                    if deadline is None or deadline - time.perf_counter() > 2 * piqp_cost:
-                        # at most about four times its expected cost: a stalling PIQP does not hold the run
-                        out = _piqp_finish(s, st, unscaled=qp,
-                                           max_iter=_piqp_iterations(deadline, 4 * piqp_cost, numeric_time))
-                        if out is not None and out[3] and check(*out[:3], claims=False) == "optimal":
-                            x, y, z = out[:3]
-                            status, switched = "optimal", True
+    # ------------------------------------------------------------------ the iterations
+
+    def iterate(self) -> None:
+        """The iterations, until a status, the iteration limit or the deadline."""
+        st, s, kkt, n, m = self.st, self.s, self.kkt, self.n, self.m
+        controller, deadline, progress = self.controller, self.deadline, self.progress
+        x, y, z, dx, dy = self.x, self.y, self.z, self.dx, self.dy
+        alpha, sigma = self.alpha, st.sigma
+        iteration = 0
+        rhs = np.empty(n + m)
+        rhs_x, rhs_z = rhs[:n], rhs[n:]
+        completed = False
+        try:
+            for iteration in range(1, st.max_iter + 1):
+                # OSQP's step in its own order of operations (1/rho multiplied, as osqp's rho_inv_vec), in place
+                inv_rho = kkt.inv_rho
+                x_prev, z_prev = x, z
+                np.multiply(x_prev, sigma, out=rhs_x)
+                rhs_x -= s.q
+                np.multiply(y, inv_rho, out=rhs_z)
+                np.subtract(z_prev, rhs_z, out=rhs_z)
+                sol = kkt.solve(rhs)
+                zr = sol[n:]
+                zr -= y
+                zr *= inv_rho
+                zr += z_prev  # z~
+                x = sol[:n] * alpha
+                x += (1.0 - alpha) * x_prev
+                dx = x - x_prev
+                zr *= alpha
+                zr += (1.0 - alpha) * z_prev  # relaxed z~
+                z = y * inv_rho
+                z += zr
+                np.clip(z, s.l, s.u, out=z)
+                dy = zr - z
+                dy *= kkt.rho_vec
+                y = y + dy
+                checking = iteration % st.check_every == 0
+                learned = (controller is not None and iteration % controller.interval == 0
+                           and iteration // controller.interval <= controller.steps)
+                adapting = (st.adaptive_rho and st.adaptive_rho_interval and iteration % st.adaptive_rho_interval == 0
+                            and (controller is None or iteration > controller.interval * controller.steps))
+                if checking:
+                    self.dx, self.dy, self.iteration = dx, dy, iteration
+                    status_now = self.check(x, y, z, defer=True)
+                    info = self.info
+                    progress.update(iteration, prim=info["prim"], dual=info["dual"], gap=info["gap"])
+                    trace(iteration, max(info["prim"], info["dual"]), measure=RESIDUAL_MEASURE, prim=info["prim"],
+                          dual=info["dual"], gap=info["gap"], rho=self.rho)
+                    if status_now is not None:
+                        self.status = status_now
+                        break
+                    if self.switch_at is not None and time.perf_counter() > self.switch_at:
+                        answer = self._hand_over()
+                        if answer is not None:
+                            x, y, z = answer
                             break
-            if adapting or learned:
-                if not checking:
-                    info = residuals(x, y, z)
-                pn = max(float(np.abs(z).max()) if m else 0.0, float(np.abs(info["Ax"]).max()) if m else 0.0)
-                dn = max(float(np.abs(s.q).max()) if n else 0.0, float(np.abs(info["Aty"]).max()) if n else 0.0,
-                         float(np.abs(info["Px"]).max()) if n else 0.0)
-                prim_rel = info["prim_scaled"] / (pn + DIVISION_TOL)
-                dual_rel = info["dual_scaled"] / (dn + DIVISION_TOL)
-                if learned and controller.kind == "rows":
-                    new, change = rho, True
-                    row_factor = controller.rows(iteration // controller.interval, s.l, s.u, z, y, info["Ax"])
-                elif learned:
-                    new, alpha = controller(iteration // controller.interval, prim_rel, dual_rel, rho, alpha)
-                    change = abs(math.log(new / rho)) > 0.01
-                else:
-                    new = min(max(rho * math.sqrt(prim_rel / (dual_rel + DIVISION_TOL)), RHO_MIN), RHO_MAX)
-                    change = new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance
-                    adaptive_steps += 1
-                    if st.row_spread is not None and \
-                            ROW_SPREAD_FIRST <= adaptive_steps < ROW_SPREAD_FIRST + ROW_SPREAD_STEPS:
-                        # a new active set is worth a refactorisation of its own only once the iterations have
-                        # cost as many factorisations as it would then have made (free where rho changes anyway)
-                        factor = active_row_factors(s.l, s.u, z, st.row_spread)
-                        if (row_factor is None or not np.array_equal(factor, row_factor)) and (
-                                change or time.perf_counter() - t_setup >= (row_refactors + 1) * numeric_time):
-                            row_factor, change = factor, True
-                            row_refactors += 1
-                if change:
-                    rho = new
-                    kkt.update(rho_vector(rho, s.l, s.u, row_factor))
-                    rho_updates += 1
-            if deadline is not None and time.perf_counter() > deadline:
-                status = "time_limit"
-                break
+                if adapting or learned:
+                    self._adapt(x, y, z, iteration, checking, learned)
+                    alpha = self.alpha
+                if deadline is not None and time.perf_counter() > deadline:
+                    self.status = "time_limit"
+                    break
+            else:
+                completed = True
+        except KeyboardInterrupt:
+            self._interrupted(x, y, z, dx, dy, iteration)
+            return
+        self.x, self.y, self.z, self.dx, self.dy, self.iteration = x, y, z, dx, dy, iteration
+        try:
+            if completed:
+                final = self.check(x, y, z)
+                if final is None:
+                    final = self.check(x, y, z, approximate=True)
+                self.status = final or "max_iter"
+            if self.status == "time_limit":
+                final = self.check(x, y, z)
+                self.status = final if final in ("optimal",) else "time_limit"
+        except KeyboardInterrupt:
+            self._interrupted(x, y, z, dx, dy, iteration)
+
+    def _interrupted(self, x, y, z, dx, dy, iteration) -> None:
+        self.x, self.y, self.z, self.dx, self.dy, self.iteration = x, y, z, dx, dy, iteration
+        self.status = "interrupted"
+        self.info = self.residuals(x, y, z)
+
+    def _hand_over(self):
+        """PIQP on the problem once the iterations have cost its expected time (once: where it does not answer,
+        the iterations go on): its (x, y, z), scaled, where it passes the termination test, else None."""
+        self.switch_at = None
+        deadline = self.deadline
+        if deadline is None or deadline - time.perf_counter() > 2 * self.piqp_cost:
+            # at most about four times its expected cost: a stalling PIQP does not hold the run
+            out = _piqp_finish(self.s, self.st, unscaled=self.qp,
+                               max_iter=_piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time))
+            if out is not None and out[3] and self.check(*out[:3], claims=False) == "optimal":
+                self.status, self.switched = "optimal", True
+                return out[:3]
+        return None
+
+    def _adapt(self, x, y, z, iteration: int, checking: bool, learned: bool) -> None:
+        """A new rho (OSQP's adaptive rule, or a learned policy's rho and alpha or its rows' factors), the KKT
+        matrix refactored where it changes."""
+        st, s, controller, n, m = self.st, self.s, self.controller, self.n, self.m
+        if not checking:
+            self.info = self.residuals(x, y, z)
+        info, rho = self.info, self.rho
+        pn = max(float(np.abs(z).max()) if m else 0.0, float(np.abs(info["Ax"]).max()) if m else 0.0)
+        dn = max(float(np.abs(s.q).max()) if n else 0.0, float(np.abs(info["Aty"]).max()) if n else 0.0,
+                 float(np.abs(info["Px"]).max()) if n else 0.0)
+        prim_rel = info["prim_scaled"] / (pn + DIVISION_TOL)
+        dual_rel = info["dual_scaled"] / (dn + DIVISION_TOL)
+        if learned and controller.kind == "rows":
+            new, change = rho, True
+            self.row_factor = controller.rows(iteration // controller.interval, s.l, s.u, z, y, info["Ax"])
+        elif learned:
+            new, self.alpha = controller(iteration // controller.interval, prim_rel, dual_rel, rho, self.alpha)
+            change = abs(math.log(new / rho)) > 0.01
         else:
-            final = check(x, y, z)
-            if final is None:
-                final = check(x, y, z, approximate=True)
-            status = final or "max_iter"
-        if status == "time_limit":
-            final = check(x, y, z)
-            status = final if final in ("optimal",) else "time_limit"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        info = residuals(x, y, z)
+            new = min(max(rho * math.sqrt(prim_rel / (dual_rel + DIVISION_TOL)), RHO_MIN), RHO_MAX)
+            change = new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance
+            self.adaptive_steps += 1
+            if st.row_spread is not None and \
+                    ROW_SPREAD_FIRST <= self.adaptive_steps < ROW_SPREAD_FIRST + ROW_SPREAD_STEPS:
+                # a new active set is worth a refactorisation of its own only once the iterations have
+                # cost as many factorisations as it would then have made (free where rho changes anyway)
+                factor = active_row_factors(s.l, s.u, z, st.row_spread)
+                if (self.row_factor is None or not np.array_equal(factor, self.row_factor)) and (
+                        change or time.perf_counter() - self.t_setup >= (self.row_refactors + 1) * self.numeric_time):
+                    self.row_factor, change = factor, True
+                    self.row_refactors += 1
+        if change:
+            self.rho = new
+            self.kkt.update(rho_vector(new, s.l, s.u, self.row_factor))
+            self.rho_updates += 1
 
-    def valid_dual(y):
-        return dual_cone(y, s.l, s.u)
+    # ------------------------------------------------------------------ after the iterations
 
-    def time_left() -> bool:
-        # polishing and refinement count against --time-limit too: none starts once it has passed
-        return deadline is None or time.perf_counter() < deadline
+    def time_left(self) -> bool:
+        """Polishing and refinement count against --time-limit too: none starts once it has passed."""
+        return self.deadline is None or time.perf_counter() < self.deadline
 
-    if status == "optimal" and m:  # report y in the dual cone where it passes the same test
-        saved, yv = info, valid_dual(y)
-        if check(x, yv, z, claims=False) == "optimal":
-            y = yv
-        else:
-            info = saved
-    polished = SWITCHED if switched else None
-    stalled = status in ("max_iter", "optimal_inaccurate") and time_left()
-    if ((st.polish and status == "optimal") or (st.refine_stalled and stalled)) and time_left():
-        saved = info
-        out = polish(s, x, y, z, st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS if stalled else 1,
-                     deadline=deadline) if m else None
+    def room(self) -> bool:
+        """Neither PIQP nor the hand-written steps can stop inside a factorisation: a stalled run's finish starts
+        only where the deadline leaves room for FINISH_FACTORISATIONS of them."""
+        return self.deadline is None or self.deadline - time.perf_counter() > FINISH_FACTORISATIONS * (
+            self.t_setup - self.t0)
+
+    def valid_dual(self, y):
+        return dual_cone(y, self.s.l, self.s.u)
+
+    def finish(self) -> None:
+        """The duals in their cone where that passes the same test; polishing (``polish``, or a stalled run's
+        active-set refinement), then a stalled run's interior-point refinement."""
+        st, s, m, status = self.st, self.s, self.m, self.status
+        x, y, z = self.x, self.y, self.z
+        if status == "optimal" and m:  # report y in the dual cone where it passes the same test
+            saved, yv = self.info, self.valid_dual(y)
+            if self.check(x, yv, z, claims=False) == "optimal":
+                self.y = yv
+            else:
+                self.info = saved
+        self.polished = SWITCHED if self.switched else None
+        stalled = status in ("max_iter", "optimal_inaccurate") and self.time_left()
+        if ((st.polish and status == "optimal") or (st.refine_stalled and stalled)) and self.time_left():
+            saved = self.info
+            out = polish(s, self.x, self.y, self.z, st.delta, st.polish_refine_iter,
+                         rounds=ACTIVE_SET_ROUNDS if stalled else 1, deadline=self.deadline) if m else None
+            if out is not None:
+                out = (out[0], self.valid_dual(out[1]), out[2])
+            if out is not None and self.check(*out) == "optimal" and (
+                    stalled or (self.info["prim"] <= max(saved["prim"], 1e-10)
+                                and self.info["dual"] <= max(saved["dual"], 1e-10))):
+                self.polished = REFINED if stalled else "polished"
+                self.x, self.y, self.z = out
+                self.status = "optimal"
+            else:
+                self.info = saved
+        if st.refine_stalled and stalled and self.polished is None and m:
+            self._refine()
+
+    def _optimal(self, x, y, z) -> bool:
+        return self.check(x, self.valid_dual(y), z, claims=False) == "optimal"
+
+    def _score(self, x, y, z) -> float:
+        """The termination test's largest ratio of a residual to its tolerance (<= 1: optimal)."""
+        st, m = self.st, self.m
+        r = self.residuals(x, self.valid_dual(y), z)
+        ratios = [r["prim"] / (st.eps_abs + st.eps_rel * r["prim_tol_scale"]) if m else 0.0,
+                  r["dual"] / (st.eps_abs + st.eps_rel * r["dual_tol_scale"])]
+        if st.check_dualgap:
+            ratios.append(abs(r["gap"]) / (st.eps_abs + st.eps_rel * r["gap_tol_scale"]))
+        worst = max(ratios)
+        return worst if math.isfinite(worst) else math.inf
+
+    def _finished(self, out):
+        """An interior-point answer that passes the test, polished first where it is close; else None."""
+        st = self.st
+        if out is not None and out[3] and not self._optimal(*out[:3]):
+            out = (*out[:3], False)  # the score and the test disagree at the margin: the test decides
+        if out is not None and not out[3]:  # close, not there: polish from the interior-point iterate
+            done = polish(self.s, out[0], out[1], out[2], st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS,
+                          deadline=self.deadline)
+            out = (*done, True) if done is not None and self._optimal(*done) else None
+        return out
+
+    def _refine(self) -> None:
+        """A stalled run finished by PIQP (where it imports), else by the hand-written interior-point steps from the
+        ADMM iterate."""
+        saved = self.info
+        out = self._finished(_piqp_finish(self.s, self.st, max_iter=_piqp_iterations(self.deadline, math.inf,
+                                                                                        self.numeric_time))) \
+            if self.room() else None
+        if out is None and self.room():
+            out = self._finished(interior_point(self.s, self.x, self._score, deadline=self.deadline))
         if out is not None:
-            out = (out[0], valid_dual(out[1]), out[2])
-        if out is not None and check(*out) == "optimal" and (
-                stalled or (info["prim"] <= max(saved["prim"], 1e-10) and info["dual"] <= max(saved["dual"], 1e-10))):
-            polished = REFINED if stalled else "polished"
-            x, y, z = out
-            status = "optimal"
+            out = (out[0], self.valid_dual(out[1]), out[2], True)
+            self.check(*out[:3], claims=False)  # info of the answer
+            self.x, self.y, self.z, _ = out
+            self.status, self.polished = "optimal", REFINED_IPM
         else:
-            info = saved
-    if st.refine_stalled and stalled and polished is None and m:
-        saved = info
-        def optimal(x, y, z):
-            return check(x, valid_dual(y), z, claims=False) == "optimal"
+            self.info = saved
+            if not self.time_left():
+                self.status = "time_limit"  # the refinement was cut short by the deadline
 
-        def score(x, y, z):
-            """The termination test's largest ratio of a residual to its tolerance (<= 1: optimal)."""
-            r = residuals(x, valid_dual(y), z)
-            ratios = [r["prim"] / (st.eps_abs + st.eps_rel * r["prim_tol_scale"]) if m else 0.0,
-                      r["dual"] / (st.eps_abs + st.eps_rel * r["dual_tol_scale"])]
-            if st.check_dualgap:
-                ratios.append(abs(r["gap"]) / (st.eps_abs + st.eps_rel * r["gap_tol_scale"]))
-            worst = max(ratios)
-            return worst if math.isfinite(worst) else math.inf
-
-        def finished(out):
-            """An interior-point answer that passes the test, polished first where it is close; else None."""
-            if out is not None and out[3] and not optimal(*out[:3]):
-                out = (*out[:3], False)  # the score and the test disagree at the margin: the test decides
-            if out is not None and not out[3]:  # close, not there: polish from the interior-point iterate
-                done = polish(s, out[0], out[1], out[2], st.delta, st.polish_refine_iter, rounds=ACTIVE_SET_ROUNDS,
-                              deadline=deadline)
-                out = (*done, True) if done is not None and optimal(*done) else None
-            return out
-
-        # PIQP first (where it imports), then the hand-written steps from the ADMM iterate
-        out = finished(_piqp_finish(s, st, max_iter=_piqp_iterations(deadline, math.inf, numeric_time))) \
-            if room() else None
-        if out is None and room():
-            out = finished(interior_point(s, x, score, deadline=deadline))
-        if out is not None:
-            out = (out[0], valid_dual(out[1]), out[2], True)
-            check(*out[:3], claims=False)  # info of the answer
-            x, y, z, _ = out
-            status, polished = "optimal", REFINED_IPM
-        else:
-            info = saved
-            if not time_left():
-                status = "time_limit"  # the refinement was cut short by the deadline
-
-    t_end = time.perf_counter()
-    x_out, y_out, z_out = s.D * x, cinv * s.E * y, Einv * z
-    res = ADMMResult(x=x_out, y=y_out, z=z_out, status=status, iterations=iteration,
-                     prim_res=info.get("prim", math.nan), dual_res=info.get("dual", math.nan),
-                     duality_gap=info.get("gap", math.nan), rho_updates=rho_updates, rho=rho,
-                     rejected_claims=rejected,
-                     time_s={"setup": t_setup - t0, "iterations": t_end - t_setup})
-    if status in ("infeasible", "unbounded"):
-        cert = info["cert"]
-        cert = cert / max(float(np.abs(cert).max()), DIVISION_TOL)
-        if status == "infeasible":
-            res.prim_inf_cert = cert
-        else:
-            res.dual_inf_cert = cert
-    res.factorisations = kkt.factorisations
-    res.polished = polished
-    if polished in (REFINED, REFINED_IPM, SWITCHED):
-        res.message = refined_message(iteration, polished)
-    return res
+    def result(self) -> ADMMResult:
+        s, info, status = self.s, self.info, self.status
+        t_end = time.perf_counter()
+        res = ADMMResult(x=s.D * self.x, y=(1.0 / s.c) * s.E * self.y, z=(1.0 / s.E) * self.z, status=status,
+                         iterations=self.iteration, prim_res=info.get("prim", math.nan),
+                         dual_res=info.get("dual", math.nan), duality_gap=info.get("gap", math.nan),
+                         rho_updates=self.rho_updates, rho=self.rho, rejected_claims=self.rejected,
+                         time_s={"setup": self.t_setup - self.t0, "iterations": t_end - self.t_setup})
+        if status in ("infeasible", "unbounded"):
+            cert = info["cert"]
+            cert = cert / max(float(np.abs(cert).max()), DIVISION_TOL)
+            if status == "infeasible":
+                res.prim_inf_cert = cert
+            else:
+                res.dual_inf_cert = cert
+        res.factorisations = self.kkt.factorisations
+        res.polished = self.polished
+        if self.polished in (REFINED, REFINED_IPM, SWITCHED):
+            res.message = refined_message(self.iteration, self.polished)
+        return res

@@ -36,7 +36,8 @@ from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp import defaults
-from optsolve.qp.admm import ACTIVE_SET_ROUNDS, REFINED, RESIDUAL_MEASURE, polish, rho_vector
+from optsolve.qp.admm import REFINED, RESIDUAL_MEASURE, rho_vector
+from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale, segment_max, segments
