@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 import os
 import sys
+import textwrap
 
 import numpy as np
 
 from optsolve.core.errors import InputError
 from optsolve.core.result import solution_vector, write_atomic_with
+
+LABEL_WIDTH = 45  # characters a line of an axis label, which is wrapped, never cut
 
 
 def read_history(path: str) -> tuple[str, dict, str]:
@@ -85,6 +88,7 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(width / dpi, height / dpi), dpi=dpi)
     measures, counted, values = [], [], []
@@ -105,8 +109,9 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
     for ax, xlabel in ((left, xlabel), (right, "elapsed time (s)")):
         ax.set_yscale(scale, **options)
         ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel if len(ylabel) <= 60 else ylabel[:57] + "...")
+        ax.set_ylabel(textwrap.fill(ylabel, LABEL_WIDTH))  # a long measure on two or three lines, never cut
         ax.grid(True, which="major", alpha=0.3)
+    left.xaxis.set_major_locator(MaxNLocator(integer=True))  # iterations and evaluations are counts
     left.legend(fontsize="small")
     _save(fig, output, fmt, dpi, title)
 

@@ -135,6 +135,7 @@ def test_plot_axes_follow_each_command_and_keep_zeros():
     ("mvi", ["--family", "polar"], "evaluations: operator F"),
     ("cover", ["--family", "karate"], "evaluations: f (oracle calls)"),
     ("qp", ["--family", "chain", "--n", "80"], "iteration"),
+    ("kmeans", ["--family", "iris"], "iteration"),
 ])
 def test_plot_labels_the_axis_its_paper_uses(cli, tmp_path, kind, gen_args, label):
     pytest.importorskip("matplotlib")
@@ -148,6 +149,8 @@ def test_plot_labels_the_axis_its_paper_uses(cli, tmp_path, kind, gen_args, labe
     assert f"<!-- {label} -->" in svg
     if kind == "cover":  # the last point, a zero deficit, is drawn
         assert doc["stats"]["history"]["residual"][-1] == 0
+    measure = doc["stats"]["history"]["measure"]  # the y label in full, wrapped where it is long
+    assert "..." not in svg and all(word in svg for word in measure.split())
 
 
 def test_plot_draws_an_answer_and_refuses_what_has_no_picture(cli, tmp_path):
