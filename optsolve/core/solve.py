@@ -64,7 +64,8 @@ class Job:
     """A problem ready for a method: what a solver's ``setup`` makes and every method receives.
 
     ``data``: the package's prepared problem; ``settings``: the resolved options, recorded in the
-    document; ``info``: the document's ``problem`` entry; ``deadline``: a ``time.perf_counter()``
+    document; ``info``: the document's ``problem`` entry; ``problem``: the validated problem file (set by
+    :func:`run`, for the certificate and messages naming the file); ``deadline``: a ``time.perf_counter()``
     value or None; ``context``: what setup computed for the methods beyond the problem (a warm
     start, an oracle, a random generator).
     """
@@ -136,7 +137,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
     with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
         options = dict(options, device=device, time_limit=time_limit)
         job = solver.setup(problem, method, options, clock.deadline(time_limit), progress)
-        job.problem = problem if job.problem is None else job.problem
+        job.problem = problem
         t_prep = time.perf_counter()
         out = solver.screen(job) or solver.methods[job.method](job)
         out = solver.finish(job, out)
