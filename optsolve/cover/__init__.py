@@ -3,8 +3,9 @@
 Find a small set S of elements with f(S) >= tau whose groups are in proportion,
 ceil(p_c |S|) <= |S n U_c| <= floor(q_c |S|), for a weighted coverage or facility-location f.
 
-Methods: ``greedy`` (convert-fair with greedy-fairness-bi, lazy evaluations), ``threshold``
-(threshold-fairness-bi), ``milp`` (the exact optimum by HiGHS, small instances) and the
+Methods (:mod:`optsolve.cover.methods`): ``greedy`` (convert-fair with greedy-fairness-bi, lazy
+evaluations), ``threshold`` (threshold-fairness-bi), ``continuous`` (continuous greedy on the
+multilinear extension, rounded), ``milp`` (the exact optimum by HiGHS, small instances) and the
 baseline ``unfair-greedy`` (classic greedy cover, no fairness).
 """
 
@@ -13,85 +14,17 @@ from __future__ import annotations
 import math
 import time
 
-import numpy as np
-
 from optsolve.core import clock
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
 from optsolve.core.solve import Job, MethodOutput, Solver, run
 from optsolve.cover.certificate import VALUE_RTOL
-from optsolve.cover.problems import SCHEMA, fairness_violation, infeasibility_reason, prepare
+from optsolve.cover.methods import METHODS
+from optsolve.cover.problems import SCHEMA, infeasibility_reason, prepare
 
 DEFAULT_METHOD = "greedy"
 DEFAULT_MILP_TIME_LIMIT = 60.0
-
-
-def _convert(method):
-    def solve_with(job: Job) -> MethodOutput:
-        from optsolve.cover.greedy import convert_fair
-
-        settings = job.settings
-        found = convert_fair(job.data, _function(job), method=method, eps=settings["eps"], alpha=settings["alpha"],
-                             beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
-                             max_rounds=settings["max_iter"], progress=job.progress)
-        return _output(job, found)
-    return solve_with
-
-
-def _continuous(job: Job) -> MethodOutput:
-    from optsolve.cover.continuous import continuous_fair
-
-    settings = job.settings
-    found = continuous_fair(job.data, _function(job), eps=settings["eps"], alpha=settings["alpha"],
-                            beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
-                            max_rounds=settings["max_iter"], seed=settings["seed"], progress=job.progress)
-    return _output(job, found)
-
-
-def _unfair(job: Job) -> MethodOutput:
-    from optsolve.cover.greedy import unfair_greedy
-
-    return _output(job, unfair_greedy(job.data, _function(job), job.deadline))
-
-
-def _milp(job: Job) -> MethodOutput:
-    from optsolve.cover.milp import solve_milp
-
-    cp, settings = job.data, job.settings
-    remaining = None if job.deadline is None else max(0.05, job.deadline - time.perf_counter())
-    found = solve_milp(cp, time_limit=remaining, tau=(1 - settings["eps"]) * cp.tau if settings["bicriteria"] else None,
-                       label=job.problem.source)
-    stats = dict(job.context["stats"], dual_bound=found.dual_bound)
-    # iterations: branch-and-bound nodes
-    if found.status == "infeasible":
-        return MethodOutput(Status.INFEASIBLE, {"certificate_kind": "infeasible", "reason": found.message},
-                            f"Infeasible: {found.message}", iterations=found.nodes, evaluations=0, stats=stats)
-    out = MethodOutput(found.status, None, found.message, iterations=found.nodes, evaluations=0, stats=stats)
-    if found.selected is not None:  # even empty: an optimum HiGHS got wrong is then judged (and downgraded)
-        _set_solution(out, cp, found.selected)
-    return out
-
-
-def _function(job: Job):
-    from optsolve.cover.functions import make_function
-
-    return make_function(job.data)
-
-
-def _output(job: Job, found) -> MethodOutput:
-    """A greedy, threshold, continuous or unfair-greedy run (:class:`optsolve.cover.greedy.CoverRun`) as a
-    method's output."""
-    stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired)
-    out = MethodOutput(found.status, None, found.message, iterations=found.rounds, evaluations=int(found.calls),
-                       stats=stats)
-    if found.selected:
-        _set_solution(out, job.data, found.selected)
-    return out
-
-
-METHODS = {"greedy": _convert("greedy"), "threshold": _convert("threshold"), "continuous": _continuous,
-           "milp": _milp, "unfair-greedy": _unfair}
 
 
 def _beta(beta):
@@ -196,15 +129,6 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress, eps=eps,
                alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau, tau_frac=tau_frac,
                max_iter=max_iter, seed=seed, unfair=unfair, value_rtol=value_rtol)
-
-
-def _set_solution(out: MethodOutput, cp, selected) -> None:
-    S = [int(i) for i in selected]
-    counts = np.bincount(cp.groups[S], minlength=cp.G)
-    out.solution = {"selected": S, "group_counts": cp.counts_by_label(counts)}
-    out.objective = len(S)
-    out.stats["size"] = len(S)
-    out.stats["fairness_violation"] = fairness_violation(counts, cp.p, cp.q)
 
 
 def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance=None, tau=None, tau_frac=None,

@@ -10,18 +10,15 @@ n_init = 10, the reference).
 from __future__ import annotations
 
 import math
-import time
-import warnings
 
 import numpy as np
 
-from optsolve.core import memory
 from optsolve.core.errors import ParameterError
-from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, MethodOutput, Solver, run
+from optsolve.core.solve import Job, Solver, run
+from optsolve.kmeans.methods import KMEANS_MEASURE, METHODS
 from optsolve.kmeans.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "sample-centre"
@@ -29,15 +26,6 @@ DEFAULT_METHOD = "sample-centre"
 PRELOAD = ("sklearn.cluster", "optsolve.kmeans.estimators", "optsolve.kmeans.certificate")
 # Libraries a method imports, imported before its solve starts (scikit-learn's takes about a second).
 SETUP_IMPORTS = {"lloyd": ("sklearn.cluster",)}
-ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
-# kmeans's methods run in one pass: `--history` records the cost of the estimate and, where it is
-# refined, after the Lloyd steps (iteration = Lloyd iterations).
-KMEANS_MEASURE = "k-means cost (sum of squared distances to the nearest centre)"
-CRDEST_GRID = tuple(round(0.02 * i, 2) for i in range(10))  # its kept fraction 1 - 5 alpha: 1, 0.9, ..., 0.1
-SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many points (a fixed random subset)
-SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
-MAX_SWEEPS = 3  # sweeps over the clusters choosing each one's alpha
-LLOYD_STARTS = 10  # k-means++ starts of the lloyd method (scikit-learn's n_init)
 LLOYD_STEPS = 10  # Lloyd steps at most after an estimator's centres (refine, the default)
 
 
@@ -51,120 +39,6 @@ def _alpha_option(alpha):
     if not 0 <= a < 0.5:
         raise ParameterError(f"The '--alpha' option must be 'auto' or a number in [0, 0.5); got {alpha!r}.")
     return a
-
-
-def cluster_points(kp) -> list:
-    """The points of every predicted cluster (float64 copies; None for an empty cluster), gathered once."""
-    from optsolve.kmeans.estimators import clusters
-
-    return [np.asarray(kp.X[idx], dtype=float) if idx.size else None for idx in clusters(kp.labels, kp.k)]
-
-
-def _per_cluster(alpha, k: int) -> np.ndarray:
-    return np.full(k, float(alpha)) if np.ndim(alpha) == 0 else np.asarray(alpha, dtype=float)
-
-
-def sample_centres(kp, alpha, seed) -> tuple[np.ndarray, list]:
-    """sample-centre without gathering the clusters: each cluster's start from its samples, then
-    the re-centring of all clusters together in passes over X. ``alpha``: one value, or one per
-    predicted cluster."""
-    from optsolve.kmeans.estimators import clusters, keep_count, recentre_all, sample_draws, sample_start
-
-    alphas = _per_cluster(alpha, kp.k)
-    groups = clusters(kp.labels, kp.k)
-    live = [i for i, idx in enumerate(groups) if idx.size]
-    starts = []
-    for i in live:
-        idx = groups[i]
-        if alphas[i] <= 0 or idx.size < 3:
-            starts.append(np.asarray(kp.X[idx], dtype=float).mean(axis=0))
-            continue
-        omega, cand = sample_draws(idx.size, alphas[i], kp.k, kp.d, np.random.default_rng([seed, i]))
-        starts.append(sample_start(np.asarray(kp.X[idx[omega]], dtype=float), np.asarray(kp.X[idx[cand]], dtype=float),
-                                   alphas[i]))
-    C = np.array(starts)
-    if np.any(alphas[live] > 0):
-        relabel = np.full(kp.k, -1)
-        relabel[live] = np.arange(len(live))
-        keep = np.array([keep_count(alphas[i], groups[i].size) for i in live])
-        C = recentre_all(kp.X, relabel[kp.labels], [groups[i] for i in live], C, keep)
-    return C, [i for i, idx in enumerate(groups) if idx.size == 0]
-
-
-def estimate_centres(kp, method: str, alpha, seed, parts: list | None = None, *, deadline: float | None = None,
-                     cut: list | None = None) -> tuple[np.ndarray, list]:
-    """One centre per non-empty predicted cluster (and the empty clusters' labels); ``alpha``: one
-    value, or one per predicted cluster; ``parts``: :func:`cluster_points`, when already gathered.
-    Once ``time.perf_counter()`` passes ``deadline``, the remaining clusters get their plain
-    centroid (one pass over their points) and their labels are appended to ``cut`` (for ``labels``
-    the centroid is the answer: nothing is cut)."""
-    from optsolve.kmeans.estimators import ESTIMATORS
-
-    alphas = _per_cluster(alpha, kp.k)
-    est = ESTIMATORS[method]
-    centres, empty = [], []
-    for i, P in enumerate(cluster_points(kp) if parts is None else parts):
-        if P is None:
-            empty.append(i)
-            continue
-        rng = np.random.default_rng([seed, i])  # each cluster's own stream: its estimate depends on its alpha only
-        if deadline is not None and method != "labels" and time.perf_counter() >= deadline:
-            centres.append(P.mean(axis=0))
-            if cut is not None:
-                cut.append(i)
-        elif method in ("sample-window", "sample-centre"):
-            centres.append(est(P, alphas[i], rng, k=kp.k))
-        else:
-            centres.append(est(P, alphas[i], rng))
-    return np.array(centres), empty
-
-
-def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, float]:
-    """Per predicted cluster, the alpha of the grid whose centre gives the lowest cost on the
-    points X: from the grid value of lowest cost for all clusters, one cluster's centre at a
-    time is replaced by its centre at another grid value when that lowers the cost, in sweeps
-    over the clusters until none does (at most MAX_SWEEPS). ``candidates[g]``: the centres (one
-    per non-empty cluster) at ``grid[g]``. Returns (the alpha index of each centre, its cost, the
-    cost of each grid value for all clusters)."""
-    mu = X.mean(axis=0)  # shifted points and centres: ||x||^2 - 2 x'c + ||c||^2 cancels far from the origin
-    X = X - mu
-    candidates = [C - mu for C in candidates]
-    xx = np.einsum("ij,ij->i", X, X)
-
-    def sqdist(C):
-        return np.maximum(xx[:, None] - 2.0 * X @ C.T + (C * C).sum(axis=1)[None, :], 0.0)
-
-    D = [sqdist(C) for C in candidates]  # n x L each
-    costs = [float(Dg.min(axis=1).sum()) for Dg in D]
-    g0 = int(np.argmin(costs))
-    choice = np.full(candidates[0].shape[0], g0)
-    cur = D[g0].copy()
-    best = costs[g0]
-    n, L = cur.shape
-    rows = np.arange(n)
-
-    def two_nearest():  # each point's nearest centre, its distance and the distance to the second nearest
-        a1 = np.argmin(cur, axis=1)
-        m1 = cur[rows, a1]
-        cur[rows, a1] = np.inf
-        m2 = cur.min(axis=1) if L > 1 else np.full(n, np.inf)
-        cur[rows, a1] = m1
-        return a1, m1, m2
-
-    a1, m1, m2 = two_nearest()
-    for _ in range(MAX_SWEEPS):
-        changed = False
-        for i in range(L):
-            others = np.where(a1 == i, m2, m1)  # the nearest of the other centres
-            trial = [float(np.minimum(others, D[g][:, i]).sum()) for g in range(len(grid))]
-            g = int(np.argmin(trial))
-            if trial[g] < best * (1 - 1e-12):
-                best, choice[i], changed = trial[g], g, True
-                cur[:, i] = D[g][:, i]
-                a1, m1, m2 = two_nearest()
-        if not changed:
-            break
-    return choice, best, costs
 
 
 def _limits(**given) -> dict:
@@ -184,161 +58,6 @@ def _limits(**given) -> dict:
             raise ParameterError(f"The '{lim.option}' option must be a finite number >= 0; got {given.get(lim.name)!r}.")
         out[lim.name] = value
     return out
-
-
-def _late(job: Job) -> bool:
-    return job.deadline is not None and time.perf_counter() >= job.deadline
-
-
-def _lloyd(job: Job) -> MethodOutput:
-    """scikit-learn's KMeans (k-means++, ``LLOYD_STARTS`` starts); under a time limit the starts run one at a
-    time (:func:`optsolve.kmeans.estimators.lloyd_restarts`), the cheapest kept."""
-    from optsolve.kmeans.estimators import lloyd_restarts
-
-    kp, seed, max_iter = job.data, job.settings["seed"], job.context["max_iter"]
-    stats = {}
-    if job.deadline is None:
-        from sklearn.cluster import KMeans
-
-        km = KMeans(n_clusters=kp.k, n_init=LLOYD_STARTS, random_state=seed, max_iter=max_iter or 300).fit(
-            np.asarray(kp.X, dtype=float))
-        centres, steps = km.cluster_centers_, int(km.n_iter_)
-    else:
-        centres, steps, starts, stopped = lloyd_restarts(kp.X, kp.k, seed, max_iter or 300, job.deadline,
-                                                         LLOYD_STARTS)
-        stats["lloyd_starts"] = starts
-        if stopped:
-            job.context["timed_out"].append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut "
-                                            "short (the cheapest kept)")
-    job.context.update(empty=[], used=None)
-    return MethodOutput(Status.OPTIMAL, {"centres": centres}, iterations=steps, stats=stats)
-
-
-def _estimator(method: str):
-    """``METHODS[method]``: the estimator's centres (over the alpha grid with ``alpha='auto'``), then the Lloyd
-    steps of the refinement."""
-
-    def solve_with(job: Job) -> MethodOutput:
-        centres, empty, used, stats, messages = _estimate(job, method)
-        job.context.update(empty=empty, used=used)
-        out = MethodOutput(Status.OPTIMAL, None, " ".join(messages), iterations=0, stats=stats)
-        out.solution = {"centres": _refine(job, centres, out)}
-        return out
-
-    return solve_with
-
-
-def _estimate(job: Job, method: str):
-    """The estimator's centres, the empty clusters' labels, the alpha used, stats and messages."""
-    from optsolve.kmeans.estimators import assign, clusters
-
-    kp, alpha, seed = job.data, job.settings["alpha"], job.settings["seed"]
-    timed_out, stats, messages = job.context["timed_out"], {}, []
-    grid = None
-    if alpha == "auto" and method != "labels":
-        grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
-    gathered = method != "sample-centre"  # sample-centre reads the clusters in place
-    parts = cluster_points(kp) if gathered else None
-    cut = []
-
-    def full(a):
-        if gathered:
-            return estimate_centres(kp, method, a, seed, parts, deadline=job.deadline, cut=cut)
-        return sample_centres(kp, a, seed)
-
-    if grid is None:
-        used = 0.0 if method == "labels" else alpha
-        centres, empty = full(used)
-    else:
-        rng = np.random.default_rng(seed + 1)
-        sub = rng.choice(kp.m, size=SELECTION_POINTS, replace=False) if kp.m > SELECTION_POINTS else None
-        Xs = kp.X if sub is None else np.asarray(kp.X[np.sort(sub)], dtype=float)
-        live_labels = np.flatnonzero(np.bincount(kp.labels, minlength=kp.k))
-        # each alpha of the grid estimated on at most SELECTION_PER_CLUSTER points of every cluster
-        small = []
-        for idx in clusters(kp.labels, kp.k):
-            if idx.size > SELECTION_PER_CLUSTER:
-                idx = idx[np.sort(rng.choice(idx.size, size=SELECTION_PER_CLUSTER, replace=False))]
-            small.append(np.asarray(kp.X[idx], dtype=float) if idx.size else None)
-        memory.require(job.problem.source, f"choosing alpha: {len(grid) + 2} tables of {Xs.shape[0]} points x "
-                       f"{len(live_labels)} centres (k = {kp.k})",
-                       8.0 * Xs.shape[0] * len(live_labels) * (len(grid) + 2))
-        candidates = []
-        for a in grid:  # the first value, 0, is the plain centroids: always done
-            if candidates and _late(job):
-                timed_out.append(f"alpha chosen from the first {len(candidates)} values of the grid")
-                grid = grid[:len(candidates)]
-                break
-            candidates.append(estimate_centres(kp, method, a, seed, small)[0])
-        choice, cost, costs = choose_alphas(np.asarray(Xs, dtype=float), candidates, grid)
-        live = [i for i, P in enumerate(small) if P is not None]
-        per_cluster = np.zeros(kp.k)
-        per_cluster[live] = np.asarray(grid)[choice]
-        used = float(per_cluster[live].max())
-        chosen = np.array([candidates[g][j] for j, g in enumerate(choice)])
-        sizes = np.bincount(kp.labels, minlength=kp.k)
-        redo = np.array([small[i].shape[0] < sizes[i] for i in live], dtype=bool)
-        centres, empty = chosen, [i for i, P in enumerate(small) if P is None]
-        if redo.any() and _late(job):
-            timed_out.append("the subsampled clusters' centres kept (not estimated again on all their points)")
-        elif redo.any():  # the subsampled clusters estimated again on all their points
-            again = full(per_cluster)[0]
-            late_rows = np.isin(live, cut)  # clusters the deadline reached keep their sample's centre
-            again[~redo | late_rows] = chosen[~redo | late_rows]
-            if cut:
-                timed_out.append(f"predicted clusters {cut} keep the centre estimated on their sample")
-                cut.clear()
-            if float(assign(Xs, again)[1].sum()) <= cost:
-                centres = again
-            else:
-                messages.append("The centres estimated on the whole clusters cost more on the selection's "
-                                "points than those estimated on their samples: the latter are kept.")
-        stats["alpha_grid"] = [{"alpha": a, "cost": c} for a, c in zip(grid, costs)]
-        stats["alpha_per_cluster"] = [None if small[i] is None else float(per_cluster[i]) for i in range(kp.k)]
-        stats["selection_cost"] = cost
-    if cut:
-        timed_out.append(f"predicted clusters {cut} given their plain centroid")
-    return centres, empty, used, stats, messages
-
-
-def _refine(job: Job, centres: np.ndarray, out: MethodOutput) -> np.ndarray:
-    """At most ``job.context["allowed"]`` Lloyd steps from ``centres`` (their count in ``out.iterations``)."""
-    from optsolve.kmeans.estimators import assign
-    from optsolve.kmeans.estimators import lloyd_steps as steps_until
-
-    kp, allowed = job.data, job.context["allowed"]
-    if allowed and _late(job):
-        job.context["timed_out"].append("no Lloyd step of the refinement run")
-        return centres
-    if not allowed:
-        return centres
-    if history_active() is not None:  # the estimate's cost, before the Lloyd steps
-        trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
-    try:
-        if job.deadline is None:
-            from sklearn.cluster import KMeans
-            from sklearn.exceptions import ConvergenceWarning
-
-            with warnings.catch_warnings():  # fewer distinct points than centres: the steps are still valid
-                warnings.simplefilter("ignore", category=ConvergenceWarning)
-                km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=allowed).fit(
-                    np.asarray(kp.X, dtype=float))
-            refined, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
-        else:  # steps of its own, the deadline looked at between them
-            refined, steps, stopped = steps_until(kp.X, centres, allowed, job.deadline)
-    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
-        out.status = Status.INTERRUPTED
-        out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
-        return centres
-    out.iterations = steps
-    if stopped:
-        job.context["timed_out"].append(f"{steps} of the {allowed} Lloyd steps of the refinement run")
-    return refined
-
-
-METHODS = {"sample-centre": _estimator("sample-centre"), "sample-window": _estimator("sample-window"),
-           "sort-window": _estimator("sort-window"), "crdest": _estimator("crdest"), "labels": _estimator("labels"),
-           "lloyd": _lloyd}
 
 
 class KMeansSolver(Solver):
@@ -415,8 +134,8 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     ``alpha``: the error rate the estimators trim for, or ``'auto'`` (the grid 0, 0.05, ..., 0.45,
     crdest's 0, 0.02, ..., 0.18: centres estimated from at most 1,000 points of each predicted
     cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
-    :func:`choose_alphas`; the clusters with more points estimated again on all of them at their
-    alpha, kept when they cost no more on those 20,000 points);
+    :func:`optsolve.kmeans.methods.choose_alphas`; the clusters with more points estimated again on
+    all of them at their alpha, kept when they cost no more on those 20,000 points);
     ``refine``: at most ``lloyd_steps`` Lloyd steps after the estimate (scikit-learn's KMeans from these
     centres; under a time limit :func:`optsolve.kmeans.estimators.lloyd_steps`, checked between steps).
     A Lloyd step never raises the cost, so the estimator's guarantee holds for the refined centres too;

@@ -49,32 +49,15 @@ import time
 
 import numpy as np
 
-from optsolve.core.errors import ParameterError, SolverError
-from optsolve.core.history import active
+from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
-from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, MethodOutput, Solver, run
-from optsolve.mvi.operators import norm2
+from optsolve.core.result import Result
+from optsolve.core.solve import Job, Solver, run
+from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS, optimize
 from optsolve.mvi.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "ecppa"
-METHOD_NAMES = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda")
-DEFAULT_TOL = 1e-6
-DEFAULT_MAX_EVALS = 1_000_000
 CONSTANTS_SHARE = 0.5  # of a time limit, at most, for ||M|| and rho of an affine operator
-STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_iter": Status.MAX_ITER,
-         "time_limit": Status.TIME_LIMIT, "numerical": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
-REASONS = {"budget": "the evaluation budget ({max_evals}) is spent", "max_iter": "the iteration limit is reached",
-           "time_limit": "the time limit is reached", "interrupted": "interrupted"}
-
-
-def _run(method: str, ev, setup) -> dict:
-    from optsolve.mvi import ecppa, extragradient as eg
-
-    table = {"ecppa": ecppa.ecppa, "rppa": lambda ev, setup: ecppa.ecppa(ev, setup, relaxed_ppa=True),
-             "eg+": eg.eg_plus, "ceg+": eg.ceg_plus, "adaptive-eg+": eg.adaptive_eg_plus,
-             "curvature-eg+": eg.curvature_eg_plus, "eg": eg.eg, "gda": eg.gda}
-    return table[method](ev, setup)
 
 
 def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits):
@@ -116,70 +99,6 @@ def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | No
         raise ParameterError(f"The '--gamma' option must exceed -rho = {-rho:.6g} for {method} "
                              f"(the window is (-rho, 1/L)); got {gamma!r}.")
     return rho
-
-
-def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None,
-             tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
-             deadline: float | None = None, history: bool = False, progress: Progress = SILENT):
-    """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
-    constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
-    method's counts and its :class:`~optsolve.mvi.evaluator.Stop`. ``deadline`` (a time.perf_counter
-    value) takes precedence over ``time_limit`` (seconds from now)."""
-    from optsolve.mvi.ecppa import Setup
-    from optsolve.mvi.evaluator import Evaluator, Stop
-
-    if deadline is None and time_limit is not None:
-        deadline = time.perf_counter() + float(time_limit)
-    setup = Setup(mp.z0, mp.L, rho, gamma=gamma, lam=1.0 if relax is None else float(relax), sigma=sigma,
-                  inner_steps=inner_steps, max_iter=max_iter)
-    ev = Evaluator(mp.op, mp.C, tol=tol, max_evals=max_evals, deadline=deadline, history=history, progress=progress)
-    try:
-        with np.errstate(all="ignore"):  # overflow ends as a non-finite value, which the evaluator reports
-            run = _run(method, ev, setup)
-        stop = run.pop("stop")
-    except KeyboardInterrupt:
-        run, stop = {}, Stop("interrupted")
-    except Stop as early:  # stopped while starting (the first evaluation)
-        run, stop = {}, early
-    if history and (not ev.history or ev.history[-1][0] != ev.evals):
-        ev.record(ev.history[-1][2] if ev.history else ev.best_residual)
-    return ev, run, stop
-
-
-def _method(name: str):
-    """``METHODS[name]``: ``optimize`` with that method on the job's problem, as a method's output."""
-
-    def solve_with(job: Job) -> MethodOutput:
-        mp, settings = job.data, job.settings
-        ev, counts, stop = optimize(mp, name, rho=job.context["rho"], gamma=settings["gamma"], relax=settings["relax"],
-                                    sigma=settings["sigma"], inner_steps=settings["inner_steps"], tol=settings["tol"],
-                                    max_evals=settings["max_evals"], max_iter=job.context["max_iter"],
-                                    deadline=job.deadline, history=active() is not None, progress=job.progress)
-        if ev.best_z is None:
-            raise SolverError(f"No iterate: {stop.detail or stop.reason}.")
-        z = ev.best_z
-        status = STOPS[stop.reason]
-        reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=settings["max_evals"])
-        messages = [n[0].upper() + n[1:] + "." for n in job.context["notes"]]
-        if status is not Status.OPTIMAL:
-            messages.append(f"Stopped: {reason}; the best point has natural residual {ev.best_residual:.3g} "
-                            f"(tolerance {settings['tol']:g}).")
-        solution = {"z": z.tolist(), "residual": ev.best_residual,
-                    "u_norm": None if math.isinf(ev.min_u) else ev.min_u}
-        if mp.z_star is not None:
-            solution["distance_to_z_star"] = norm2(z - mp.z_star)
-        stats = {"d": mp.d, "jacobian_evaluations": ev.jacobian_evals, "best_at_evaluation": ev.best_eval,
-                 "inner_iterations": counts.get("inner"), "max_inner": counts.get("max_inner"),
-                 "L": mp.L, "rho": job.context["rho"]}
-        if counts.get("gamma_max"):
-            stats["gamma"] = [counts["gamma_min"], counts["gamma_max"]]
-        return MethodOutput(status, solution, " ".join(messages), iterations=counts.get("outer"),
-                            evaluations=ev.evals, stats=stats)
-
-    return solve_with
-
-
-METHODS = {name: _method(name) for name in METHOD_NAMES}
 
 
 class MviSolver(Solver):
@@ -295,4 +214,4 @@ def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEF
     return solve_problem(problem, method=method, progress=progress, **options)
 
 
-__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]
+__all__ = ["solve", "solve_problem", "optimize", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

@@ -14,21 +14,20 @@ proposals, Clopper-Pearson interval) and the oracle calls spent.
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
 from optsolve.core import clock, memory
-from optsolve.core.errors import OptsolveError, ParameterError, SolverError
+from optsolve.core.errors import OptsolveError, ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, MethodOutput, Solver, run
+from optsolve.core.solve import Job, Solver, run
+from optsolve.truncated.methods import METHODS, bootstrap_intervals
 from optsolve.truncated.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "newton"
-STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": Status.MAX_ITER,
-         "limit": Status.MAX_ITER, "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR,
-         "runoff": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
+
+
 class BudgetError(OptsolveError):
     """The oracle budget ends before a first estimate exists."""
 
@@ -74,61 +73,6 @@ def _check_sizes(tp, method, tol, bootstrap) -> None:
         nbytes = 8.0 * bootstrap * (tp.d + tp.d * tp.d)
         memory.require(f"The '--bootstrap' option ({bootstrap})", f"{bootstrap} resampled estimates in d = {tp.d}",
                        nbytes)
-
-
-def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
-    """One run of ``method`` on whitened samples Z: a dict with theta, stop, reason and counts.
-    ``alpha0``: (accepted, proposals) of the samples' own fit on the set, measured already."""
-    from optsolve.truncated import newton, sgd
-
-    if method == "naive":
-        n = Z.shape[0]
-        theta0 = tp.family.from_moments(tp.family.moments(Z, np.full(n, 1.0 / n)))
-        return {"theta": theta0, "theta0": theta0, "stop": "converged", "reason": "", "samples_drawn": 0}
-    if method == "newton":
-        return newton.fit(tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius,
-                          final_ess=None if tol is None else 1.0 / tol, deadline=deadline, progress=progress,
-                          alpha0=alpha0)
-    return sgd.run(method, tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius, deadline=deadline,
-                   progress=progress, alpha0=alpha0)
-
-
-def _method(name: str):
-    """``METHODS[name]``: :func:`estimate` with that method on the job's samples, as a method's output."""
-
-    def solve_with(job: Job) -> MethodOutput:
-        tp, settings, c = job.data, job.settings, job.context
-        try:
-            found = estimate(tp, c["Z"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
-                             max_calls=settings["max_evals"], deadline=c["deadline"], progress=job.progress,
-                             oracle=c["counter"], alpha0=c["alpha0"])
-        except np.linalg.LinAlgError as exc:
-            raise SolverError(f"The {name} estimate failed numerically ({exc}); the samples may be too badly scaled "
-                              "or too few for their dimension.") from None
-        c["found"] = found
-        theta = found["theta"]
-        messages = [text[0].upper() + text[1:] + "." for text in found.get("notes", []) + [found["reason"]] if text]
-        if not tp.family.valid(theta):
-            raise SolverError(" ".join(messages + ["The estimate is not a valid distribution of the family."]))
-        solution = {k: np.asarray(v).tolist() for k, v in tp.to_original(theta).items()}
-        if c["held"] is not None:
-            solution["holdout_rows"] = c["held"].tolist()
-        # iterations: Newton steps over all batches (newton), SGD steps (psgd, dgtz), none (naive);
-        # evaluations: membership-oracle calls, the papers' measure of work
-        steps = sum(b["newton_steps"] for b in found["batches"]) if "batches" in found else found.get("steps", 0)
-        stats = {"n": tp.n, "d": tp.d, "family": tp.family.name, "samples_drawn": int(found.get("samples_drawn", 0))}
-        for key in ("alpha0", "radius", "radius_doublings", "ess"):
-            if key in found:
-                stats[key] = found[key]
-        if "batches" in found:
-            stats["batches"] = found["batches"]
-        return MethodOutput(STOPS[found["stop"]], solution, " ".join(messages), iterations=int(steps),
-                            evaluations=c["counter"].calls, stats=stats)
-
-    return solve_with
-
-
-METHODS = {name: _method(name) for name in ("newton", "psgd", "dgtz", "naive")}
 
 
 class TruncatedSolver(Solver):
@@ -179,20 +123,20 @@ class TruncatedSolver(Solver):
         from optsolve.truncated import certificate
 
         tp, settings, c = job.data, job.settings, job.context
-        bootstrap = settings["bootstrap"]
-        if bootstrap:
-            intervals, done, late = _bootstrap(tp, c["fit_rows"], job.method, c["rng"], int(bootstrap),
-                                               tol=settings["tol"], radius=settings["radius"], deadline=c["deadline"],
-                                               oracle=c["counter"])
+        resamples = settings["bootstrap"]
+        if resamples:
+            intervals, done, late = bootstrap_intervals(tp, c["fit_rows"], job.method, c["rng"], int(resamples),
+                                                        tol=settings["tol"], radius=settings["radius"],
+                                                        deadline=c["deadline"], oracle=c["counter"])
             out.solution.update(intervals)
             out.stats["bootstrap_resamples"] = done
             out.evaluations = c["counter"].calls
             if late:
-                out.add_message(f"The time limit stopped the bootstrap with {done} of {bootstrap} resamples estimated.")
+                out.add_message(f"The time limit stopped the bootstrap with {done} of {resamples} resamples estimated.")
                 if out.status is Status.OPTIMAL:
                     out.status = Status.TIME_LIMIT
-            elif done < bootstrap:
-                out.add_message(f"The bootstrap intervals come from {done} of {bootstrap} resamples (the others gave "
+            elif done < resamples:
+                out.add_message(f"The bootstrap intervals come from {done} of {resamples} resamples (the others gave "
                                 "no estimate).")
         keeps_region = job.method in ("newton", "psgd")
         limits = {"tol": settings["tol"] if settings["tol"] is not None else certificate.DEFAULT_TOL,
@@ -201,7 +145,7 @@ class TruncatedSolver(Solver):
                   "objective_atol": settings["objective_atol"]}
         c["limits"] = limits = certificate.resolved_limits(limits)
         job.settings = dict(limits, radius=limits["radius"] if keeps_region else settings["radius"],
-                            max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=bootstrap,
+                            max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=resamples,
                             oracle=settings["oracle"])
         return out
 
@@ -263,39 +207,6 @@ def solve_problem(problem, *, method: str | None = None, tol: float | None = Non
                radius=radius, max_evals=max_evals, bootstrap=bootstrap, holdout=holdout,
                objective_rtol=objective_rtol, objective_atol=objective_atol, oracle=oracle, seed=seed,
                max_iter=max_iter)
-
-
-def _bootstrap(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tuple[dict, int, bool]:
-    """95% percentile intervals of the parameters over B resamples of the fitted rows (those finished
-    before the deadline), how many resamples gave an estimate, and whether the deadline stopped them."""
-    draws = []
-    late = False
-    for _ in range(B):
-        if deadline is not None and time.perf_counter() > deadline:
-            late = True
-            break
-        pick = rows[rng.integers(0, rows.size, size=rows.size)]
-        try:
-            run = estimate(tp, tp.Z[pick], method, rng, tol=tol, radius=radius, max_calls=None, deadline=deadline,
-                           progress=None, oracle=oracle)
-        except np.linalg.LinAlgError:  # a resample with repeated rows can be singular: it is skipped
-            continue
-        if run["stop"] == "time_limit":
-            late = True
-            break
-        if tp.family.valid(run["theta"]):
-            draws.append(tp.to_original(run["theta"]))
-    if not draws:
-        return {}, 0, late
-    out = {}
-    for key in draws[0]:
-        if key == "covariance" and tp.known_cov is not None:
-            continue
-        vals = np.array([np.diag(dr[key]) if key == "covariance" else dr[key] for dr in draws])
-        lo, hi = np.percentile(vals, [2.5, 97.5], axis=0)
-        name = "variance_interval" if key == "covariance" else f"{key}_interval"
-        out[name] = np.column_stack([lo, hi]).tolist()
-    return out, len(draws), late
 
 
 def solve(samples, truncation_set=None, *, family: str = "gaussian", cov=None, method: str = DEFAULT_METHOD,

@@ -131,6 +131,7 @@ def test_every_package_runs_through_the_pipeline(kind):
     pkg = importlib.import_module(f"optsolve.{kind}")
     assert isinstance(pkg.SOLVER, Solver) and pkg.SOLVER.command == kind
     assert pkg.SOLVER.methods is pkg.METHODS and pkg.DEFAULT_METHOD in pkg.SOLVER.method_names
+    assert importlib.import_module(f"optsolve.{kind}.methods").METHODS is pkg.METHODS  # each in its methods.py
     for name, method in pkg.METHODS.items():
         assert callable(method), name
         required = [p for p in inspect.signature(method).parameters.values() if p.default is p.empty]

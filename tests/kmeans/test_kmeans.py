@@ -187,7 +187,7 @@ def test_bad_alpha_option(cli, tmp_path):
 def test_in_place_sample_centre_equals_the_per_cluster_one():
     """The solver's sample-centre (clusters read in place, re-centred together in passes over X)
     gives the per-cluster estimator's centres."""
-    from optsolve.kmeans import estimate_centres, sample_centres
+    from optsolve.kmeans.methods import estimate_centres, sample_centres
     from optsolve.kmeans.problems import prepare
 
     problem, _ = blobs(seed=7, m=4000, k=5, alpha=0.3)

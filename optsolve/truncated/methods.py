@@ -1,0 +1,108 @@
+"""The methods of ``optsolve truncated``: ``METHODS[name](job)`` runs :func:`estimate` with that
+method on the whitened samples (:mod:`optsolve.truncated.newton`, :mod:`optsolve.truncated.sgd`,
+or the empirical moments) and returns the estimate in the original coordinates as a
+:class:`~optsolve.core.solve.MethodOutput`; :func:`bootstrap_intervals` estimates again on resamples.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optsolve.core.errors import SolverError
+from optsolve.core.result import Status
+from optsolve.core.solve import Job, MethodOutput
+
+
+STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": Status.MAX_ITER,
+         "limit": Status.MAX_ITER, "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR,
+         "runoff": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
+
+
+def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
+    """One run of ``method`` on whitened samples Z: a dict with theta, stop, reason and counts.
+    ``alpha0``: (accepted, proposals) of the samples' own fit on the set, measured already."""
+    from optsolve.truncated import newton, sgd
+
+    if method == "naive":
+        n = Z.shape[0]
+        theta0 = tp.family.from_moments(tp.family.moments(Z, np.full(n, 1.0 / n)))
+        return {"theta": theta0, "theta0": theta0, "stop": "converged", "reason": "", "samples_drawn": 0}
+    if method == "newton":
+        return newton.fit(tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius,
+                          final_ess=None if tol is None else 1.0 / tol, deadline=deadline, progress=progress,
+                          alpha0=alpha0)
+    return sgd.run(method, tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius, deadline=deadline,
+                   progress=progress, alpha0=alpha0)
+
+
+def _method(name: str):
+    """``METHODS[name]``: :func:`estimate` with that method on the job's samples, as a method's output."""
+
+    def solve_with(job: Job) -> MethodOutput:
+        tp, settings, c = job.data, job.settings, job.context
+        try:
+            found = estimate(tp, c["Z"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
+                             max_calls=settings["max_evals"], deadline=c["deadline"], progress=job.progress,
+                             oracle=c["counter"], alpha0=c["alpha0"])
+        except np.linalg.LinAlgError as exc:
+            raise SolverError(f"The {name} estimate failed numerically ({exc}); the samples may be too badly scaled "
+                              "or too few for their dimension.") from None
+        c["found"] = found
+        theta = found["theta"]
+        messages = [text[0].upper() + text[1:] + "." for text in found.get("notes", []) + [found["reason"]] if text]
+        if not tp.family.valid(theta):
+            raise SolverError(" ".join(messages + ["The estimate is not a valid distribution of the family."]))
+        solution = {k: np.asarray(v).tolist() for k, v in tp.to_original(theta).items()}
+        if c["held"] is not None:
+            solution["holdout_rows"] = c["held"].tolist()
+        # iterations: Newton steps over all batches (newton), SGD steps (psgd, dgtz), none (naive);
+        # evaluations: membership-oracle calls, the papers' measure of work
+        steps = sum(b["newton_steps"] for b in found["batches"]) if "batches" in found else found.get("steps", 0)
+        stats = {"n": tp.n, "d": tp.d, "family": tp.family.name, "samples_drawn": int(found.get("samples_drawn", 0))}
+        for key in ("alpha0", "radius", "radius_doublings", "ess"):
+            if key in found:
+                stats[key] = found[key]
+        if "batches" in found:
+            stats["batches"] = found["batches"]
+        return MethodOutput(STOPS[found["stop"]], solution, " ".join(messages), iterations=int(steps),
+                            evaluations=c["counter"].calls, stats=stats)
+
+    return solve_with
+
+
+METHODS = {name: _method(name) for name in ("newton", "psgd", "dgtz", "naive")}
+
+
+def bootstrap_intervals(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tuple[dict, int, bool]:
+    """95% percentile intervals of the parameters over B resamples of the fitted rows (those finished
+    before the deadline), how many resamples gave an estimate, and whether the deadline stopped them."""
+    draws = []
+    late = False
+    for _ in range(B):
+        if deadline is not None and time.perf_counter() > deadline:
+            late = True
+            break
+        pick = rows[rng.integers(0, rows.size, size=rows.size)]
+        try:
+            run = estimate(tp, tp.Z[pick], method, rng, tol=tol, radius=radius, max_calls=None, deadline=deadline,
+                           progress=None, oracle=oracle)
+        except np.linalg.LinAlgError:  # a resample with repeated rows can be singular: it is skipped
+            continue
+        if run["stop"] == "time_limit":
+            late = True
+            break
+        if tp.family.valid(run["theta"]):
+            draws.append(tp.to_original(run["theta"]))
+    if not draws:
+        return {}, 0, late
+    out = {}
+    for key in draws[0]:
+        if key == "covariance" and tp.known_cov is not None:
+            continue
+        vals = np.array([np.diag(dr[key]) if key == "covariance" else dr[key] for dr in draws])
+        lo, hi = np.percentile(vals, [2.5, 97.5], axis=0)
+        name = "variance_interval" if key == "covariance" else f"{key}_interval"
+        out[name] = np.column_stack([lo, hi]).tolist()
+    return out, len(draws), late
