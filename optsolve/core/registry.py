@@ -3,8 +3,9 @@
 A solver package ``optsolve.<kind>`` exposes:
 
 * ``SCHEMA``: the :class:`optsolve.core.problem.Schema` of its problem files;
-* ``METHODS`` (name -> a callable of one :class:`optsolve.core.solve.Job` returning a
-  :class:`optsolve.core.solve.MethodOutput`) and ``DEFAULT_METHOD``;
+* ``METHODS`` (defined in its ``methods.py``: name -> a callable of one
+  :class:`optsolve.core.solve.Job` returning a :class:`optsolve.core.solve.MethodOutput`) and
+  ``DEFAULT_METHOD``;
 * ``SOLVER``: its :class:`optsolve.core.solve.Solver` (setup, certificate), and
   ``solve_problem(problem, *, method, ..., progress)``, which runs it through
   :func:`optsolve.core.solve.run`: a :class:`Result` with its certificate attached;
