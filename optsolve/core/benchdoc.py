@@ -28,10 +28,14 @@ def _markers(name: str) -> tuple[str, str]:
 
 def block(name: str, command: str, printed: str) -> str:
     """The markdown block of a run: the command, then its output, the header lines (``# ...``) as plain
-    paragraphs so that they do not become headings."""
+    paragraphs, and the script's own headings (``## ...``) one level down, under the script's section."""
     lines = [f"`{command}`", ""]
     for line in printed.rstrip("\n").splitlines():
-        lines.append(f"Run on: {line[2:]}" if line.startswith("# ") else line)
+        if line.startswith("# "):
+            line = f"Run on: {line[2:]}"
+        elif line.startswith("#"):
+            line = "#" + line
+        lines.append(line)
     begin, end = _markers(name)
     return "\n".join([begin, *lines, end])
 

@@ -26,6 +26,11 @@ def test_a_block_is_appended_then_replaced_and_the_rest_kept(tmp_path):
     assert second.count("<!-- begin bench-x -->") == 1
 
 
+def test_the_scripts_headings_sit_under_its_section():
+    text = benchdoc.block("bench-x", "bin/bench-x", "# bench-x: 2 cores\n## Summary\n| a |\n")
+    assert text.splitlines()[3:6] == ["Run on: bench-x: 2 cores", "### Summary", "| a |"]
+
+
 def test_a_run_that_fails_leaves_the_file_as_it_was(tmp_path, capsys):
     doc = tmp_path / "benchmarks.md"
     doc.write_text("kept\n")
