@@ -62,10 +62,14 @@ def empty_base_pages(shape, dtype=np.float64) -> np.ndarray:
 
     numpy advises the kernel to back large arrays with transparent huge pages. Where the kernel
     compacts memory to find them on the first write (``defrag`` set to ``madvise``, a common
-    default), that write stalls. On a 2-core virtual machine, the first pass over each new 134 MB
-    array took 0.5-0.7 s with huge pages and 35-55 ms without; a solve on a 4096 x 4096 cost took
-    5.1 s instead of 6.4 s in a new process, and about 5 % longer when repeated in one process
-    (after the first, huge pages come without compaction).
+    default), that write stalls.
+
+    Notes
+    -----
+    On a 2-core virtual machine, the first pass over each new 134 MB array took 0.5-0.7 s with huge
+    pages and 35-55 ms without; a solve on a 4096 x 4096 cost took 5.1 s instead of 6.4 s in a new
+    process, and about 5% longer when repeated in one process (after the first, huge pages come
+    without compaction).
     """
     switch = _hugepage_switch()
     previous = switch(False) if switch is not None else None

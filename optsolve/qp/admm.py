@@ -184,12 +184,16 @@ def _piqp_iterations(deadline: float | None, budget: float, numeric_time: float)
 def _piqp_finish(s: Scaled, st: ADMMSettings, unscaled: QPProblem | None = None, max_iter: int = PIQP_MAX_ITER):
     """PIQP on the scaled problem (or on ``unscaled``, its answer scaled back), for a stalled or handed-over run:
     ``(x, y, z, solved)`` in the scaled variables, like :func:`optsolve.qp.ipm.interior_point`, or None where
-    the package is missing or returns no point.
+    the package is missing or returns no point. The hand-over calls it on the file's own problem, as
+    ``--method piqp`` does.
 
-    Measured on the 40 smallest Maros-Meszaros files at eps 1e-6 (10,000 iterations): PIQP called
-    on each scaled problem passed the certificate on 39, against 37 for admm with the hand-written steps.
-    The hand-over calls it on the file's own problem, as ``--method piqp`` does: on HUESTIS at 1e-3,
-    PIQP answers that in 0.03 s, while its answer on the Ruiz-scaled problem fails the test."""
+    Notes
+    -----
+    On the 40 smallest Maros-Meszaros files at eps 1e-6 (10,000 iterations), PIQP called on each
+    scaled problem passed the certificate on 39, against 37 for admm with the hand-written steps. On
+    HUESTIS at 1e-3, PIQP answers the file's own problem in 0.03 s, while its answer on the
+    Ruiz-scaled problem fails the test.
+    """
     try:
         import piqp  # noqa: F401
 

@@ -100,8 +100,12 @@ class MPIRanks:
     @staticmethod
     def _share_cores(local_ranks: int):
         """The ranks on one machine share its cores: each rank's BLAS threads are capped at cores / ranks.
-        Measured on 2 cores: 2 ranks with the BLAS's default 2 threads each took 27 ms a DeepDistributedQP
-        iteration on a chain of 50,000 variables (1 rank: 7.2 ms); capped at one thread each, 4.2 ms."""
+
+        Notes
+        -----
+        On 2 cores, 2 ranks with the BLAS's default 2 threads each took 27 ms a DeepDistributedQP
+        iteration on a chain of 50,000 variables (1 rank: 7.2 ms); capped at one thread each, 4.2 ms.
+        """
         import os
 
         from threadpoolctl import threadpool_info, threadpool_limits
