@@ -67,7 +67,8 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
     # balance, tau, tau_frac: the options given (None: the file's); unfair: what unfair-greedy solves
     return {"eps": float(eps), "alpha": float(alpha), "beta": _beta(beta), "bicriteria": bool(bicriteria),
             "balance": balance, "tau": tau, "tau_frac": tau_frac, "max_iter": max_iter, "time_limit": time_limit,
-            "seed": seed, "unfair": method == "unfair-greedy", "value_rtol": float(value_rtol)}
+            "seed": 0 if seed is None else int(seed), "unfair": method == "unfair-greedy",
+            "value_rtol": float(value_rtol)}
 
 
 class CoverSolver(Solver):

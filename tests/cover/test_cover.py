@@ -77,6 +77,15 @@ def test_milp_is_the_brute_force_optimum_and_others_are_valid(seed, facility):
         assert r.certificate["lower_bound_opt"].value <= opt  # a lower bound, never above the optimum
 
 
+def test_continuous_is_reproducible_without_a_seed():
+    problem = random_problem(3, facility=True)  # facility location: the gradient is sampled
+    runs = [optsolve.cover.solve_problem(problem, method="continuous") for _ in range(2)]
+    assert runs[0].settings["seed"] == 0 and runs[0].solution == runs[1].solution
+    assert runs[0].stats["evaluations"] == runs[1].stats["evaluations"]
+    other = optsolve.cover.solve_problem(problem, method="continuous", seed=1)
+    assert other.settings["seed"] == 1
+
+
 def test_the_submodularity_bound_ignores_a_prefix_that_reaches_tau_to_rounding():
     from optsolve.cover.certificate import set_value, submodularity_bound
 
