@@ -118,7 +118,8 @@ class MviSolver(Solver):
         if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
             raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
         # the operator's constants may take at most half the time left: the rest is the solve's
-        constants_by = None if deadline is None else time.perf_counter() + CONSTANTS_SHARE * (deadline - time.perf_counter())
+        now = time.perf_counter()
+        constants_by = None if deadline is None else now + CONSTANTS_SHARE * (deadline - now)
         mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, deadline=constants_by)
         notes = list(mp.notes)
         given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
