@@ -219,6 +219,11 @@ class ProblemInfo:
         return {"path": self.path, "sha256": self.sha256, "size": dict(self.size)}
 
 
+def joined(message: str, text: str) -> str:
+    """``message`` with the sentence ``text`` appended (a document's and a method's message grow alike)."""
+    return f"{message} {text}".strip() if message else text
+
+
 @dataclass
 class Result:
     """What a solve returns; ``to_json`` gives the document the command line writes."""
@@ -250,7 +255,7 @@ class Result:
             self.add_message(f"Certificate checks failed: {certificate.describe_failures()}.")
 
     def add_message(self, text: str) -> None:
-        self.message = f"{self.message} {text}".strip() if self.message else text
+        self.message = joined(self.message, text)
 
     def to_dict(self, arrays_path: str | None = None) -> dict:
         nonfinite: list[str] = []

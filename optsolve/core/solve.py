@@ -28,7 +28,7 @@ from optsolve.core import clock
 from optsolve.core.backend import require_cpu
 from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress
-from optsolve.core.result import Certificate, ProblemInfo, Result, Status
+from optsolve.core.result import Certificate, ProblemInfo, Result, Status, joined
 
 
 @dataclass
@@ -56,7 +56,7 @@ class MethodOutput:
         self.status = Status(self.status)
 
     def add_message(self, text: str) -> None:
-        self.message = f"{self.message} {text}".strip() if self.message else text
+        self.message = joined(self.message, text)
 
 
 @dataclass

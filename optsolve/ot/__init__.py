@@ -61,7 +61,7 @@ def _choice(name: str, value, choices):
 
 
 def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, time_limit, pcg, dtype, backend,
-                     low_memory=False, feas_tol=None, objective_rtol=None, objective_atol=None, lp_tol=None):
+                     feas_tol=None, objective_rtol=None, objective_atol=None, lp_tol=None):
     """Check the options and fill in defaults that depend on the problem (max C) and the device.
 
     The certificate's limits (:data:`optsolve.ot.certificate.LIMITS`) are recorded with the rest, so
@@ -74,9 +74,6 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
     if target_gap is not None and method not in ("tnt", "exact"):
         raise ParameterError("The '--target-gap' option applies to '--method tnt' and '--method exact' only.")
-    if low_memory and method not in ("tnt", "exact"):
-        raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
-                             "'--method tnt' or '--method exact'.")
     if method == "exact" and (reg is not None or gamma is not None):
         raise ParameterError("Method 'exact' solves the unregularised LP: '--gamma' and '--reg' do not apply.")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
@@ -112,7 +109,7 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     return {"method": method, "reg": reg, "gamma": gamma if method in ENTROPIC else None,
             "target_gap": target_gap, "tol": positive_option("tol", tol) or DEFAULT_TOL[method],
             "max_iter": int(max_iter) if max_iter is not None else DEFAULT_MAX_ITER[method],
-            "time_limit": positive_option("time-limit", time_limit), "pcg": pcg if method == "tnt" else None,
+            "time_limit": time_limit, "pcg": pcg if method == "tnt" else None,
             "dtype": dtype, "device": backend.device, **limits}
 
 
@@ -128,14 +125,14 @@ class OTSolver(Solver):
 
         o = options
         device = o["device"]
+        backend = get_backend(device)
         chosen = method == "auto"
         if chosen:
             method = choose_method(problem, reg=o["reg"], gamma=o["gamma"], target_gap=o["target_gap"],
-                                   gpu=get_backend(device).device == "gpu")
+                                   gpu=backend.device == "gpu")
         if method != "tnt":
             import ot  # noqa: F401  (POT's import takes about a second: setup, like reading the file, not solving)
         clock = Deadline.after(o["time_limit"])
-        backend = get_backend(device)
         if method == "emd" and device in (None, "auto") and backend.device != "cpu":
             backend = get_backend("cpu")
         block_size, plan_threshold, low_memory = o["block_size"], o["plan_threshold"], o["low_memory"]
@@ -161,7 +158,7 @@ class OTSolver(Solver):
                                            "writes only its entries above T)", 8 * ot.n * ot.m)
         settings = resolve_settings(method, ot.max_cost(), reg=o["reg"], gamma=o["gamma"], target_gap=o["target_gap"],
                              tol=o["tol"], max_iter=o["max_iter"], time_limit=o["time_limit"], pcg=o["pcg"],
-                             dtype=o["dtype"], backend=backend, low_memory=ot.low_memory, feas_tol=o["feas_tol"],
+                             dtype=o["dtype"], backend=backend, feas_tol=o["feas_tol"],
                              objective_rtol=o["objective_rtol"], objective_atol=o["objective_atol"],
                              lp_tol=o["lp_tol"])
         settings.update(normalize=bool(o["normalize"]), low_memory=ot.low_memory,

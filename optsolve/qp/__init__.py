@@ -115,7 +115,7 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
                              "(add '--method distributed').")
     return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
             "nodes": None if nodes is None else int(nodes), "max_iter": int(max_iter) if max_iter is not None else 4000,
-            "time_limit": positive_option("time-limit", time_limit), "rho": positive_option("rho", rho),
+            "time_limit": time_limit, "rho": positive_option("rho", rho),
             "sigma": positive_option("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),

@@ -37,6 +37,12 @@ def answer(qp: QPProblem, status, *, x=None, y=None, z=None, message: str = "", 
     return out
 
 
+def _primal_dual(out: MethodOutput) -> tuple:
+    """The answer's (x, y) (:func:`answer`), or (None, None) where it has none (a claim, no point)."""
+    solution = out.solution or {}
+    return solution.get("x"), solution.get("y")
+
+
 def claim_verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float | None = None):
     """``verify(kind, vector) -> (certificate or None, reason)``: ADMM's direction if it passes the
     certificate's checks, else the exact one from an LP (:mod:`optsolve.qp.infeasibility`), else None.
@@ -230,8 +236,7 @@ def _interior_point_peer(name: str):
             r = solve(job.data, job.settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
         stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
         out = _peer_output(job, dict(r, stats=stats), f"{name} reported {r['status']}")
-        solution = out.solution if out.solution and "x" in out.solution else {"x": None, "y": None}
-        peers.trace_answer(job.data, r["stats"]["iterations"], solution["x"], solution["y"])
+        peers.trace_answer(job.data, r["stats"]["iterations"], *_primal_dual(out))
         return out
 
     return solve_with
@@ -256,10 +261,9 @@ def _auto(job: Job) -> MethodOutput:
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first == "piqp":
         out = METHODS["piqp"](job)
-        found = out.solution if out.solution and "x" in out.solution else None
+        x, y = _primal_dual(out)
         if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
-                out.status is Status.OPTIMAL and found is not None and peers.passes(qp, settings, found["x"],
-                                                                                     found["y"])):
+                out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):
             out.stats["method_used"] = "piqp"
             return out
         before = f"PIQP ended {out.stats.get('piqp_status')} without an answer that passes the termination test; "

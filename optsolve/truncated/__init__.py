@@ -39,7 +39,7 @@ class BudgetError(OptsolveError):
 CERTIFICATE_TIME_SHARE = 0.2
 
 
-def _check_options(method, tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
+def _check_options(tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
                    objective_atol):
     if tol is not None and not 0 < tol <= 1:
         raise ParameterError(f"The '--tol' option must be a number in (0, 1]; got {tol!r}.")
@@ -84,7 +84,7 @@ class TruncatedSolver(Solver):
         from optsolve.truncated import certificate
 
         o = options
-        _check_options(method, o["tol"], o["radius"], o["max_evals"], o["bootstrap"], o["holdout"], o["max_iter"],
+        _check_options(o["tol"], o["radius"], o["max_evals"], o["bootstrap"], o["holdout"], o["max_iter"],
                        o["objective_rtol"], o["objective_atol"])
         tp = prepare(problem, o["oracle"])
         _check_sizes(tp, method, o["tol"], o["bootstrap"])
