@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from optsolve.cli import CONTEXT_SETTINGS
 from optsolve.core.errors import InputError
 from optsolve.core.plot import FORMATS, draw, draw_answer, read_history
 from optsolve.core.result import Status
@@ -29,8 +30,7 @@ def figure_format(output: str, fmt: str | None) -> str:
     return ext
 
 
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("solutions", nargs=-1, required=True, metavar="SOLUTION.json...")
 @click.option("-o", "--output", required=True, metavar="FIG.png|FIG.pdf|FIG.svg|-",
               help="Where to write the figure, in the format its extension names ('-': stdout, see --format).")
@@ -82,6 +82,7 @@ def plot(solutions, output, fmt, width, height, title, problem_path):
         sys.exit(Status.INVALID_INPUT.exit_code)
     where = f"stdout ({fmt})" if output == "-" else output
     sys.stderr.write(f"optsolve plot: wrote {where} ({drawn})\n")
+
 
 def _answer(solution: str, problem_path: str, output: str, width: int, height: int, title, fmt: str) -> None:
     """Read the solution and its problem (the solution's command's schema), and draw the answer."""
