@@ -12,8 +12,9 @@ import argparse
 import io
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
+
+from optsolve.core.result import write_atomic
 
 
 def add_option(ap: argparse.ArgumentParser) -> None:
@@ -48,18 +49,6 @@ def replace_block(text: str, name: str, new: str) -> str:
     if start < 0 or stop < 0:
         return text.rstrip("\n") + ("\n\n" if text.strip() else "") + f"## `bin/{name}`\n\n{new}\n"
     return text[:start] + new + text[stop + len(end):]
-
-
-def _write(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".benchdoc-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 class _Tee(io.TextIOBase):
@@ -97,4 +86,4 @@ def recorded(name: str, argv: list[str] | None = None):
     shown = [a for i, a in enumerate(args) if a != "--doc" and not a.startswith("--doc=")
              and not (i and args[i - 1] == "--doc")]
     command = " ".join(["bin/" + name, *shown])
-    _write(path, replace_block(old, name, block(name, command, copy.getvalue())))
+    write_atomic(path, replace_block(old, name, block(name, command, copy.getvalue())))

@@ -14,6 +14,7 @@ def test_a_block_is_appended_then_replaced_and_the_rest_kept(tmp_path):
         print("# bench-x: 2 cores")
         print("| a | b |")
     first = doc.read_text()
+    assert doc.stat().st_mode & 0o777 == 0o644  # readable by others, as the file it replaces
     assert first.startswith("# Benchmarks\n\nwritten by hand\n")
     assert "<!-- begin bench-x -->\n`bin/bench-x --quick`\n\nRun on: bench-x: 2 cores\n| a | b |\n<!-- end bench-x -->" \
         in first
