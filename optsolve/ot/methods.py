@@ -20,13 +20,18 @@ ENTROPIC = ("tnt", "sinkhorn")
 SKIP_FACTOR = 1000.0  # see _gap_checker
 
 
+def _on_cpu(job: Job, method: str) -> None:
+    """Refuse a GPU backend for a method that runs on the CPU only (POT's network simplex)."""
+    if job.context["backend"].device != "cpu":
+        raise ParameterError(f"Method {method!r} runs on the CPU only; use '--device cpu' or another method.")
+
+
 def _emd(job: Job) -> MethodOutput:
     """POT's network simplex on the dense cost."""
     from optsolve.ot.emd import solve_emd
 
     ot = job.data
-    if job.context["backend"].device != "cpu":
-        raise ParameterError("Method 'emd' runs on the CPU only; use '--device cpu' or another method.")
+    _on_cpu(job, "emd")
     out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.context["deadline"])
     return plan_output(job, "emd", out)
 
@@ -37,8 +42,7 @@ def _exact(job: Job) -> MethodOutput:
     from optsolve.ot.exact import MAX_ROUNDS
 
     settings = job.settings
-    if job.context["backend"].device != "cpu":
-        raise ParameterError("Method 'exact' runs on the CPU only; use '--device cpu' or another method.")
+    _on_cpu(job, "exact")
     res = solve_large(job.data, deadline=job.context["deadline"], progress=job.progress,
                       max_rounds=settings["max_iter"] or MAX_ROUNDS, target=settings["target_gap"])
     out = {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,

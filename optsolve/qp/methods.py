@@ -234,7 +234,7 @@ def _interior_point_peer(name: str):
         deadline = job.deadline
         with stdout_to_stderr():
             r = solve(job.data, job.settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
-        stats = {"iterations": r["stats"]["iterations"], "evaluations": r["stats"]["iterations"], **r["stats"]}
+        stats = dict(r["stats"], evaluations=r["stats"]["iterations"])  # one factorisation a step
         out = _peer_output(job, dict(r, stats=stats), f"{name} reported {r['status']}")
         peers.trace_answer(job.data, r["stats"]["iterations"], *_primal_dual(out))
         return out

@@ -198,7 +198,7 @@ def fd2_into(file):
 
 
 def solve_osqp(qp: QPProblem, settings: dict, deadline: float | None, x0=None, y0=None) -> dict:
-    """osqp on the problem with optsolve's settings ``s``: status, x, y, osqp's statistics, and the vector of an
+    """osqp on the problem with optsolve's ``settings``: status, x, y, osqp's statistics, and the vector of an
     infeasibility claim (for the caller to check). A setup failure raises the optsolve error osqp's code means."""
     import contextlib
     import sys
