@@ -87,9 +87,16 @@ def make_batch_command(kind: str) -> click.Command:
                                          out_dir, order, resume=bool(resume), engine=engine)
             except KeyboardInterrupt as exc:
                 stopped = getattr(exc, "signum", None) or signals.received or int(signal.SIGINT)
+            except BrokenPipeError:  # the reader of stdout left (`| head -1`): end quietly, as `yes | head -1` does
+                stopped = int(signal.SIGPIPE)
             finally:
                 if engine is not None:
                     engine.close()
+            if stopped == signal.SIGPIPE:
+                kill_children()
+                devnull = os.open(os.devnull, os.O_WRONLY)  # what is left in stdout's buffer goes nowhere
+                os.dup2(devnull, sys.stdout.fileno())
+                sys.exit(128 + stopped)
             if stopped is not None:
                 kill_children()  # whatever worker is left
                 sys.stderr.write(f"optsolve batch {kind}: stopped by {signal_name(stopped)}; the files finished "

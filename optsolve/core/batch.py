@@ -206,16 +206,18 @@ def _run_pool(kind, pending: dict, params, jobs, done):
                 for fut in cf.as_completed(futures):
                     i = futures[fut]
                     try:
-                        done(fut.result())
+                        solved = fut.result()
                     except cf.process.BrokenProcessPool as exc:
                         broken = True
-                        if suspects:
-                            done(died(kind, i, pending[i], params, str(exc) or "killed"))
+                        if not suspects:
+                            continue
+                        solved = died(kind, i, pending[i], params, str(exc) or "killed")
                     except Exception as exc:
-                        done(died(kind, i, pending[i], params, f"{type(exc).__name__}: {exc}"))
+                        solved = died(kind, i, pending[i], params, f"{type(exc).__name__}: {exc}")
+                    done(solved)  # a failure here (stdout closed, a disk full) is the batch's, not the file's
                 if broken:
                     suspects = True
-            except KeyboardInterrupt:  # Ctrl-C or a signal: no file starts, the running ones are dropped
+            except BaseException:  # Ctrl-C, a signal, or stdout closed: no file starts, the running ones are dropped
                 _stop_pool(pool)
                 raise
 

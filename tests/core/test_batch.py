@@ -119,3 +119,30 @@ def test_batch_survives_a_killed_worker(tmp_path, small_ot):
     assert [d["problem"]["path"] for d in lines] == [str(slow), str(good)]
     assert all(d["status"] in ("max_iter", "optimal") for d in lines), lines
     assert proc.returncode == 5
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc to find worker processes")
+def test_batch_into_a_closed_pipe_ends_quietly(small_ot):
+    good, _ = small_ot
+    proc = subprocess.Popen([sys.executable, "-m", "optsolve", "batch", "ot", "-j", "1", "-q", *[str(good)] * 16],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = json.loads(proc.stdout.readline())  # then leave, as `| head -1` does
+    workers = _grandchildren(proc.pid)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert first["status"] == "optimal"
+    assert proc.returncode == 128 + signal.SIGPIPE, err
+    assert "Traceback" not in err and "Error" not in err, err
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers)
