@@ -30,11 +30,14 @@ def make_batch_command(kind: str) -> click.Command:
         click.Option(["-j", "--jobs"], type=click.IntRange(min=1), default=None,
                      help="Worker processes of the local pool (default: the number of usable CPU cores)."),
         click.Option(["--out-dir"], type=click.Path(file_okay=False), default=None,
-                     help="Write each solution to DIR/<name>.json; stdout then carries one summary line per file."),
+                     help="Write each solution to DIR/<name>.<KIND>.json; stdout then carries one summary line per file. A "
+                          "file there that is not a solution of the same command and problem file is never "
+                          "replaced: the batch refuses to start."),
         click.Option(["--resume"], "resume", metavar="DIR", type=click.Path(file_okay=False), default=None,
                      help="Solutions go to DIR (as --out-dir); a file whose solution there is finished (optimal, "
-                          "infeasible or unbounded) and records the sha256 of the file as it is now is not solved "
-                          "again: its line says \"resumed\": true."),
+                          "infeasible or unbounded), was computed with the same options for the file as it is now "
+                          "(by its sha256), and passes verify's checks again is not solved again: its line says "
+                          "\"resumed\": true."),
         click.Option(["--order"], type=click.Choice(["input", "completed"]), default="input", show_default=True,
                      help="Order of the stdout lines."),
         click.Option(["--scheduler"], metavar="ADDRESS", default=None,
@@ -83,8 +86,11 @@ def make_batch_command(kind: str) -> click.Command:
                                                 kind=kind)
                         except UsageError as exc:
                             raise click.UsageError(str(exc)) from None
-                    outcomes = run_batch(kind, list(files), solver_params, jobs,
-                                         out_dir, order, resume=bool(resume), engine=engine)
+                    try:
+                        outcomes = run_batch(kind, list(files), solver_params, jobs,
+                                             out_dir, order, resume=bool(resume), engine=engine)
+                    except UsageError as exc:  # an output it must not write, found before any solve
+                        raise click.UsageError(str(exc)) from None
             except KeyboardInterrupt as exc:
                 stopped = getattr(exc, "signum", None) or signals.received or int(signal.SIGINT)
             except BrokenPipeError:  # the reader of stdout left (`| head -1`): end quietly, as `yes | head -1` does
