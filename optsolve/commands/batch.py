@@ -72,7 +72,7 @@ def make_batch_command(kind: str) -> click.Command:
         if jobs is None:
             jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if out_dir:
-            os.makedirs(out_dir, exist_ok=True)
+            _check_out_dir(out_dir, "--resume" if resume else "--out-dir")
         t0 = time.perf_counter()
         engine = stopped = None
         with handling(f"optsolve batch {kind}") as signals:
@@ -129,3 +129,17 @@ def make_batch_command(kind: str) -> click.Command:
     return click.Command(kind, params=params, callback=callback,
                          help=f"Solve many problem files with 'optsolve {kind}' (same solver options), in a local "
                               "process pool or on a Dask cluster.")
+
+
+def _check_out_dir(out_dir: str, option: str) -> None:
+    """Make the output folder and a file in it, before any solve: a usage error where that fails."""
+    import tempfile
+
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".optsolve-", suffix=".probe", dir=out_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise click.UsageError(f"'{option} {out_dir}': cannot write solutions there ({exc.strerror or exc}).") \
+            from None

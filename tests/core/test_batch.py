@@ -217,3 +217,23 @@ def test_batch_into_a_closed_pipe_ends_quietly(small_ot):
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers)
+
+
+@pytest.mark.parametrize("where", ["under a file", "locked"])
+def test_batch_out_dir_that_cannot_hold_files_is_a_usage_error(cli, small_ot, tmp_path, where):
+    good, _ = small_ot
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (tmp_path / "file.txt").write_text("a file")
+    if where == "locked" and subprocess.run(["chattr", "+i", str(locked)], capture_output=True).returncode != 0:
+        if os.geteuid() == 0:
+            pytest.skip("root writes into any folder, and this filesystem has no immutable flag")
+        locked.chmod(0o555)
+    try:
+        target = tmp_path / "file.txt" / "out" if where == "under a file" else locked
+        r = cli("batch", "ot", "--out-dir", target, good)
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)], capture_output=True)
+        locked.chmod(0o755)
+    assert r.exit_code == 2 and r.stdout == "", r.stderr
+    assert "cannot write solutions there" in r.stderr and "Traceback" not in r.stderr
