@@ -150,30 +150,80 @@ def seed_option(func):
 
 def check_writable(path: str | None, option: str, *, stdout: bool = True) -> None:
     """A usage error, before any work, when an output path cannot be written; ``-`` (stdout) is one
-    unless ``stdout``."""
+    unless ``stdout``. A device or FIFO must be writable itself; a file, by creating one beside it."""
     import os
+    import tempfile
+
+    from optsolve.core.result import is_special
 
     if path == "-" and not stdout:
         raise click.BadParameter("'-' (stdout) is not accepted here: stdout carries the command's JSON; give a "
                                  "file name.", param_hint=option)
     if path in (None, "-"):
         return
-    if os.path.isdir(path):
-        raise click.BadParameter(f"{path!r} is a directory; expected a file name.", param_hint=option)
-    directory = os.path.dirname(os.path.abspath(path))
+    if path == "":
+        raise click.BadParameter("the file name is empty; expected a file name.", param_hint=option)
+    if path.endswith(("/", os.sep)) or os.path.isdir(path):
+        raise click.BadParameter(f"{path!r} names a directory; expected a file name.", param_hint=option)
+    if is_special(path):
+        if not os.access(path, os.W_OK):
+            raise click.BadParameter(f"{path!r} is not writable.", param_hint=option)
+        return
+    directory = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(directory):
-        raise click.BadParameter(f"the directory of {path!r} does not exist.", param_hint=option)
-    if not os.access(directory, os.W_OK):
-        raise click.BadParameter(f"the directory of {path!r} is not writable.", param_hint=option)
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise click.BadParameter(f"the directory of {path!r} ({directory}) {what}.", param_hint=option)
+    try:  # the test that holds for root, ACLs and read-only mounts alike: make a file there
+        fd, probe = tempfile.mkstemp(prefix=".optsolve-", suffix=".probe", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write in the directory of {path!r} ({exc.strerror or exc}).",
+                                 param_hint=option) from None
+
+
+def check_not_inputs(outputs: dict, inputs: dict) -> None:
+    """A usage error when an output (``{option: path}``) names an input (``{what: path}``) or another output:
+    the same regular file, or the same path where it does not exist yet. Devices and pipes may be shared."""
+    import os
+
+    from optsolve.core.result import is_special
+
+    def same(a: str, b: str) -> bool:
+        if is_special(a) or is_special(b):
+            return False
+        try:
+            return os.path.samefile(a, b)
+        except OSError:
+            return os.path.realpath(a) == os.path.realpath(b)
+
+    named = [(o, p) for o, p in outputs.items() if p not in (None, "", "-")]
+    for i, (option, path) in enumerate(named):
+        for what, source in inputs.items():
+            if source not in (None, "", "-") and same(path, source):
+                raise click.BadParameter(f"{path!r} is {what}; writing there would overwrite it. Give another "
+                                         "file name.", param_hint=option)
+        for other, other_path in named[:i]:
+            if same(path, other_path):
+                raise click.BadParameter(f"{path!r} is also the file of {other}; give each output its own file.",
+                                         param_hint=option)
+
+
+# Solve options that name files read by the solve (qp's warm start and policy): no output may be one of them.
+INPUT_FILE_OPTIONS = {"warm_start": "the '--warm-start' file", "policy": "the '--policy' file"}
 
 
 def run_solve(kind: str, problem: str, params: dict):
     """Run a solve command and exit with its code (called by each solver's Click command)."""
     from optsolve.core.runner import run_command
 
-    check_writable(params.get("output"), "'-o' / '--output'")
     given = click.get_current_context().params
-    check_writable(params.get("arrays"), "'--plan'" if given.get("plan_file") else "'--arrays'", stdout=False)
+    arrays_option = "'--plan'" if given.get("plan_file") else "'--arrays'"
+    check_writable(params.get("output"), "'-o' / '--output'")
+    check_writable(params.get("arrays"), arrays_option, stdout=False)
+    inputs = {"the problem file": problem}
+    inputs.update((what, params.get(name)) for name, what in INPUT_FILE_OPTIONS.items() if params.get(name))
+    check_not_inputs({"'-o' / '--output'": params.get("output"), arrays_option: params.get("arrays")}, inputs)
     # run as a program, the limit counts from the process's start and has the watcher's backstop
     # (optsolve.core.guard); called in-process, from the call, and no process is forked
     code = run_command(kind, problem, params, started=STARTED if _as_program else None, watched=_as_program)
@@ -222,6 +272,8 @@ def verify(ctx, problem, solution, output, quiet, oracle, operator):
     from optsolve.core.verify import run_verify
 
     extra = list(ctx.args)
+    check_writable(output, "'-o' / '--output'")
+    check_not_inputs({"'-o' / '--output'": output}, {"the problem file": problem, "the solution file": solution})
     with handling("optsolve verify") as signals:
         try:
             with signals.raising():

@@ -30,11 +30,14 @@ def make_batch_command(kind: str) -> click.Command:
         click.Option(["-j", "--jobs"], type=click.IntRange(min=1), default=None,
                      help="Worker processes of the local pool (default: the number of usable CPU cores)."),
         click.Option(["--out-dir"], type=click.Path(file_okay=False), default=None,
-                     help="Write each solution to DIR/<name>.json; stdout then carries one summary line per file."),
+                     help="Write each solution to DIR/<name>.<KIND>.json; stdout then carries one summary line per file. A "
+                          "file there that is not a solution of the same command and problem file is never "
+                          "replaced: the batch refuses to start."),
         click.Option(["--resume"], "resume", metavar="DIR", type=click.Path(file_okay=False), default=None,
                      help="Solutions go to DIR (as --out-dir); a file whose solution there is finished (optimal, "
-                          "infeasible or unbounded) and records the sha256 of the file as it is now is not solved "
-                          "again: its line says \"resumed\": true."),
+                          "infeasible or unbounded), was computed with the same options for the file as it is now "
+                          "(by its sha256), and passes verify's checks again is not solved again: its line says "
+                          "\"resumed\": true."),
         click.Option(["--order"], type=click.Choice(["input", "completed"]), default="input", show_default=True,
                      help="Order of the stdout lines."),
         click.Option(["--scheduler"], metavar="ADDRESS", default=None,
@@ -69,7 +72,7 @@ def make_batch_command(kind: str) -> click.Command:
         if jobs is None:
             jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         if out_dir:
-            os.makedirs(out_dir, exist_ok=True)
+            _check_out_dir(out_dir, "--resume" if resume else "--out-dir")
         t0 = time.perf_counter()
         engine = stopped = None
         with handling(f"optsolve batch {kind}") as signals:
@@ -83,13 +86,23 @@ def make_batch_command(kind: str) -> click.Command:
                                                 kind=kind)
                         except UsageError as exc:
                             raise click.UsageError(str(exc)) from None
-                    outcomes = run_batch(kind, list(files), solver_params, jobs,
-                                         out_dir, order, resume=bool(resume), engine=engine)
+                    try:
+                        outcomes = run_batch(kind, list(files), solver_params, jobs,
+                                             out_dir, order, resume=bool(resume), engine=engine)
+                    except UsageError as exc:  # an output it must not write, found before any solve
+                        raise click.UsageError(str(exc)) from None
             except KeyboardInterrupt as exc:
                 stopped = getattr(exc, "signum", None) or signals.received or int(signal.SIGINT)
+            except BrokenPipeError:  # the reader of stdout left (`| head -1`): end quietly, as `yes | head -1` does
+                stopped = int(signal.SIGPIPE)
             finally:
                 if engine is not None:
                     engine.close()
+            if stopped == signal.SIGPIPE:
+                kill_children()
+                devnull = os.open(os.devnull, os.O_WRONLY)  # what is left in stdout's buffer goes nowhere
+                os.dup2(devnull, sys.stdout.fileno())
+                sys.exit(128 + stopped)
             if stopped is not None:
                 kill_children()  # whatever worker is left
                 sys.stderr.write(f"optsolve batch {kind}: stopped by {signal_name(stopped)}; the files finished "
@@ -116,3 +129,17 @@ def make_batch_command(kind: str) -> click.Command:
     return click.Command(kind, params=params, callback=callback,
                          help=f"Solve many problem files with 'optsolve {kind}' (same solver options), in a local "
                               "process pool or on a Dask cluster.")
+
+
+def _check_out_dir(out_dir: str, option: str) -> None:
+    """Make the output folder and a file in it, before any solve: a usage error where that fails."""
+    import tempfile
+
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".optsolve-", suffix=".probe", dir=out_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise click.UsageError(f"'{option} {out_dir}': cannot write solutions there ({exc.strerror or exc}).") \
+            from None

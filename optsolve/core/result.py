@@ -9,9 +9,11 @@ A :class:`Result` serialises to one strict JSON document (schema
 from __future__ import annotations
 
 import enum
+import io
 import json
 import math
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -407,9 +409,30 @@ def write_atomic(path: str, data: str | bytes) -> None:
     write_atomic_with(path, lambda f: f.write(data.encode() if isinstance(data, str) else data))
 
 
+def is_special(path: str) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a directory (a device, a FIFO, a socket):
+    a target written in place, never renamed over."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_atomic_with(path: str, writer) -> None:
-    """Call ``writer(binary_file)`` on a temporary file beside ``path``, then rename it into place."""
-    directory = os.path.dirname(os.path.abspath(path))
+    """Call ``writer(binary_file)`` on a temporary file beside ``path``, then rename it into place.
+
+    A ``path`` that is a device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe) is written in
+    place instead, from bytes made whole in memory first: renaming would replace the device with a file.
+    A symbolic link is written through (its target is replaced, the link stays)."""
+    if is_special(path):
+        buffer = io.BytesIO()
+        writer(buffer)
+        with open(path, "wb") as f:
+            f.write(buffer.getbuffer())
+        return
+    path = os.path.realpath(path)
+    directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".optsolve-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from optsolve.core.batch import finished_solution
+from optsolve.core.verify import verify_document
 from optsolve.core.files import save_problem
 
 pytestmark = pytest.mark.slow  # each starts a pool or a Dask cluster
@@ -73,9 +74,9 @@ def test_resume_skips_finished_files_and_solves_stale_ones_again(sh, ot_files, t
     arrays = dict(np.load(changed))
     arrays["a"] = arrays["a"][::-1].copy()
     save_problem(str(changed), {**arrays, "cost": "sqeuclidean"})
-    doc = json.loads((out / "ot3.json").read_text())
+    doc = json.loads((out / "ot3.ot.json").read_text())
     doc["problem"]["sha256"] = "0" * 64
-    (out / "ot3.json").write_text(json.dumps(doc))
+    (out / "ot3.ot.json").write_text(json.dumps(doc))
     again = sh("batch", "ot", *engine, "--resume", out, *ot_files)
     assert again.exit_code == 7, again.stderr
     lines = _lines(again.stdout)
@@ -87,8 +88,8 @@ def test_resume_skips_finished_files_and_solves_stale_ones_again(sh, ot_files, t
     assert "(3 resumed)" in again.stderr
     for p, d in zip(ot_files, lines):
         if d["status"] == "optimal":
-            assert finished_solution("ot", str(p), d["output"]) is not None
-    assert finished_solution("qp", str(ot_files[1]), str(out / "ot1.json")) is None  # another command's
+            assert verify_document(str(p), json.loads(open(d["output"]).read()))[0].holds
+    assert finished_solution("qp", str(ot_files[1]), str(out / "ot1.ot.json")) is None  # another command's
 
 
 def test_a_worker_that_dies_is_reported_and_the_batch_goes_on(sh, tmp_path):
@@ -151,7 +152,7 @@ def test_a_running_scheduler_by_address(sh, ot_files, tmp_path):
         lines = _lines(r.stdout)
         assert [d["file"] for d in lines] == [str(p) for p in good]
         assert all(d["status"] == "optimal" and d["certificate_holds"] for d in lines)
-        assert sorted(os.listdir(out)) == sorted(p.stem + ".json" for p in good)
+        assert sorted(os.listdir(out)) == sorted(p.stem + ".ot.json" for p in good)
         assert f"the Dask cluster at {address}" in r.stderr
     finally:
         for p in procs[::-1]:
