@@ -54,7 +54,7 @@ def claim_verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float
 
     def failures(kind, vec):
         checks = infeasibility_checks(qp, vec, tol) if kind == "infeasible" else unboundedness_checks(qp, vec, tol)
-        return [c.name for c in checks if not c.holds]
+        return [c.name for c in checks if c.holds is False]
 
     def verify(kind, vec, exact=True):
         if not failures(kind, vec):
