@@ -27,6 +27,11 @@ NEAR_PARALLEL = {"P": [[0.0, 0.0], [0.0, 0.0]], "q": [0.0, 0.0], "A": [[1.0, 0.0
                  "l": [1.0, -1e30], "u": [1e30, 0.0]}
 
 
+# x1 + x2 >= 1 and x1 + (1 + 1e-8) x2 <= 0: feasible with x2 <= -1e8; dy = (-1, 1) leaves A'dy = (0, 1e-8)
+NEAR_CANCELLING = {"P": [[0.0, 0.0], [0.0, 0.0]], "q": [0.0, 0.0], "A": [[1.0, 1.0], [1.0, 1.0 + 1e-8]],
+                   "l": [1.0, -1e30], "u": [1e30, 0.0]}
+
+
 def _scaled(eps):
     """The two near-rays above with 1e-8 replaced by ``eps``."""
     return ({"P": [[eps]], "q": [-1.0]},
@@ -76,7 +81,8 @@ def test_a_near_parallel_pair_of_rows_is_not_claimed_infeasible(cli, tmp_path, m
 def test_verify_refutes_claims_of_near_rays(cli, tmp_path, verify_forged, eps):
     curvature, parallel = _scaled(eps)
     for data, status, key, vec in ((curvature, "unbounded", "dual_inf_cert", [1.0]),
-                                   (parallel, "infeasible", "prim_inf_cert", [-1.0, 1.0])):
+                                   (parallel, "infeasible", "prim_inf_cert", [-1.0, 1.0]),
+                                   (NEAR_CANCELLING, "infeasible", "prim_inf_cert", [-1.0, 1.0])):
         path = tmp_path / f"{status}.json"
         path.write_text(json.dumps(data))
         doc = {"schema": "optsolve.solution/1", "command": "qp", "method": "admm", "status": status,
@@ -99,7 +105,7 @@ def test_near_rays_fail_the_certificate_checks(eps):
 @pytest.mark.parametrize("method", ["auto", "admm"])
 def test_smaller_near_rays_are_not_claimed(cli, tmp_path, method, eps):
     curvature, parallel = _scaled(eps)
-    for data, claim in ((curvature, "unbounded"), (parallel, "infeasible")):
+    for data, claim in ((curvature, "unbounded"), (parallel, "infeasible"), (NEAR_CANCELLING, "infeasible")):
         _, r, doc = _run(cli, tmp_path, data, method, name=claim)
         assert doc["status"] != claim, (claim, doc["message"])
 
