@@ -4,6 +4,7 @@ import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
 from optsolve.qp import METHODS
+from optsolve.qp.certificate import CERT_TOL
 from optsolve.qp.defaults import ALPHA, CHECK_EVERY, EPS, EPS_INFEASIBLE, SCALING, SIGMA
 
 OUTPUT_OPTIONS = ()
@@ -38,8 +39,9 @@ OUTPUT_OPTIONS = ()
               help="Tolerance of the primal infeasibility test.")
 @click.option("--eps-dual-inf", type=float, default=EPS_INFEASIBLE, show_default=True,
               help="Tolerance of the dual infeasibility (unboundedness) test.")
-@click.option("--cert-tol", type=float, default=1e-7, show_default=True,
-              help="Leftovers an infeasibility or unboundedness certificate may have, relative to the data's scale.")
+@click.option("--cert-tol", type=float, default=CERT_TOL, show_default=True,
+              help="Leftovers an infeasibility or unboundedness certificate may have, each relative to the magnitudes "
+                   "of the terms it sums (the scale of its rounding).")
 @click.option("--obj-rtol", type=float, default=1e-9, show_default=True,
               help="Certificate: relative difference allowed between the reported and the recomputed objective.")
 @click.option("--obj-atol", type=float, default=1e-9, show_default=True,

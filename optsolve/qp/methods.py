@@ -54,7 +54,7 @@ def claim_verifier(qp: QPProblem, cert_tol: float | None = None, deadline: float
 
     def failures(kind, vec):
         checks = infeasibility_checks(qp, vec, tol) if kind == "infeasible" else unboundedness_checks(qp, vec, tol)
-        return [c.name for c in checks if not c.holds]
+        return [c.name for c in checks if c.holds is False]
 
     def verify(kind, vec, exact=True):
         if not failures(kind, vec):
@@ -194,8 +194,9 @@ def _osqp(job: Job) -> MethodOutput:
 
 def _peer_output(job: Job, r: dict, said: str) -> MethodOutput:
     """A peer's answer (:mod:`optsolve.qp.peers`: status, x, y, stats, the vector of a claim) as a method's
-    output: an infeasibility claim re-checked and made exact as admm's are (one that fails is reported as the
-    limit it was), an answer whose x is not finite dropped."""
+    output: an infeasibility claim re-checked and made exact as admm's are (one that fails is reported as
+    ``numerical_error`` with the reason, or ``time_limit`` where the deadline cut the check short), an answer
+    whose x is not finite dropped."""
     qp, status, message = job.data, r["status"], ""
     claim = {}
     if status in ("infeasible", "unbounded"):
@@ -203,7 +204,8 @@ def _peer_output(job: Job, r: dict, said: str) -> MethodOutput:
         verify = claim_verifier(qp, job.settings["cert_tol"], job.deadline)
         cert, why = verify(status, raw / max(float(np.abs(raw).max()), 1e-300))
         if cert is None:
-            failed = "time_limit" if why == TIME_FOR_CERTIFICATE else "max_iter"
+            # the peer stopped on its claim, not on a limit: a claim that does not hold leaves no answer
+            failed = "time_limit" if why == TIME_FOR_CERTIFICATE else "numerical_error"
             message = (f"{said}, but the claim failed the independent certificate check ({why}); reported as "
                        f"{failed}.")
             status = failed
