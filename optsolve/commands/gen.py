@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from optsolve.core.generate import Param
+from optsolve.core.generate import Param, check_budget
 
 
 def _click_type(p: Param):
@@ -47,6 +47,7 @@ def make_gen_command(kind: str) -> click.Command:
         values = fam.defaults()
         values.update({k: v for k, v in given.items() if v is not None})
         try:
+            check_budget(fam, values, {k: v for k, v in given.items() if v is not None})
             data = fam.generate(np.random.default_rng(seed), **values)
         except ValueError as exc:  # a combination of options the family cannot make
             raise click.UsageError(str(exc)) from None

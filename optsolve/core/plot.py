@@ -29,7 +29,8 @@ def read_history(path: str) -> tuple[str, dict, str]:
     from optsolve.core.verify import read_solution
 
     doc = read_solution(path, answer=False)
-    history = (doc.get("stats") or {}).get("history")
+    stats = doc.get("stats")
+    history = stats.get("history") if isinstance(stats, dict) else None
     if not isinstance(history, dict) or not isinstance(history.get("residual"), list):
         raise InputError(f"{path}: field 'stats.history': expected a convergence history; found none "
                          f"(solve with '--history').")
@@ -37,7 +38,25 @@ def read_history(path: str) -> tuple[str, dict, str]:
         raise InputError(f"{path}: field 'stats.history': expected at least one point; found an empty history "
                          f"(the method '{doc.get('method')}' records none).")
     name = "stdin" if path == "-" else os.path.splitext(os.path.basename(path))[0]
+    # a column that is not a list is left out, as if the method recorded none
+    history = {k: v for k, v in history.items() if isinstance(v, list) or k in ("measure", "evaluations_of")}
     return f"{doc.get('command')} {doc.get('method')} ({name})", history, str(doc.get("command"))
+
+
+def plain(value) -> str:
+    """``value`` as text that matplotlib draws as it is: a dollar sign starts no mathtext (a document's
+    method or measure such as ``$\\frac`` would otherwise fail to parse when the figure is drawn)."""
+    return str(value).replace("$", r"\$")
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def cost_text(doc: dict) -> str:
+    """``", cost X"`` for a document whose objective is a finite number, else nothing."""
+    cost = doc.get("objective")
+    return f", cost {cost:.6g}" if _number(cost) else ""
 
 
 # The work each command's paper plots its progress against: the evaluations column (operator F,
@@ -49,7 +68,9 @@ def x_column(histories: list) -> str:
     """``evaluations`` where every history is of a command in BY_EVALUATIONS and has that column, else
     ``iteration`` (one axis for all the lines)."""
     for _, h, command in histories:
-        if command not in BY_EVALUATIONS or not h.get("evaluations") or any(v is None for v in h["evaluations"]):
+        evaluations = h.get("evaluations")
+        if command not in BY_EVALUATIONS or not isinstance(evaluations, list) or not evaluations \
+                or not all(_number(v) for v in evaluations):
             return "iteration"
     return "evaluations"
 
@@ -68,8 +89,9 @@ def y_scale(values: list) -> tuple[str, dict]:
 
 def _series(history: dict, key: str):
     xs, ys = [], []
-    for x, y in zip(history.get(key) or [], history["residual"]):
-        if x is None or y is None or not (isinstance(y, (int, float)) and y >= 0 and math.isfinite(y)):
+    column = history.get(key)
+    for x, y in zip(column if isinstance(column, list) else [], history["residual"]):
+        if not (_number(x) and _number(y) and y >= 0):
             continue
         xs.append(x)
         ys.append(y)
@@ -96,12 +118,12 @@ def draw(histories: list, output: str, width: int, height: int, dpi: int = 100, 
     for label, h, _ in histories:
         for ax, key in ((left, column), (right, "time_s")):
             xs, ys = _series(h, key)
-            ax.plot(xs, ys, marker=".", markersize=3, linewidth=1.2, label=label)
+            ax.plot(xs, ys, marker=".", markersize=3, linewidth=1.2, label=plain(label))
             values += ys  # the scale fits the residuals of both panels
-        if h.get("measure") and h["measure"] not in measures:
-            measures.append(h["measure"])
-        if h.get("evaluations_of") and h["evaluations_of"] not in counted:
-            counted.append(h["evaluations_of"])
+        if h.get("measure") and plain(h["measure"]) not in measures:
+            measures.append(plain(h["measure"]))
+        if h.get("evaluations_of") and plain(h["evaluations_of"]) not in counted:
+            counted.append(plain(h["evaluations_of"]))
     ylabel = measures[0] if len(measures) == 1 else "residual or gap (see each solution's stats.history.measure)"
     xlabel = "iteration" if column == "iteration" else (
         f"evaluations: {counted[0]}" if len(counted) == 1 else "evaluations (see stats.history.evaluations_of)")
@@ -120,7 +142,7 @@ def _save(fig, output: str, fmt: str, dpi: int, title: str | None) -> None:
     import matplotlib.pyplot as plt
 
     if title:
-        fig.suptitle(title)
+        fig.suptitle(plain(title))
     fig.tight_layout()
     if output == "-":
         stream = getattr(sys.stdout, "buffer", sys.stdout)
@@ -131,7 +153,24 @@ def _save(fig, output: str, fmt: str, dpi: int, title: str | None) -> None:
     plt.close(fig)
 
 
-PLAN_LINES = 2000  # the plan's largest entries drawn as lines
+PLAN_LINES = 1000  # the plan's largest entries drawn as lines: more hide each other on one figure
+PLAN_THRESHOLD = 1e-2  # entries under this share of the largest are not drawn (their lines would be invisible)
+MARKER_INK = 0.08  # share of the axes that each side's markers (sources, targets) cover together, at most
+MARKER_MAX = 400.0  # points^2: the area of the heaviest marker when few are drawn
+
+
+def marker_area(ax) -> float:
+    """The area of ``ax`` in points^2 (the unit of a scatter's sizes)."""
+    box = ax.get_position()
+    w, h = ax.figure.get_size_inches()
+    return float(box.width * w * box.height * h * 72 * 72)
+
+
+def _sizes(weights, area: float):
+    """Marker areas proportional to ``weights``, the side's markers covering at most MARKER_INK of ``area``
+    together (hundreds of points stay apart), none over MARKER_MAX, none under 1."""
+    w = np.asarray(weights, dtype=float)
+    return np.clip(MARKER_INK * area * w / max(w.sum(), 1e-300), 1.0, MARKER_MAX)
 CLUSTER_POINTS = 20000  # at most this many points drawn, and used for the principal directions
 
 
@@ -187,16 +226,19 @@ def _ot_plan(ax, doc: dict, problem) -> None:
     except (KeyError, ValueError, IndexError) as exc:
         raise InputError(f"{problem.source}: the solution's plan does not fit this problem ({exc}).") from None
     if mass.size:
+        keep = mass >= PLAN_THRESHOLD * mass.max()  # POT's plot2D_samples_mat idea: the entries that carry mass
+        rows, cols, mass = rows[keep], cols[keep], mass[keep]
         colours = np.zeros((mass.size, 4))
-        colours[:, 3] = np.clip(mass / mass.max(), 0.05, 1.0)
-        ax.add_collection(LineCollection(np.stack([x[rows], y[cols]], axis=1), colors=colours, linewidths=0.8,
-                                         label=f"plan: its {mass.size} largest entries"))
-    ax.scatter(x[:, 0], x[:, 1], s=400 * ot.a / ot.a.max() + 2, c="tab:blue", label="source (a)", zorder=3)
-    ax.scatter(y[:, 0], y[:, 1], s=400 * ot.b / ot.b.max() + 2, c="tab:red", marker="s", label="target (b)", zorder=3)
+        colours[:, 3] = np.clip(mass / mass.max(), 0.1, 1.0)
+        ax.add_collection(LineCollection(np.stack([x[rows], y[cols]], axis=1), colors=colours, linewidths=0.7,
+                                         zorder=3, label=f"plan: its {mass.size} largest entries"))
+    area = marker_area(ax)
+    ax.scatter(x[:, 0], x[:, 1], s=_sizes(ot.a, area), c="tab:blue", alpha=0.6, linewidths=0, label="source (a)",
+               zorder=2)
+    ax.scatter(y[:, 0], y[:, 1], s=_sizes(ot.b, area), c="tab:red", marker="s", alpha=0.6, linewidths=0,
+               label="target (b)", zorder=2)
     ax.set_aspect("equal", adjustable="datalim")
-    cost = doc.get("objective")
-    ax.set_title(f"optimal transport plan ({doc.get('method')}" + (f", cost {cost:.6g})" if cost is not None else ")"),
-                 fontsize="medium")
+    ax.set_title(plain(f"optimal transport plan ({doc.get('method')}{cost_text(doc)})"), fontsize="medium")
 
 
 def _clusters(ax, doc: dict, problem) -> None:
@@ -225,4 +267,4 @@ def _clusters(ax, doc: dict, problem) -> None:
     ax.scatter(ctr[:, 0], ctr[:, 1], c="black", marker="x", s=120, linewidths=2.5, label=f"{len(ctr)} centres")
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1])
-    ax.set_title(f"k-means clusters ({doc.get('method')}, cost {doc.get('objective'):.6g})", fontsize="medium")
+    ax.set_title(plain(f"k-means clusters ({doc.get('method')}{cost_text(doc)})"), fontsize="medium")

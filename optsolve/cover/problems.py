@@ -374,6 +374,32 @@ def gen_facility(rng, n=300, clients=500, groups=3, clusters=6, balance=0.5, tau
             "tau_frac": float(tau_frac), "family": "facility"}
 
 
+def zipf_mean(a: float, cap: int) -> float:
+    """E[min(Z, cap)] for Z ~ Zipf(a), the mean size of a bipartite family's set: the sum over k <= cap of
+    P(Z >= k); past 10^6 terms each is bounded by the last (an upper bound)."""
+    from scipy.special import zeta
+
+    if not a > 1 or cap < 1:  # no such distribution (the generator refuses it): any size
+        return float(max(cap, 1))
+    k = np.arange(1, min(cap, 10**6) + 1, dtype=float)
+    tail = zeta(a, k) / zeta(a)
+    return float(tail.sum() + (cap - k.size) * tail[-1])
+
+
+# Peak bytes of each generator from its sizes (measured with tracemalloc, with a margin): an edge or an
+# incidence costs its index arrays, their sparse matrix and its closed-neighbourhood or duplicate-free copy.
+def _sbm_bytes(n, degree, **_):
+    return 100.0 * n + 100.0 * n * max(float(degree), 0.0)
+
+
+def _bipartite_bytes(n, items, zipf, max_size, **_):
+    return 64.0 * n + 32.0 * items + 96.0 * n * zipf_mean(zipf, min(max_size, items))
+
+
+def _facility_bytes(n, clients, **_):
+    return 64.0 * float(n) * float(clients) + 128.0 * (n + clients)  # the n x clients distances and similarities
+
+
 _COMMON = (Param("balance", float, 0.5, "DELTA: p_c = (1 - DELTA)/G, q_c = (1 + DELTA)/G"),
            Param("tau_frac", float, 0.5, "threshold as a fraction of f(U)"))
 
@@ -388,16 +414,16 @@ FAMILIES = {
                   (Param("n", int, 400, "number of nodes (elements)"), Param("groups", int, 2, "number of groups"),
                    Param("skew", float, 0.7, "group c has size proportional to skew^c"),
                    Param("degree", float, 8.0, "expected degree"),
-                   Param("p_out", float, 0.1, "fraction of edges across groups")) + _COMMON),
+                   Param("p_out", float, 0.1, "fraction of edges across groups")) + _COMMON, _sbm_bytes),
     "bipartite": Family("bipartite", "random bipartite coverage with Zipf set sizes and item weights", gen_bipartite,
                         (Param("n", int, 1000, "number of elements"), Param("items", int, 5000, "number of items"),
                          Param("groups", int, 3, "number of groups"), Param("zipf", float, 2.0, "Zipf exponent"),
-                         Param("max_size", int, 200, "largest set")) + _COMMON),
+                         Param("max_size", int, 200, "largest set")) + _COMMON, _bipartite_bytes),
     "facility": Family("facility", "facility location on clustered points", gen_facility,
                        (Param("n", int, 300, "candidate sites (elements)"), Param("clients", int, 500, "clients"),
                         Param("groups", int, 3, "number of groups"), Param("clusters", int, 6, "clusters"),
                         Param("balance", float, 0.5, "DELTA: p_c = (1 - DELTA)/G, q_c = (1 + DELTA)/G"),
-                        Param("tau_frac", float, 0.8, "threshold as a fraction of f(U)"))),
+                        Param("tau_frac", float, 0.8, "threshold as a fraction of f(U)")), _facility_bytes),
 }
 
 

@@ -235,6 +235,11 @@ def gen_blobs(rng, m=10000, d=10, k=10, alpha=0.2, scheme="near-mean", spread=1.
     return _labelled(X, k, alpha, scheme, rng, "blobs", seed)
 
 
+def _blobs_bytes(m, d, k, **_):
+    """Peak bytes of gen_blobs: the points and KMeans' copies of them, its distances to k centres."""
+    return 40.0 * m * d + 16.0 * m * k + 64.0 * m
+
+
 _CORRUPTION = (Param("alpha", float, 0.2, "fraction of each cluster relabelled"),
                Param("scheme", ("near-mean", "random"), "near-mean", "which points are relabelled"))
 
@@ -243,5 +248,5 @@ FAMILIES = {
                     _CORRUPTION) for name in ("digits", "wine", "breast_cancer", "iris")},
     "blobs": Family("blobs", "make_blobs, labels from KMeans(n_init=10) then corrupted", gen_blobs,
                     (Param("m", int, 10000, "points"), Param("d", int, 10, "dimensions"), Param("k", int, 10, "clusters"),
-                     Param("spread", float, 1.0, "cluster standard deviation")) + _CORRUPTION),
+                     Param("spread", float, 1.0, "cluster standard deviation")) + _CORRUPTION, _blobs_bytes),
 }

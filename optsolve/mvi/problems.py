@@ -418,6 +418,17 @@ def gen_minimax_quadratic(rng, d=20, eig_min=-0.2):
             "z0": np.zeros(d), "z_star": z_star}
 
 
+# Peak bytes of the generators with a dimension (measured with tracemalloc, with a margin): the sparse
+# rotations and their products for affine (dense d x d copies where M is stored dense), the blocks and the
+# d x d operator of minimax-quadratic, a few vectors for bilinear
+def _affine_bytes(d, sparse, **_):
+    return 800.0 * d + (24.0 * d * d if sparse == "no" or (sparse == "auto" and d <= 500) else 0.0)
+
+
+def _minimax_bytes(d, **_):
+    return 48.0 * d * d + 64.0 * d
+
+
 FAMILIES = {
     "polar": Family("polar", "the polar game on the box 1.1 (a = 1 hard, 3/4 medium, 1/3 easy)", gen_polar,
                     (Param("a", float, 1.0, "polar: cycle strength"),)),
@@ -430,12 +441,13 @@ FAMILIES = {
                              (Param("L", float, 1.0, "Lipschitz constant"), Param("rho", float, -0.5, "weak-MVI constant"),
                               Param("box", float, 0.0, "half-width of a box about 0 (0: none)"))),
     "bilinear": Family("bilinear", "(x - 0.9)'(y - 0.9) on the box 1", gen_bilinear,
-                       (Param("d", int, 2, "dimension (even)"),)),
+                       (Param("d", int, 2, "dimension (even)"),), lambda d, **_: 32.0 * d),
     "affine": Family("affine", "F = M z + q, M with exact ||M|| = L and weak-MVI constant rho (sparse above d = 500)",
                      gen_affine, (Param("d", int, 100, "dimension (even)"), Param("L", float, 1.0, "Lipschitz constant"),
                                   Param("rho", float, -0.5, "weak-MVI constant"),
-                                  Param("sparse", ("auto", "yes", "no"), "auto", "store M sparse"))),
+                                  Param("sparse", ("auto", "yes", "no"), "auto", "store M sparse")), _affine_bytes),
     "minimax-quadratic": Family("minimax-quadratic", "random nonconvex-nonconcave quadratic minimax",
                                 gen_minimax_quadratic, (Param("d", int, 20, "dimension (even)"),
-                                                        Param("eig_min", float, -0.2, "smallest eigenvalue of A and C"))),
+                                                        Param("eig_min", float, -0.2, "smallest eigenvalue of A and C")),
+                                _minimax_bytes),
 }

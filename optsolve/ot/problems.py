@@ -499,21 +499,40 @@ def _image_store(default: str) -> Param:
     return Param("store", ("grid", "points", "matrix"), default,
                  "write the images on their grid (l1, sqeuclidean), point clouds and a cost name, or the matrix C")
 
+# Peak bytes of the generators (measured with tracemalloc, with a margin): the points, weights and images
+# (a Gaussian random field is drawn through complex FFTs), and the n x m cost where it is stored
+def _cost_bytes(n, m, store):
+    return 24.0 * float(n) * float(m) if store == "matrix" else 0.0
+
+
+def _images_bytes(size, store, **_):
+    return 160.0 * size * size + _cost_bytes(size * size, size * size, store)
+
+
+def _clouds_bytes(n, m, d, store, **_):
+    return 24.0 * (n + m) * (d + 1) + _cost_bytes(n, m, store)
+
+
+def _colour_bytes(n, store, **_):
+    return 128.0 * n + _cost_bytes(n, n, store)  # and the two images, which their files size
+
+
 FAMILIES = {
     "images": Family("images", "two k x k images (DOTmark-like) on the unit square",
                      gen_images, (Param("size", int, 32, "image side k (n = m = k^2)"),
                                   Param("kind", IMAGE_KINDS, "grf", "image class"),
                                   Param("smoothness", float, 2.0, "GRF spectral decay exponent"),
-                                  _COST, _image_store("points"))),
+                                  _COST, _image_store("points")), _images_bytes),
     "digits": Family("digits", "two scikit-learn handwritten digits upsampled to size x size",
                      gen_digits, (Param("size", int, 64, "image side (n = m = size^2)"), _COST,
-                                  _image_store("grid"))),
+                                  _image_store("grid")), _images_bytes),
     "clouds": Family("clouds", "uniform random points in [0,1]^d with Dirichlet weights",
                      gen_clouds, (Param("n", int, 200, "number of source points"),
                                   Param("m", int, 200, "number of target points"),
-                                  Param("d", int, 2, "dimension"), _COST, _STORE)),
+                                  Param("d", int, 2, "dimension"), _COST, _STORE), _clouds_bytes),
     "colour": Family("colour", "colour transfer between two RGB images (.npy arrays, or PNG/JPEG with Pillow)",
                      gen_colour, (Param("source", str, None, "source image file"),
                                   Param("target", str, None, "target image file"),
-                                  Param("n", int, 4096, "pixels sampled from each image"), _COST, _STORE)),
+                                  Param("n", int, 4096, "pixels sampled from each image"), _COST, _STORE),
+                     _colour_bytes),
 }

@@ -305,6 +305,18 @@ def gen_exponential(rng, d=2, n=2000, alpha=0.1):
             "alpha": float(alpha)}
 
 
+# Peak bytes of the generators (measured with tracemalloc, with a margin): Sigma and its factors, the
+# batches of 200,000 draws where a set is sampled by rejection (400,000 for the exponential threshold),
+# and the samples kept
+def _gaussian_bytes(d, n, set, **_):
+    batches = 0 if set == "halfspace" else 4 * 200_000
+    return 64.0 * d * d + 8.0 * d * (batches + 5 * n)
+
+
+def _exponential_bytes(d, n, **_):
+    return 8.0 * d * (2 * 400_000 + 2 * 200_000 + 5 * n)
+
+
 FAMILIES = {
     "gaussian": Family("gaussian", "N(mu, Sigma) in d dimensions, random SPD Sigma of condition number --cond, "
                        "truncated to a set of survival mass --alpha", gen_gaussian,
@@ -312,9 +324,9 @@ FAMILIES = {
                         Param("alpha", float, 0.1, "survival mass p*(S)"),
                         Param("set", ("halfspace", "ball", "box", "union"), "halfspace",
                               "halfspace x_1 >= t; a ball away from the mean; a box; a union of two boxes"),
-                        Param("cond", float, 10.0, "condition number of Sigma"))),
+                        Param("cond", float, 10.0, "condition number of Sigma")), _gaussian_bytes),
     "exponential": Family("exponential", "independent exponential coordinates truncated to sum(x) >= t",
                           gen_exponential,
                           (Param("d", int, 2, "dimension"), Param("n", int, 2000, "samples"),
-                           Param("alpha", float, 0.1, "survival mass p*(S)"))),
+                           Param("alpha", float, 0.1, "survival mass p*(S)")), _exponential_bytes),
 }
