@@ -38,8 +38,6 @@ FEAS_TOL = 1e-8
 OBJECTIVE_RTOL = 1e-9
 OBJECTIVE_ATOL = 1e-12
 LP_TOL = 1e-9
-# --target-gap is relative to max(|U|, GAP_FLOOR max C): a zero optimum has a reachable target too
-GAP_FLOOR = 1e-3
 
 LIMITS = (
     Limit("feas_tol", FEAS_TOL, "larger",
@@ -52,13 +50,31 @@ LIMITS = (
           "an explicit (coo) plan claimed optimal with no target gap: dual infeasibility and complementary "
           "slackness relative to max C, and the gap relative to the cost"),
     Limit("target_gap", None, "larger",
-          "the certified relative gap (U - D)/max(U, 1e-3 max C) an optimal claim must meet; unset: the "
-          "default target (1e-3) for a document that claims a target gap, else reported, not judged"),
+          "the certified gap U - D an optimal claim must meet, relative to |U|, or absolute at objective_atol "
+          "max C where target_gap |U| is below that (a zero optimum, costs that cancel); unset: the default "
+          "target (1e-3) for a document that claims a target gap, else reported, not judged"),
     Limit("normalize", False, "larger",
           "judge the problem with a and b scaled each to unit mass (required when their sums differ)"),
 )
 # A balanced transport problem with finite costs is feasible (the product plan a b^T) and bounded.
 CLAIMS = ("optimal",)
+
+def target_gap_limit(target: float, U: float, scale: float, atol: float = OBJECTIVE_ATOL) -> tuple[float, str]:
+    """The most U - D may be, in cost units, under the relative target ``target``: ``target |U|``
+    ("relative"), or where that is below float64 rounding of the costs, ``atol max C`` ("absolute").
+
+    ``scale`` is max C (1 when C = 0); ``atol`` the certificate's ``objective_atol``, whose default is
+    some 4,500 float64 epsilons of a unit-mass cost: below it, U - D is rounding, not a gap.
+    """
+    relative, absolute = target * abs(U), atol * scale
+    return (relative, "relative") if relative >= absolute else (absolute, "absolute")
+
+
+def target_measure(gap: float, U: float, scale: float, target: float, atol: float = OBJECTIVE_ATOL) -> float:
+    """``gap`` (U - D) as a multiple of the target: at most ``target`` exactly when ``gap`` is within
+    :func:`target_gap_limit` (the measure the solvers' stopping tests compare to the target)."""
+    return gap * target / target_gap_limit(target, U, scale, atol)[0]
+
 
 def _indices(values, size: int, what: str) -> np.ndarray:
     idx = np.asarray(values)
@@ -503,8 +519,12 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                           f"status {status!r} claims no optimum" if not optimal else "a target gap is claimed")))
     for name, tol in gap_limits:
         if name == "target_gap":
-            note = f"U - D in cost units, limit {name} max(|U|, {GAP_FLOOR:g} max C) + objective_atol max C"
-            limit = tol * max(abs(U), GAP_FLOOR * scale) + floor
+            limit, basis = target_gap_limit(tol, U, scale, lim["objective_atol"])
+            note = (f"U - D in cost units; limit {basis}: target_gap |U|" if basis == "relative" else
+                    f"U - D in cost units; limit absolute: objective_atol max C (target_gap |U| = {tol * abs(U):.3g} "
+                    "is below float64 rounding of the costs)")
+            checks.append(Check.info("target_gap_basis", basis, f"the target gap was judged {basis}ly: U - D <= "
+                                     f"{limit:.6g} in cost units"))
         else:
             note = f"U - D in cost units, limit {name} |U| + objective_atol max C"
             limit = tol * abs(U) + floor

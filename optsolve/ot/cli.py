@@ -23,9 +23,9 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
 @click.option("--reg", type=POSITIVE, default=None,
               help="Entropic regularisation in cost units (instead of --gamma).")
 @click.option("--target-gap", type=POSITIVE, default=None, metavar="REL",
-              help="Stop once the certified relative gap (U - D)/max(U, 1e-3 max C) <= REL. tnt raises gamma "
-                   "stage by stage, then finishes exactly if the stages stop short; exact stops pricing (and "
-                   "measures the gap against U itself unless U is about 0) [default: 1e-3 for tnt without "
+              help="Stop once the certified gap U - D <= REL |U|, or <= --objective-atol max C where that is "
+                   "larger (a zero optimum: float64 rounding). tnt raises gamma stage by stage, then finishes "
+                   "exactly if the stages stop short; exact stops pricing [default: 1e-3 for tnt without "
                    "--gamma/--reg and for auto; exact alone: the LP optimum].")
 @click.option("--tol", type=POSITIVE, default=None,
               help="The L1 error of the plan's marginals before rounding [tnt: MDOT's H/gamma^1.5/2; sinkhorn: 1e-9].")

@@ -19,7 +19,7 @@ factorization of vector-valued mappings", SIAM J. Numer. Anal. 1995; Bonafini an
    c-transforms of that vector over all pairs (:mod:`optsolve.ot.legendre`) bound the optimum
    from below. The sweeps alternate partitions until the gap is within the target of U itself,
    SWEEPS at most; the result claims the target when the gap is within it as --target-gap
-   measures it, max(U, GAP_FLOOR max C);
+   measures it (:func:`optsolve.ot.certificate.target_gap_limit`);
 4. where it is not, and the level is not too large, one network simplex over all its points on
    few pairs (the plan's, and those the joined potentials price lowest) finishes, as the exact
    method does, with potentials of one piece.
@@ -43,8 +43,8 @@ import time
 import numpy as np
 
 from optsolve.core.history import trace
-from optsolve.ot.certificate import GAP_FLOOR
-from optsolve.ot.exact import (MAX_ROUNDS, STOP_FLOOR, ExactResult, Subproblem, balanced_cells, cell_pairs,
+from optsolve.ot.certificate import OBJECTIVE_ATOL, target_measure
+from optsolve.ot.exact import (MAX_ROUNDS, ExactResult, Subproblem, balanced_cells, cell_pairs,
                                cheap_pricing, coarse_problem, solve_exact)
 from optsolve.ot.legendre import Envelope
 from optsolve.ot.problems import OTProblem
@@ -124,7 +124,7 @@ def _bound(sub: Subproblem, f: np.ndarray):
 
 
 def solve_large(ot, *, target: float | None, deadline=None, progress=None, record: bool = True,
-                guide: bool = False, max_rounds: int = MAX_ROUNDS) -> ExactResult:
+                guide: bool = False, max_rounds: int = MAX_ROUNDS, atol: float = OBJECTIVE_ATOL) -> ExactResult:
     """:func:`optsolve.ot.exact.solve_exact` to ``target`` (the same measure), by domain
     decomposition on levels of more than DIRECT_MAX points (see the module's notes); the network
     simplex over all candidates where the problem is smaller, has no target (the LP optimum), or
@@ -134,13 +134,13 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
     sub = Subproblem(ot)
     if target is None or min(sub.n, sub.m) <= DIRECT_MAX or not cheap_pricing(sub):
         return solve_exact(ot, target=target, deadline=deadline, progress=progress, record=record,
-                           max_rounds=max_rounds)
+                           max_rounds=max_rounds, atol=atol)
     coarse, lab_x, lab_y = coarse_problem(sub)
     cres = solve_large(coarse, target=target, deadline=deadline, record=False, guide=True)
     stats = {"coarse": cres.stats, "sweeps": 0, "blocks": 0, "gaps": [], "block_solve_s": 0.0, "bound_s": 0.0}
     if cres.status not in ("optimal", "max_iter", "time_limit"):
         return solve_exact(ot, target=target, deadline=deadline, progress=progress, record=record,
-                           max_rounds=max_rounds)
+                           max_rounds=max_rounds, atol=atol)
     ac = np.bincount(lab_x, weights=sub.a)
     bc = np.bincount(lab_y, weights=sub.b)
     rows, cols, values = _spread(lab_x, lab_y, cres.rows, cres.cols, cres.values * sub.a.sum(), sub.a, sub.b, ac, bc)
@@ -184,15 +184,13 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         U = float(sub.pair_costs(rows, cols) @ values)
         if not np.isnan(u).any():  # every block solved
             D, f, g = _bound(sub, u + _join(sub.x, u, blocks, anchor))
-            gap = (U - D) / max(abs(U), STOP_FLOOR * scale)
-            floored = (U - D) / max(abs(U), GAP_FLOOR * scale)
+            gap = target_measure(U - D, U, scale, target, atol)
         else:
-            gap = floored = np.inf
+            gap = np.inf
         stats["bound_s"] += time.perf_counter() - t
         stats["gaps"].append(gap)
-        stats["target_measure"] = floored
         if record:
-            trace(sweep, gap, evaluations=int(rows.size), measure="certified relative gap (U - D)/U",
+            trace(sweep, gap, evaluations=int(rows.size), measure="certified gap U - D as --target-gap measures it",
                   evaluations_of="plan entries after the sweep", blocks=len(blocks))
         if progress is not None:
             progress.update(sweep, gap=gap, blocks=len(blocks))
@@ -206,20 +204,15 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
             break
     if f is None:  # no sweep with every block solved: the coarse potentials carried to the points
         _, f, g = _bound(sub, anchor)
-    if status == "max_iter" and stats["target_measure"] > target and sub.n <= POLISH_MAX and not guide:
+    if status == "max_iter" and sub.n <= POLISH_MAX and not guide:
         # the bound of joined potentials is short: one network simplex over all points, on the plan's
         # pairs and the few each point's joined potentials price lowest, gives potentials of one piece
         res = solve_exact(ot, (_full(f, sub.I, ot.n), _full(g, sub.J, ot.m)), target=target, deadline=deadline,
                           pairs=(sub.I[rows[values > 0]], sub.J[cols[values > 0]]), neighbours=POLISH_NEIGHBOURS,
-                          max_rounds=POLISH_ROUNDS, progress=progress, record=record)
+                          max_rounds=POLISH_ROUNDS, progress=progress, record=record, atol=atol)
         stats["time_s"] = time.perf_counter() - t0
         res.stats = {"rounds": stats["sweeps"] + res.stats["rounds"], "decomposition": stats, "finish": res.stats}
         return res
-    if status == "max_iter" and stats["target_measure"] <= target:
-        status = "optimal"  # what --target-gap measures, though not within the target of U itself
-        message = (f"Certified gap {stats['target_measure']:.3g} of max(U, {GAP_FLOOR:g} max C) (target {target:g}), "
-                   f"{stats['gaps'][-1]:.3g} of U, after {sweeps} sweeps of {stats['blocks']} blocks (domain "
-                   f"decomposition over {sub.n} points).")
     if status != "optimal":
         message = (message or "") + (f"{'Time limit reached' if status == 'time_limit' else f'{sweeps} sweeps ran'}"
                                      f" with a certified gap of {stats['gaps'][-1]:.3g} (target {target:g}); "

@@ -36,6 +36,7 @@ import numpy as np
 
 from optsolve.core.history import trace
 from optsolve.core.progress import stdout_to_stderr
+from optsolve.ot.certificate import OBJECTIVE_ATOL, target_measure
 from optsolve.ot.problems import pair_costs
 
 KD_MAX_DIM = 8  # k-d trees beyond this dimension are slower than a blocked pass
@@ -53,7 +54,6 @@ MAX_ROUNDS = 60
 # a dense cost whose full pricing pass finds at least this fraction of the last one's violations:
 # the next round solves over every pair (POT's dense network simplex)
 STALL_RATIO = 0.5
-STOP_FLOOR = 1e-9  # a target gap is relative to max(U, STOP_FLOOR max C): zero optima stop too
 WORKERS = -1  # threads of the k-d tree queries (-1: every core)
 NETWORK_SIMPLEX_ITER = 10 ** 10
 
@@ -416,7 +416,7 @@ def _unique_pairs(r, c, m):
 
 
 def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, max_rounds: int = MAX_ROUNDS,
-                target: float | None = None, pairs=None, neighbours: int = NEIGHBOURS, progress=None,
+                target: float | None = None, atol: float = OBJECTIVE_ATOL, pairs=None, neighbours: int = NEIGHBOURS, progress=None,
                 record: bool = True) -> ExactResult:
     """The exact optimum of the transport LP of ``ot`` (an :class:`optsolve.ot.problems.OTProblem`).
 
@@ -425,11 +425,10 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     support of a feasible plan is always added. ``deadline``: an
     :class:`optsolve.ot.deadline.Deadline`; the loop stops between rounds when it has passed, and
     the plan is then the last round's (feasible, optimal on its candidates; status ``time_limit``).
-    ``target``: stop as soon as the plan's certified gap (:func:`certified_gap`) is at most
-    ``target max(U, STOP_FLOOR max C)``: relative to the cost itself unless the optimum is about 0,
-    which meets ``--target-gap`` (measured against max(U, GAP_FLOOR max C), a far larger floor);
-    the potentials returned are then the feasible ones of that bound (None: run until no reduced
-    cost is below ``-tol max C``).
+    ``target``: stop as soon as the plan's certified gap (:func:`certified_gap`) is within
+    ``--target-gap`` as the certificate judges it (:func:`optsolve.ot.certificate.target_gap_limit` with
+    ``atol``: relative to U, absolute at rounding where U is about 0); the potentials returned are then
+    the feasible ones of that bound (None: run until no reduced cost is below ``-tol max C``).
     ``pairs``: (rows, cols) that join the first candidates, e.g. a feasible plan's support;
     ``neighbours``: the pairs of least reduced cost per point taken under ``potentials``.
     ``record``: each round is a row of ``--history`` (not for the coarser problems).
@@ -495,7 +494,7 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
             last_full = vr.size
             if target is not None and vr.size:
                 U, gap, f_b, g_b = certified_gap(sub, G, u, v, col_min, row_min)
-                stats["certified_gap"] = gap / max(abs(U), STOP_FLOOR * sub.scale)
+                stats["certified_gap"] = target_measure(gap, U, sub.scale, target, atol)
                 met = stats["certified_gap"] <= target
                 if met:  # the feasible potentials of that bound
                     u, v = f_b, g_b

@@ -129,6 +129,59 @@ def test_a_loosened_target_gap_is_rejected_by_a_verify_that_sets_one(cli, tmp_pa
     assert r.exit_code == 6 and "gap_within_target_gap" in r.stderr
 
 
+def _far_support_problem():
+    """U[0, 1) costs on two entries per row and column, 1e8 elsewhere (POT's sparse test matrix): the
+    optimum is below 1 while max C is 1e8."""
+    rng = np.random.RandomState(42)
+    n = 30
+    C = rng.rand(n, n)
+    keep = np.zeros((n, n), dtype=bool)
+    keep[np.arange(n), np.arange(n)] = keep[np.arange(n), (np.arange(n) + 1) % n] = True
+    return {"a": np.full(n, 1.0 / n), "b": np.full(n, 1.0 / n), "C": np.where(keep, C, C + 1e8)}
+
+
+def test_a_gap_above_the_target_is_refused_where_the_optimum_is_small_next_to_max_c(cli, tmp_path, solved,
+                                                                                      verify_forged):
+    """An optimal plan with 1e-9 of its mass moved round a cycle onto pairs of cost 1e8 costs about
+    0.2 more than the optimum (under 1): a document claiming --target-gap 1e-3 for it is refused, and
+    the certificate states the relative basis it judged by."""
+    data = _far_support_problem()
+    problem, doc = solved("emd", data=data)
+    opt = doc["objective"]
+    plan = doc["solution"]["plan"]
+    row, col, val = list(plan["row"]), list(plan["col"]), list(plan["value"])
+    i, j = row[0], col[0]
+    k = next(t for t in range(len(row)) if row[t] != i and col[t] != j)
+    t, i2, j2 = 1e-9, row[k], col[k]
+    val[0] -= t
+    val[k] -= t
+    row += [i, i2]
+    col += [j2, j]
+    val += [t, t]
+    C = data["C"]
+    plan.update(row=row, col=col, value=val)
+    doc["objective"] = float(sum(C[r, c] * v for r, c, v in zip(row, col, val)))
+    doc["settings"]["target_gap"] = 1e-3
+    assert doc["objective"] - opt > 0.1 > 1e-3 * doc["objective"]
+    r = verify_forged(problem, doc)
+    assert r.exit_code == 6 and "gap_within_target_gap" in r.stderr, r.stderr
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["target_gap_basis"]["value"] == "relative"
+    assert checks["gap_within_target_gap"]["limit"] == pytest.approx(1e-3 * doc["objective"], rel=1e-9)
+
+
+def test_a_zero_optimum_is_judged_by_an_absolute_limit_at_rounding(cli, tmp_path, solved, verify_forged):
+    x = np.random.default_rng(1).random((20, 2))
+    problem, doc = solved("tnt", "--target-gap", "1e-3", data={"a": np.full(20, 0.05), "b": np.full(20, 0.05),
+                                                              "x": x, "y": x, "cost": "sqeuclidean"})
+    assert doc["status"] == "optimal" and doc["objective"] == pytest.approx(0.0, abs=1e-12)
+    checks = {c["name"]: c for c in doc["certificate"]["checks"]}
+    assert checks["target_gap_basis"]["value"] == "absolute"
+    cmax = float(((x[:, None] - x[None]) ** 2).sum(-1).max())
+    assert checks["gap_within_target_gap"]["limit"] == pytest.approx(1e-12 * cmax)
+    assert verify_forged(problem, doc).exit_code == 0
+
+
 def test_what_was_solved_is_reported_not_trusted(cli, tmp_path, solved, verify_forged):
     """method, gamma, reg, tol, device, low_memory, block_size change nothing verify judges."""
     problem, doc = solved("emd")

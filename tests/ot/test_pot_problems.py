@@ -1,7 +1,8 @@
 """optsolve ot on the problems of POT's own test suite (tests/ot/pot_problems.py), against POT's ``emd2``.
 
-The default solve and ``target_gap=1e-3`` must end ``optimal`` within a relative gap of 1e-3 of the
-optimum, with a floor of 1e-6 max C x mass for optima near zero; ``method="emd"`` must be exact; the
+The default solve, ``target_gap=1e-3`` and ``method="tnt"`` with ``target_gap=1e-3`` must end ``optimal``
+within a relative gap of 1e-3 of the optimum, with an absolute floor at float64 rounding (1e-12 max C x
+mass) for optima at zero; ``method="emd"`` must be exact; the
 reported dual bound must never exceed the optimum. A failure message names the problem and gives
 the objective, the optimum, the gap, the status and the solver's message.
 """
@@ -18,7 +19,7 @@ import optsolve.ot
 from pot_problems import GENERATORS  # tests/ot is on sys.path: pytest's rootdir-less import mode
 
 TARGET = 1e-3  # relative gap asked of the default solve and of target_gap
-FLOOR = 1e-3  # absolute floor of the gap, as a fraction of max C x mass (optima near zero)
+FLOOR = 1e-12  # absolute floor of the gap, as a fraction of max C x mass: float64 rounding (zero optima)
 FEAS_RTOL = 1e-8  # L1 marginal error plus negative mass, per unit mass
 EXACT_RTOL, EXACT_ATOL = 1e-9, 1e-12  # method="emd": relative, and absolute per max C x mass
 DUAL_RTOL = 1e-9  # a dual bound above the optimum by more than this (x max(1, |OPT|)) is not a bound
@@ -45,7 +46,7 @@ def scale(a, C) -> float:
 
 
 def allowed_gap(opt: float, a, C) -> float:
-    return TARGET * max(abs(opt), FLOOR * scale(a, C))
+    return TARGET * abs(opt) + FLOOR * scale(a, C)
 
 
 def dense_plan(res) -> np.ndarray:
@@ -92,7 +93,7 @@ def gap_faults(res, a, b, C, opt: float) -> list[str]:
     U = res.objective
     if U is None or not U - opt <= allowed:
         faults.append(f"U - OPT = {None if U is None else U - opt!r} exceeds the allowed {allowed:.3g} "
-                      f"(= {TARGET:g} x max(|OPT|, {FLOOR:g} x max C x mass))")
+                      f"(= {TARGET:g} |OPT| + {FLOOR:g} max C x mass)")
     faults += plan_faults(dense_plan(res), a, b, C, U)
     return faults
 
@@ -122,6 +123,14 @@ def test_default_is_within_target_of_the_optimum(name):
 def test_target_gap_ends_optimal(name):
     a, b, C, opt = problem(name)
     res = optsolve.ot.solve(a, b, C, target_gap=TARGET)
+    faults = gap_faults(res, a, b, C, opt)
+    assert not faults, describe(name, res, opt) + ": " + "; ".join(faults)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tnt_target_gap_ends_optimal(name):
+    a, b, C, opt = problem(name)
+    res = optsolve.ot.solve(a, b, C, method="tnt", target_gap=TARGET)
     faults = gap_faults(res, a, b, C, opt)
     assert not faults, describe(name, res, opt) + ": " + "; ".join(faults)
 
