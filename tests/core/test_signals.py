@@ -393,3 +393,43 @@ def test_sigterm_in_process_interrupts_the_solve_and_exits_143(cli, monkeypatch)
     assert doc["status"] == "interrupted" and doc["message"].endswith("Stopped by SIGTERM.")
     assert doc["solution"]["f"] and doc["certificate"]["checks"]
     assert len(calls) == 2  # nothing after the signal ran another pass
+
+
+# ------------------------------------------------------------------ a document into a pipe read late
+
+def _bytes_waiting(fd: int) -> int:
+    import fcntl
+    import termios
+
+    buf = bytearray(4)
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return int.from_bytes(buf, sys.byteorder)
+
+
+@pytest.mark.parametrize("signals, limit", [((signal.SIGTERM,), None), ((signal.SIGINT, signal.SIGINT), "60"),
+                                            ((signal.SIGTERM, signal.SIGINT), None)])
+def test_a_signal_during_a_blocked_write_to_stdout_leaves_the_document_whole(tmp_path, signals, limit):
+    import fcntl
+
+    rng = np.random.default_rng(5)
+    save_problem(str(tmp_path / "km.npz"), {"X": rng.random((50_000, 2)), "labels": rng.integers(0, 8, 50_000)})
+    args = ["--time-limit", limit] if limit else []
+    proc = subprocess.Popen([sys.executable, "-m", "optsolve", "kmeans", "km.npz", "-o", "-", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    Running.started.append(proc)
+    capacity = fcntl.fcntl(proc.stdout.fileno(), 1032)  # F_GETPIPE_SZ: the writer blocks once it is full
+    deadline = time.monotonic() + 90
+    while _bytes_waiting(proc.stdout.fileno()) < capacity:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.02)
+    for signum in signals:
+        proc.send_signal(signum)
+        time.sleep(0.1)
+    time.sleep(0.5)  # the reader starts late
+    out, err = proc.communicate(timeout=60)
+    # a second signal waits until the document is out, then stops the command at once
+    assert proc.returncode in (128 + signals[0], 128 + signals[-1]), err
+    doc = json.loads(out)  # whole
+    assert doc["command"] == "kmeans" and len(doc["solution"]["assignment"]) == 50_000 and len(out) > 4 * capacity
+    assert b"Traceback" not in err
