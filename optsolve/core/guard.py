@@ -40,7 +40,7 @@ import time
 from optsolve.core.signals import SIGNALS, stop_at_once
 
 GRACE_S = 0.7  # after the limit, before the watcher stops a child that is not done
-SIGNAL_GRACE_S = 1.2  # after a first signal: the document is out within 2 s of it, writing included
+SIGNAL_GRACE_S = 1.5  # after a first signal: the watcher's document is out within 2 s of it
 _POLL_S = 3600.0  # the longest single wait of the watcher (select's timeout overflows near 9.2e9 s)
 _GO = b"w"  # the watcher's go-ahead: the child may write its document
 

@@ -20,7 +20,8 @@ from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
 from optsolve.core.files import file_label, load_problem
-from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
+from optsolve.core.progress import (NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger,
+                                    stages_to)
 from optsolve.core.registry import solver_package
 from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
 from optsolve.core.signals import handling, signal_name
@@ -62,6 +63,7 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
             importlib.import_module(name)
         load_s = time.perf_counter() - t0
         tell("stage", "solving")
+        scope.enter_context(stages_to(lambda text: tell("stage", text)))
         with recording(want_history) as history:
             result = pkg.solve_problem(problem, progress=progress, **params)
         for warning in problem.warnings:
@@ -189,9 +191,9 @@ def timeout_result(kind, problem, params, started, sha256, method, stage, signum
     method = method or params.get("method")
     if signum is not None and (limit is None or time.perf_counter() < started + float(limit) + guard.GRACE_S):
         result = Result(kind, method, Status.INTERRUPTED,
-                        f"Stopped by {signal_name(signum)}; the solve was then still {stage}, in a step that "
-                        f"cannot be interrupted, and did not answer within {guard.SIGNAL_GRACE_S:g} s, so no "
-                        "iterate is reported.", problem=info)
+                        f"Stopped by {signal_name(signum)} while {stage}, which did not end within "
+                        f"{guard.SIGNAL_GRACE_S:g} s of the signal; the solve was stopped with no iterate to "
+                        "report.", problem=info)
     elif signum is not None:
         result = Result(kind, method, Status.INTERRUPTED,
                         f"Stopped by {signal_name(signum)}; the solve was then still {stage}, in a step that "
@@ -276,8 +278,10 @@ def solve_interruptible(signals, kind: str, problem: str, params: dict, progress
     """:func:`solve_file` (given ``options``), where the first SIGINT, SIGTERM or SIGHUP interrupts the
     solve as Ctrl-C does (the solver returns its best iterate, status interrupted)."""
     result = None
+    # MPI ranks stop together, at an iteration they agree on: the solver polls signals.received() there
+    polled = params.get("engine") == "mpi"
     try:
-        with signals.raising():
+        with signals.raising() if not polled else contextlib.nullcontext():
             result = solve_file(kind, problem, params, progress=progress, **options)
     except KeyboardInterrupt:  # the signal came as the solve returned, outside the solver's own handling
         pass

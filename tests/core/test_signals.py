@@ -124,7 +124,8 @@ def _mvi(path, rng):
 def _truncated(path, rng):
     from optsolve.truncated.problems import FAMILIES
 
-    save_problem(str(path), FAMILIES["gaussian"].generate(rng, d=3, n=50000))
+    # a sample whose finish (the certificate) ends within the watcher's grace after a signal
+    save_problem(str(path), FAMILIES["gaussian"].generate(rng, d=3, n=20000))
     return ["--method", "psgd", "-v"], "iter"
 
 
@@ -137,8 +138,9 @@ def _cover(path, rng):
 
 
 def _kmeans(path, rng):
-    # no clusters in the points: the Lloyd steps of the refinement go on for some hundred iterations
-    save_problem(str(path), {"X": rng.random((1_000_000, 2)), "labels": rng.integers(0, 100, 1_000_000)})
+    # no clusters in the points: the Lloyd steps of the refinement go on for some hundred iterations, and the
+    # certificate's pass over the points ends within the watcher's grace after a signal
+    save_problem(str(path), {"X": rng.random((600_000, 2)), "labels": rng.integers(0, 100, 600_000)})
     return ["--method", "labels", "--lloyd-steps", "100000"], None
 
 
@@ -157,8 +159,8 @@ def test_sigterm_writes_the_best_iterate_and_exits_143(kind, tmp_path):
     write, key = COMMANDS[kind]
     options, needle = write(tmp_path / "p.npz", np.random.default_rng(0))
     run = Running(kind, "p.npz", "-o", "out.json", *options, cwd=tmp_path)
-    # without a log line to wait for, give the loading and the first estimate time to end (kmeans: 1e6 points)
-    run.wait_solving(needle, settle=0.3 if needle else 6.0 if kind == "kmeans" else 2.0)
+    # without a log line to wait for, give the loading and the first estimate time to end (kmeans: 6e5 points)
+    run.wait_solving(needle, settle=0.3 if needle else 3.0 if kind == "kmeans" else 2.0)
     run.signal(signal.SIGTERM)
     code, _, err = run.finish()
     assert code == 143, err
@@ -209,7 +211,7 @@ def test_an_ignored_sighup_stays_ignored(tmp_path):
 
 
 def test_a_second_sigterm_stops_at_once_and_never_leaves_half_a_file(tmp_path):
-    # after the first signal the kmeans command still assigns a million points and certifies them:
+    # after the first signal the kmeans command still assigns 600,000 points and certifies them:
     # the second one lands there and stops it
     options, _ = _kmeans(tmp_path / "p.npz", np.random.default_rng(0))
     run = Running("kmeans", "p.npz", "-o", "out.json", *options, cwd=tmp_path)
