@@ -145,7 +145,7 @@ def solve_options(func):
                      help="Iteration limit (status max_iter, exit 5, best iterate written)."),
         click.option("--time-limit", type=TimeLimit(), default=None,
                      metavar="SECONDS", help="Wall-clock limit from the command's start (status time_limit, exit 5); a "
-                          "step that cannot be interrupted is stopped 0.7 s past it. 'inf': no limit."),
+                          "step that cannot be interrupted is stopped 0.7 s past it. 'inf': as without the option."),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
                      show_default=True, envvar="OPTSOLVE_DEVICE",
                      help="Where to compute; auto uses a GPU when cupy sees one."),
