@@ -16,7 +16,8 @@ by the command's own process:
 * SIGINT, SIGTERM and SIGHUP sent to the command are passed on to the child, which handles them
   as :mod:`optsolve.core.signals` says; a second one stops both at once, unless the child is
   writing its document, which it then finishes first. The child runs in a process group of its
-  own, so that a terminal's Ctrl-C reaches it once, through the watcher;
+  own, so that a terminal's Ctrl-C reaches it once, through the watcher (and Ctrl-Z stops both, ``fg``
+  and ``bg`` continue both);
 * the child dies with the watcher (Linux: ``PR_SET_PDEATHSIG``; elsewhere a thread of the child
   sees the watcher's pipe close), and never writes once the watcher is gone.
 
@@ -42,6 +43,7 @@ from optsolve.core.signals import SIGNALS, stop_at_once
 GRACE_S = 0.7  # after the limit, before the watcher stops a child that is not done
 SIGNAL_GRACE_S = 1.5  # after a first signal: the watcher's document is out within 2 s of it
 _POLL_S = 3600.0  # the longest single wait of the watcher (select's timeout overflows near 9.2e9 s)
+STOPS = tuple(getattr(signal, name) for name in ("SIGTSTP",) if hasattr(signal, name))
 _GO = b"w"  # the watcher's go-ahead: the child may write its document
 
 
@@ -215,11 +217,24 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
         except OSError:
             pass
 
-    for signum in SIGNALS:
+    def pause(signum, frame):  # Ctrl-Z: the child, in a process group of its own, stops with the command
+        try:
+            os.killpg(pid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # stopped here until SIGCONT (fg, bg)
+        signal.signal(signum, pause)
+        try:
+            os.killpg(pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    for signum, handler in [(s, forward) for s in SIGNALS] + [(s, pause) for s in STOPS]:
         before = signal.getsignal(signum)
         if before != signal.SIG_IGN:
             previous[signum] = before
-            signal.signal(signum, forward)
+            signal.signal(signum, handler)
     sha256, method, stage, done, buffer = None, None, "reading the problem", False, b""
     signalled_at = None
     try:

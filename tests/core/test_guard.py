@@ -312,3 +312,29 @@ def test_a_far_time_limit_reaches_a_native_solve_in_a_child(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0 and "Traceback" not in err, err
     assert json.loads(out)["status"] == "optimal"
+
+
+def state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_z_stops_the_solve_with_the_command_and_fg_continues_both(games):
+    psutil = pytest.importorskip("psutil")
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow")
+    wait_for_solving(proc)
+    solve = psutil.Process(proc.pid).children()[0].pid
+    proc.send_signal(signal.SIGTSTP)
+    deadline = time.monotonic() + 10
+    while not (state(proc.pid) == "T" and state(solve) == "T"):
+        assert time.monotonic() < deadline, (state(proc.pid), state(solve))
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + 10
+    while state(proc.pid) == "T" or state(solve) == "T":
+        assert time.monotonic() < deadline, (state(proc.pid), state(solve))
+        time.sleep(0.02)
+    out, err = signalled(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert json.loads(out)["status"] == "interrupted"
