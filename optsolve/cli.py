@@ -111,6 +111,27 @@ def main():
 
 # --------------------------------------------------------------------------- shared solve options
 
+class TimeLimit(click.ParamType):
+    """Seconds in (0, inf]: ``inf`` is no limit (None); nan, zero and negative numbers are usage errors."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        import math
+
+        if value is None or (isinstance(value, float) and math.isfinite(value) and value > 0):
+            return value
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"expected a number of seconds > 0 (or 'inf' for no limit); got {value!r}.", param, ctx)
+        if math.isinf(seconds) and seconds > 0:
+            return None
+        if not seconds > 0:  # nan fails this too
+            self.fail(f"expected a number of seconds > 0 (or 'inf' for no limit); got {value!r}.", param, ctx)
+        return seconds
+
+
 def solve_options(func):
     """The options every solve command shares, and its PROBLEM argument."""
     decorators = [
@@ -122,9 +143,9 @@ def solve_options(func):
                      help="Also write large arrays (matrices) in binary to this .npz file."),
         click.option("--max-iter", type=click.IntRange(min=1), default=None,
                      help="Iteration limit (status max_iter, exit 5, best iterate written)."),
-        click.option("--time-limit", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--time-limit", type=TimeLimit(), default=None,
                      metavar="SECONDS", help="Wall-clock limit from the command's start (status time_limit, exit 5); a "
-                          "step that cannot be interrupted is stopped 0.7 s past it."),
+                          "step that cannot be interrupted is stopped 0.7 s past it. 'inf': as without the option."),
         click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto",
                      show_default=True, envvar="OPTSOLVE_DEVICE",
                      help="Where to compute; auto uses a GPU when cupy sees one."),

@@ -48,8 +48,14 @@ def deadline(time_limit, share: float = 1.0) -> float | None:
     return None if left is None else time.perf_counter() + share * left
 
 
+# the longest wait the OS timers take (select, poll, a lock's timeout overflow near 9.2e9 s): a
+# limit further away is held here, which no run reaches (31 years)
+FAR_S = 1e9
+
+
 def remaining(time_limit) -> float | None:
-    """``time_limit`` less the time the command has spent (never below zero); ``None`` stays ``None``."""
+    """``time_limit`` less the time the command has spent (never below zero, at most :data:`FAR_S`);
+    ``None`` stays ``None``."""
     if time_limit is None:
         return None
-    return max(float(time_limit) - spent(), 0.0)
+    return min(max(float(time_limit) - spent(), 0.0), FAR_S)

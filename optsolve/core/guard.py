@@ -1,27 +1,32 @@
-"""The backstop behind ``--time-limit`` on the command line.
+"""The watcher: every solve command run as a program answers a signal, and its time limit, within 2 s.
 
-The solvers keep the limit themselves: they check the clock between iterations and keep time
-for their finish (rounding, polishing, the certificate). A step that cannot be interrupted can
-still run past it: a sparse factorisation, HiGHS's MILP, k-means++ seeding, a native transport
-solver. On the command line a solve with a time limit therefore runs in a forked child
-process, watched by the command's own process:
+The solvers keep the limit themselves and answer a signal with their best iterate: they check the
+clock between iterations and catch KeyboardInterrupt. A step that cannot be interrupted can still
+run past both: a sparse factorisation, HiGHS's MILP, k-means++ seeding, a native transport solver,
+a distributed setup. On the command line a solve therefore runs in a forked child process, watched
+by the command's own process:
 
-* the child reads, solves and writes the document as the command always does, and tells the
-  watcher the problem's SHA-256 once read and ``done`` once its result is final (the document
-  is then written whatever the clock says: it is never cut in half);
-* if the child is not done :data:`GRACE_S` seconds after the limit, whatever it is doing
-  (reading the file, importing a library, a native solver's call), the watcher kills it (and
-  the processes it started) and writes the document itself: status ``time_limit``, no
-  solution, a message naming the limit and the stage that ran past it;
+* the child reads, solves and tells the watcher the problem's SHA-256 once read, the stage it is
+  in, and ``done`` once its result is final; it then waits for the watcher's go-ahead before it
+  writes anything, so that a document is written by one of the two, whole, or by none;
+* if the child is not done :data:`GRACE_S` seconds after the limit, or :data:`SIGNAL_GRACE_S`
+  seconds after a first signal, whatever it is doing, the watcher kills it (and the processes it
+  started) and writes the document itself: no solution, status ``time_limit`` or ``interrupted``,
+  a message naming the stage that did not answer;
 * SIGINT, SIGTERM and SIGHUP sent to the command are passed on to the child, which handles them
-  as :mod:`optsolve.core.signals` says; a second one stops both at once. The child runs in a
-  process group of its own, so that a terminal's Ctrl-C reaches it once, through the watcher.
+  as :mod:`optsolve.core.signals` says; a second one stops both at once, unless the child is
+  writing its document, which it then finishes first. The child runs in a process group of its
+  own, so that a terminal's Ctrl-C reaches it once, through the watcher (and Ctrl-Z stops both, ``fg``
+  and ``bg`` continue both);
+* the child dies with the watcher (Linux: ``PR_SET_PDEATHSIG``; elsewhere a thread of the child
+  sees the watcher's pipe close), and never writes once the watcher is gone.
 
 The limit counts from the command's start (:data:`optsolve.cli.STARTED`). ``optsolve batch``
-watches each file's solve the same way, in its worker (:func:`optsolve.core.runner.watched_solve`).
-Without a time limit, without ``fork``, under ``--engine mpi`` (an MPI rank may not fork), when the
-problem is typed at a terminal (``-`` on a tty, which a background process group may not read),
-and for calls from Python (the API, Click's test runner), the solve runs in one process as before.
+watches each file's solve under a time limit the same way, in its worker
+(:func:`optsolve.core.runner.watched_solve`). Without ``fork``, under ``--engine mpi`` (an MPI rank
+may not fork), when the problem is typed at a terminal (``-`` on a tty, which a background process
+group may not read), and for calls from Python (the API, Click's test runner), the solve runs in one
+process as before.
 """
 
 from __future__ import annotations
@@ -30,11 +35,16 @@ import os
 import select
 import signal
 import sys
+import threading
 import time
 
 from optsolve.core.signals import SIGNALS, stop_at_once
 
 GRACE_S = 0.7  # after the limit, before the watcher stops a child that is not done
+SIGNAL_GRACE_S = 1.5  # after a first signal: the watcher's document is out within 2 s of it
+_POLL_S = 3600.0  # the longest single wait of the watcher (select's timeout overflows near 9.2e9 s)
+STOPS = tuple(getattr(signal, name) for name in ("SIGTSTP",) if hasattr(signal, name))
+_GO = b"w"  # the watcher's go-ahead: the child may write its document
 
 
 def usable(problem: str) -> bool:
@@ -50,16 +60,54 @@ def usable(problem: str) -> bool:
 
 
 class Channel:
-    """The child's side of the pipe to the watcher: one short line a message."""
+    """The child's side of the pipes to the watcher: one short line a message, and the go-ahead."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, go_fd: int | None = None):
         self.fd = fd
+        self._go = threading.Event()
+        self._gone = threading.Event()
+        if go_fd is not None:
+            threading.Thread(target=self._listen, args=(go_fd,), daemon=True).start()
+
+    def _listen(self, go_fd: int) -> None:
+        """Wait for the go-ahead; the pipe closed without it, the watcher is gone: so is the child."""
+        try:
+            got = os.read(go_fd, 1)
+        except OSError:
+            got = b""
+        if got == _GO:
+            self._go.set()
+            return
+        self._gone.set()
+        os._exit(1)  # nothing may be written once the command has ended
 
     def send(self, word: str, value: str = "") -> None:
         try:
             os.write(self.fd, f"{word} {value}\n".encode())
         except OSError:  # the watcher is gone: nothing to tell
             pass
+
+    def finish(self) -> None:
+        """Say ``done`` and wait for the watcher's go-ahead to write; the watcher kills the child instead
+        when it has given up on it, and the child exits when the watcher is gone."""
+        self.send("done")
+        while not self._go.wait(_POLL_S):
+            pass
+
+
+def _die_with(parent: int) -> None:
+    """In the child: be killed when the watcher ends, however it ends (Linux); elsewhere the go-ahead
+    pipe's end does it (:meth:`Channel._listen`)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the watcher ended before the setting took: end now
+        os._exit(1)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -104,21 +152,26 @@ def _exit_code(status: int) -> int:
     return 1
 
 
-def run_watched(limit: float, started: float, child, on_timeout, label: str) -> int:
-    """Run ``child(channel)`` (which returns an exit code) in a forked process; return its exit code,
-    or, when it is not done ``GRACE_S`` after ``started + limit``, kill it and return
-    ``on_timeout(sha256, method, stage, signum)`` (the watcher writes the document; ``signum`` is
-    the signal received before, or None)."""
+def run_watched(limit: float | None, started: float, child, on_timeout, label: str) -> int:
+    """Run ``child(channel)`` (which returns an exit code, and calls ``channel.finish()`` before it
+    writes) in a forked process; return its exit code, or, when it is not done ``GRACE_S`` after
+    ``started + limit`` (``limit`` None: never) or ``SIGNAL_GRACE_S`` after a first signal, kill it
+    and return ``on_timeout(sha256, method, stage, signum)`` (the watcher writes the document;
+    ``signum`` is the first signal received, or None)."""
     read_fd, write_fd = os.pipe()
+    go_read, go_write = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child
         code = 1
         try:
             os.close(read_fd)
+            os.close(go_write)
+            _die_with(parent)
             os.setpgid(0, 0)
-            code = child(Channel(write_fd))
+            code = child(Channel(write_fd, go_read))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:  # noqa: BLE001 - never let the child run on into the watcher's code
@@ -130,43 +183,73 @@ def run_watched(limit: float, started: float, child, on_timeout, label: str) -> 
             finally:
                 os._exit(code)
     os.close(write_fd)
+    os.close(go_read)
     try:
         os.setpgid(pid, pid)  # also here: whichever of the two runs first
     except OSError:
         pass
-    return _watch(pid, read_fd, started + limit, on_timeout, label)
+    limit_at = None if limit is None else started + min(float(limit), 1e9)
+    try:
+        return _watch(pid, read_fd, go_write, limit_at, on_timeout, label)
+    finally:
+        os.close(go_write)
 
 
-def _watch(pid: int, read_fd: int, limit_at: float, on_timeout, label: str) -> int:
+def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeout, label: str) -> int:
     received: list[int] = []
+    writing = [False]  # the go-ahead is given: the child's document is being written
+    wake_read, wake_write = os.pipe()  # a signal wakes the wait below, which then shortens it
+    os.set_blocking(wake_write, False)
     previous = {}
 
     def forward(signum, frame):
         received.append(signum)
-        if len(received) > 1:  # a second signal: stop everything at once, write nothing more
+        # a second signal stops everything at once, unless a document is being written (the child's, whose
+        # own handling then stops after it, or this process's): it ends first
+        if len(received) > 1 and not writing[0]:
             stop_at_once(label, signum, lambda: _kill_all(pid))
         try:
             os.killpg(pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+        try:
+            os.write(wake_write, b"s")
+        except OSError:
+            pass
 
-    for signum in SIGNALS:
+    def pause(signum, frame):  # Ctrl-Z: the child, in a process group of its own, stops with the command
+        try:
+            os.killpg(pid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            pass
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)  # stopped here until SIGCONT (fg, bg)
+        signal.signal(signum, pause)
+        try:
+            os.killpg(pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    for signum, handler in [(s, forward) for s in SIGNALS] + [(s, pause) for s in STOPS]:
         before = signal.getsignal(signum)
         if before != signal.SIG_IGN:
             previous[signum] = before
-            signal.signal(signum, forward)
+            signal.signal(signum, handler)
     sha256, method, stage, done, buffer = None, None, "reading the problem", False, b""
-    kill_at = limit_at + GRACE_S
+    signalled_at = None
     try:
         while not done:
-            wait = kill_at - time.perf_counter()
+            if received and signalled_at is None:
+                signalled_at = time.perf_counter()
+            ends = [t for t in (None if limit_at is None else limit_at + GRACE_S,
+                                None if signalled_at is None else signalled_at + SIGNAL_GRACE_S) if t is not None]
+            wait = min(ends) - time.perf_counter() if ends else _POLL_S
             if wait <= 0:
                 break
-            try:
-                ready, _, _ = select.select([read_fd], [], [], wait)
-            except InterruptedError:
-                continue
-            if not ready:
+            ready, _, _ = select.select([read_fd, wake_read], [], [], min(wait, _POLL_S))
+            if wake_read in ready:
+                os.read(wake_read, 64)
+            if read_fd not in ready:
                 continue
             chunk = os.read(read_fd, 4096)
             if not chunk:  # the child closed its end: it is exiting
@@ -184,15 +267,21 @@ def _watch(pid: int, read_fd: int, limit_at: float, on_timeout, label: str) -> i
                     method = value or None
                 elif word == "done":
                     done = True
-        exited, status = os.waitpid(pid, os.WNOHANG)
-        if done or exited:
-            if not exited:
-                _, status = os.waitpid(pid, 0)
+        if done:
+            writing[0] = True
+            try:
+                os.write(go_fd, _GO)
+            except OSError:  # the child has exited
+                pass
+            _, status = os.waitpid(pid, 0)
             return _exit_code(status)
         _kill_all(pid)
         os.waitpid(pid, 0)
+        writing[0] = True
         return on_timeout(sha256, method, stage, received[0] if received else None)
     finally:
         os.close(read_fd)
+        os.close(wake_read)
+        os.close(wake_write)
         for signum, before in previous.items():
             signal.signal(signum, signal.SIG_DFL if before is None else before)

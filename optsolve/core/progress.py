@@ -8,6 +8,7 @@ terminal. Third-party solvers that print are run inside :func:`stdout_to_stderr`
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import os
 import sys
@@ -132,3 +133,23 @@ def stdout_to_stderr():
                 pass
             os.dup2(saved, out_fd)
             os.close(saved)
+
+
+_stage_listener: contextvars.ContextVar = contextvars.ContextVar("optsolve_stage", default=None)
+
+
+@contextlib.contextmanager
+def stages_to(listener):
+    """Inside: :func:`stage` calls ``listener(text)`` (the watcher's channel names the stage that did not answer)."""
+    token = _stage_listener.set(listener)
+    try:
+        yield
+    finally:
+        _stage_listener.reset(token)
+
+
+def stage(text: str) -> None:
+    """Say what the command is doing now ('certifying the answer'); free where nobody listens."""
+    listener = _stage_listener.get()
+    if listener is not None:
+        listener(text)

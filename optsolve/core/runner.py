@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
+import select
 import sys
 import time
 import traceback
@@ -18,7 +20,8 @@ from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
 from optsolve.core.files import file_label, load_problem
-from optsolve.core.progress import NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger
+from optsolve.core.progress import (NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger,
+                                    stages_to)
 from optsolve.core.registry import solver_package
 from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
 from optsolve.core.signals import handling, signal_name
@@ -60,6 +63,7 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
             importlib.import_module(name)
         load_s = time.perf_counter() - t0
         tell("stage", "solving")
+        scope.enter_context(stages_to(lambda text: tell("stage", text)))
         with recording(want_history) as history:
             result = pkg.solve_problem(problem, progress=progress, **params)
         for warning in problem.warnings:
@@ -111,11 +115,30 @@ def write_result(result: Result, output: str | None, arrays: str | None, indent:
     else:
         text = result.to_json(arrays_path=arrays_path, indent=indent) + "\n"
     if output in (None, "-"):
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        write_stdout(text)
     else:
         write_atomic(output, text)
     return view
+
+
+def write_stdout(text: str) -> None:
+    """All of ``text`` on stdout. On a file descriptor, by ``os.write`` until every byte is out: a signal
+    during a blocked write to a full pipe makes CPython's buffered writer drop the rest; here a write
+    interrupted is resumed where it stopped (PEP 475 retries EINTR; a partial write continues)."""
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a descriptor (Click's test runner, a StringIO)
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    data = memoryview(text.encode(getattr(stream, "encoding", None) or "utf-8", errors="replace"))
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:  # a non-blocking descriptor: wait until the reader makes room
+            select.select([], [fd], [])
 
 
 def summary_line(kind: str, result: Result) -> str:
@@ -144,28 +167,34 @@ def run_command(kind: str, problem: str, params: dict, *, started: float | None 
                 watched: bool = False) -> int:
     """The body of ``optsolve KIND PROBLEM [options]``: returns the exit code. ``started`` is when the
     command started (``time.perf_counter()``; default now): a ``--time-limit`` counts from there.
-    ``watched``: the process is this command alone, so that a limit can have the backstop of
-    :mod:`optsolve.core.guard` (a forked child watched by this process)."""
+    ``watched``: the process is this command alone, so that signals and a limit can have the
+    backstop of :mod:`optsolve.core.guard` (a forked child watched by this process)."""
     started = time.perf_counter() if started is None else started
     output = params.pop("output", None)
     arrays = params.pop("arrays", None)
     verbosity = verbosity_of(params.pop("quiet", False), params.pop("verbose", 0))
     limit = params.get("time_limit")
-    if watched and limit is not None and params.get("engine") != "mpi" and guard.usable(problem):  # MPI ranks may not fork
+    if watched and params.get("engine") != "mpi" and guard.usable(problem):  # MPI ranks may not fork
         def on_timeout(sha256, method, stage, signum):
             return _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum)
 
-        return guard.run_watched(float(limit), started, lambda channel: _run_command(
+        return guard.run_watched(limit, started, lambda channel: _run_command(
             kind, problem, params, output, arrays, verbosity, started, channel), on_timeout, f"optsolve {kind}")
     return _run_command(kind, problem, params, output, arrays, verbosity, started, None)
 
 
 def timeout_result(kind, problem, params, started, sha256, method, stage, signum=None) -> Result:
-    """The result the watcher (:mod:`optsolve.core.guard`) reports for a solve it stopped past the limit."""
-    limit = float(params["time_limit"])
+    """The result the watcher (:mod:`optsolve.core.guard`) reports for a solve it stopped past the limit,
+    or that did not answer a signal in time."""
+    limit = params.get("time_limit")
     info = ProblemInfo(path=None if problem == "-" else problem, sha256=sha256)
     method = method or params.get("method")
-    if signum is not None:
+    if signum is not None and (limit is None or time.perf_counter() < started + float(limit) + guard.GRACE_S):
+        result = Result(kind, method, Status.INTERRUPTED,
+                        f"Stopped by {signal_name(signum)} while {stage}, which did not end within "
+                        f"{guard.SIGNAL_GRACE_S:g} s of the signal; the solve was stopped with no iterate to "
+                        "report.", problem=info)
+    elif signum is not None:
         result = Result(kind, method, Status.INTERRUPTED,
                         f"Stopped by {signal_name(signum)}; the solve was then still {stage}, in a step that "
                         f"cannot be interrupted, when the time limit of {limit:g} s ran out, so no iterate is "
@@ -194,7 +223,7 @@ def watched_solve(kind: str, path: str, params: dict) -> dict | None:
     with tempfile.TemporaryFile() as tmp:
         def child(channel):
             result = solve_file(kind, path, dict(params), started=started, channel=channel)
-            channel.send("done")
+            channel.finish()
             tmp.write(result.to_json(indent=None).encode())
             tmp.flush()
             return 0
@@ -226,9 +255,9 @@ def _run_command(kind, problem, params, output, arrays, verbosity, started, chan
     progress = Progress(label=kind, verbosity=verbosity)
     with handling(f"optsolve {kind}") as signals:
         result = solve_interruptible(signals, kind, problem, params, progress, started=started, channel=channel)
-        if channel is not None:
-            channel.send("done")
         with signals.deferred():  # a signal now waits until the document and the line are out whole
+            if channel is not None:
+                channel.finish()  # the watcher's go-ahead: it has not written, and will not write, one itself
             if signals.received is not None and result.status is Status.INTERRUPTED:
                 result.add_message(signals.describe())
             try:
@@ -249,8 +278,10 @@ def solve_interruptible(signals, kind: str, problem: str, params: dict, progress
     """:func:`solve_file` (given ``options``), where the first SIGINT, SIGTERM or SIGHUP interrupts the
     solve as Ctrl-C does (the solver returns its best iterate, status interrupted)."""
     result = None
+    # MPI ranks stop together, at an iteration they agree on: the solver polls signals.received() there
+    polled = params.get("engine") == "mpi"
     try:
-        with signals.raising():
+        with signals.raising() if not polled else contextlib.nullcontext():
             result = solve_file(kind, problem, params, progress=progress, **options)
     except KeyboardInterrupt:  # the signal came as the solve returned, outside the solver's own handling
         pass

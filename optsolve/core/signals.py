@@ -177,6 +177,12 @@ def handling(label: str):
             state.restore()
 
 
+def received() -> int | None:
+    """The first signal the command running has received (None: none, or no command): what a solver polls
+    where an exception at any point would not do (MPI ranks, which must stop at the same iteration)."""
+    return _active.received if _active is not None else None
+
+
 def deferred():
     """:meth:`Handling.deferred` of the command running, or nothing outside a command."""
     return _active.deferred() if _active is not None else contextlib.nullcontext()

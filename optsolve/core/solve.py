@@ -27,7 +27,7 @@ from typing import Any, Callable
 from optsolve.core import clock
 from optsolve.core.backend import require_cpu
 from optsolve.core.errors import ParameterError, positive_option
-from optsolve.core.progress import SILENT, Progress
+from optsolve.core.progress import SILENT, Progress, stage
 from optsolve.core.result import Certificate, ProblemInfo, Result, Status, joined
 
 
@@ -140,6 +140,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
         job.problem = problem
         t_prep = time.perf_counter()
         out = solver.screen(job) or solver.methods[job.method](job)
+        stage("finishing the answer")
         out = solver.finish(job, out)
         t_solve = time.perf_counter()
         stats = dict(out.stats)
@@ -150,6 +151,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
                         objective=out.objective, solution=out.solution, stats=stats, settings=job.settings,
                         arrays=out.arrays)
         if result.solution is not None:
+            stage("certifying the answer")
             with clock.timed(stats["time_s"], "certificate"):
                 certificate = solver.certify(job, result)
             if certificate is not None:

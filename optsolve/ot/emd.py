@@ -51,8 +51,10 @@ def _within(a, b, C, scale: float, max_iter: int, seconds: float):
     proc.start()
     child.close()
     try:
-        if not parent.poll(seconds):
-            return None
+        end = time.perf_counter() + seconds
+        while not parent.poll(min(max(end - time.perf_counter(), 0.0), 3600.0)):  # poll's timeout overflows at 24 days
+            if time.perf_counter() >= end:
+                return None
         got = parent.recv()
     except EOFError:
         got = RuntimeError(f"the network simplex's process ended without an answer (exit {proc.exitcode})")

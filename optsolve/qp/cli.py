@@ -91,10 +91,12 @@ def _run_quiet_rank(problem, params):
 
     from optsolve.core.progress import QUIET, configure_logging
     from optsolve.core.runner import OUTPUT_OPTIONS, solve_file
+    from optsolve.core.signals import handling
 
     configure_logging(QUIET)
-    result = solve_file("qp", problem, {k: v for k, v in params.items() if k not in OUTPUT_OPTIONS})
-    sys.exit(result.exit_code)
+    with handling("optsolve qp") as signals:  # recorded, and polled where the ranks agree to stop (no exception)
+        result = solve_file("qp", problem, {k: v for k, v in params.items() if k not in OUTPUT_OPTIONS})
+    sys.exit(signals.exit_code or result.exit_code)
 
 
 MIN_COUNT = 4  # two training problems, one held out, one to certify on

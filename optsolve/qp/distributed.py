@@ -34,6 +34,7 @@ import scipy.sparse as sp
 
 from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.history import trace
+from optsolve.core import signals
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp import defaults
 from optsolve.qp.admm import REFINED, RESIDUAL_MEASURE, rho_vector
@@ -503,16 +504,21 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
             wt = wl[local]
             X = B.solve(-B.q + B.mu * wt - Y + B.AT @ (B.rho * sl - lam))
             sums = np.bincount(local, weights=B.mu * X, minlength=var.size)  # the consensus sums
-            exchange = np.zeros(everywhere.size)
+            exchange = np.zeros(everywhere.size + 1)  # the last entry: ranks that received a stopping signal
             exchange[slot] = sums[shared]
+            exchange[-1] = float(signals.received() is not None)
             pending = comm.start_sum(exchange)
             zr = alpha * (B.A @ X) + (1.0 - alpha) * sl  # the rows' updates, while the sums travel
             s_new = np.clip(zr + lam / B.rho, B.l, B.u)
             lam = lam + B.rho * (zr - s_new)
             sl = s_new
-            sums[shared] = comm.finish_sum(pending)[slot]
+            exchanged = comm.finish_sum(pending)
+            sums[shared] = exchanged[slot]
             wl = alpha * (sums / B.counts[var]) + (1.0 - alpha) * w_old
             Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - wl[local])
+            if exchanged[-1] > 0:  # a rank was signalled: all stop after this same iteration
+                status = "interrupted"
+                break
             checking = it % check_every == 0
             if checking:
                 info = residuals()

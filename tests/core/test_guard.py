@@ -210,3 +210,131 @@ def test_batch_files_within_the_limit_are_solved_as_without(games):
     assert proc.returncode == 0, err
     doc = json.loads(out)
     assert doc["status"] == "optimal" and doc["certificate"]["holds"]
+
+
+# ------------------------------------------------------------------ without a time limit, and far limits
+
+WAKES = '''
+import os, time
+import numpy as np
+
+CALLS = [0]
+
+def late(z):
+    # one long evaluation, after which the solve goes on and finishes
+    CALLS[0] += 1
+    if CALLS[0] == 4:
+        with open(os.environ["GAMES_PID_FILE"], "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(4)
+    return np.array([z[1], -z[0]]) + 0.1 * np.asarray(z)
+'''
+
+
+def signalled(proc, signum, bound: float = 6.0):
+    """Send ``signum`` and collect the command's output, waiting at most ``bound`` seconds."""
+    proc.send_signal(signum)
+    try:
+        return proc.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"no answer to the signal within {bound} s: {err}")
+
+
+def test_sigterm_without_a_limit_is_answered_through_a_deaf_step(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:deaf")
+    wait_for_solving(proc)
+    out, err = signalled(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    doc = json.loads(out)  # whole: the watcher's document, as the solve could not answer
+    assert doc["status"] == "interrupted" and doc["solution"] is None
+    assert "SIGTERM" in doc["message"] and "solving" in doc["message"] and doc["problem"]["sha256"]
+    assert "Traceback" not in err
+
+
+def test_sigterm_without_a_limit_keeps_the_solvers_best_iterate(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "-o", "s.json")
+    wait_for_solving(proc)
+    out, err = signalled(proc, signal.SIGTERM)
+    assert proc.returncode == 143 and out == "", err
+    doc = json.loads((games / "s.json").read_text())
+    assert doc["status"] == "interrupted" and doc["solution"]["z"] and "SIGTERM" in doc["message"]
+
+
+@pytest.mark.parametrize("limit", [None, "30"])
+def test_a_killed_command_leaves_no_solve_behind_and_writes_nothing_after(games, tmp_path, limit):
+    (games / "wakes.py").write_text(WAKES)
+    pid_file = tmp_path / "solve.pid"
+    args = ["--time-limit", limit] if limit else []
+    proc = start(games, "mvi", "p.json", "--operator", "wakes.py:late", "-o", "out.json", *args,
+                 env={"GAMES_PID_FILE": str(pid_file)})
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    solver = int(pid_file.read_text())
+    proc.kill()
+    proc.communicate(timeout=10)
+    time.sleep(5)  # past the end of the long evaluation and the rest of the solve
+    assert not (games / "out.json").exists()
+    assert not alive(solver)
+
+
+def test_a_nan_time_limit_is_a_usage_error(games):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:quick", "--time-limit", "nan", "-o", "s.json")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and out == ""
+    assert "Traceback" not in err and [line for line in err.splitlines() if "--time-limit" in line and "nan" in line]
+    time.sleep(0.5)
+    assert not (games / "s.json").exists()
+
+
+@pytest.mark.parametrize("limit", ["inf", "1e10", "1e300"])
+def test_an_infinite_or_far_time_limit_solves_as_without(games, limit):
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:quick", "--time-limit", limit)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    doc = json.loads(out)
+    assert doc["status"] == "optimal" and doc["certificate"]["holds"]
+    assert doc["settings"]["time_limit"] == (None if limit == "inf" else float(limit))
+
+
+def test_a_far_time_limit_reaches_a_native_solve_in_a_child(tmp_path):
+    import numpy as np
+
+    from optsolve.core.files import save_problem
+
+    rng = np.random.default_rng(4)
+    save_problem(str(tmp_path / "p.npz"), {"a": rng.dirichlet(np.ones(30)), "b": rng.dirichlet(np.ones(20)),
+                                           "C": rng.random((30, 20))})
+    proc = start(tmp_path, "ot", "p.npz", "--method", "emd", "--time-limit", "1e10")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert json.loads(out)["status"] == "optimal"
+
+
+def state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_z_stops_the_solve_with_the_command_and_fg_continues_both(games):
+    psutil = pytest.importorskip("psutil")
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:slow")
+    wait_for_solving(proc)
+    solve = psutil.Process(proc.pid).children()[0].pid
+    proc.send_signal(signal.SIGTSTP)
+    deadline = time.monotonic() + 10
+    while not (state(proc.pid) == "T" and state(solve) == "T"):
+        assert time.monotonic() < deadline, (state(proc.pid), state(solve))
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + 10
+    while state(proc.pid) == "T" or state(solve) == "T":
+        assert time.monotonic() < deadline, (state(proc.pid), state(solve))
+        time.sleep(0.02)
+    out, err = signalled(proc, signal.SIGTERM)
+    assert proc.returncode == 143, err
+    assert json.loads(out)["status"] == "interrupted"

@@ -124,7 +124,8 @@ def _mvi(path, rng):
 def _truncated(path, rng):
     from optsolve.truncated.problems import FAMILIES
 
-    save_problem(str(path), FAMILIES["gaussian"].generate(rng, d=3, n=50000))
+    # a sample whose finish (the certificate) ends within the watcher's grace after a signal
+    save_problem(str(path), FAMILIES["gaussian"].generate(rng, d=3, n=20000))
     return ["--method", "psgd", "-v"], "iter"
 
 
@@ -137,8 +138,9 @@ def _cover(path, rng):
 
 
 def _kmeans(path, rng):
-    # no clusters in the points: the Lloyd steps of the refinement go on for some hundred iterations
-    save_problem(str(path), {"X": rng.random((1_000_000, 2)), "labels": rng.integers(0, 100, 1_000_000)})
+    # no clusters in the points: the Lloyd steps of the refinement go on for some hundred iterations, and the
+    # certificate's pass over the points ends within the watcher's grace after a signal
+    save_problem(str(path), {"X": rng.random((600_000, 2)), "labels": rng.integers(0, 100, 600_000)})
     return ["--method", "labels", "--lloyd-steps", "100000"], None
 
 
@@ -157,8 +159,8 @@ def test_sigterm_writes_the_best_iterate_and_exits_143(kind, tmp_path):
     write, key = COMMANDS[kind]
     options, needle = write(tmp_path / "p.npz", np.random.default_rng(0))
     run = Running(kind, "p.npz", "-o", "out.json", *options, cwd=tmp_path)
-    # without a log line to wait for, give the loading and the first estimate time to end (kmeans: 1e6 points)
-    run.wait_solving(needle, settle=0.3 if needle else 6.0 if kind == "kmeans" else 2.0)
+    # without a log line to wait for, give the loading and the first estimate time to end (kmeans: 6e5 points)
+    run.wait_solving(needle, settle=0.3 if needle else 3.0 if kind == "kmeans" else 2.0)
     run.signal(signal.SIGTERM)
     code, _, err = run.finish()
     assert code == 143, err
@@ -209,7 +211,7 @@ def test_an_ignored_sighup_stays_ignored(tmp_path):
 
 
 def test_a_second_sigterm_stops_at_once_and_never_leaves_half_a_file(tmp_path):
-    # after the first signal the kmeans command still assigns a million points and certifies them:
+    # after the first signal the kmeans command still assigns 600,000 points and certifies them:
     # the second one lands there and stops it
     options, _ = _kmeans(tmp_path / "p.npz", np.random.default_rng(0))
     run = Running("kmeans", "p.npz", "-o", "out.json", *options, cwd=tmp_path)
@@ -393,3 +395,43 @@ def test_sigterm_in_process_interrupts_the_solve_and_exits_143(cli, monkeypatch)
     assert doc["status"] == "interrupted" and doc["message"].endswith("Stopped by SIGTERM.")
     assert doc["solution"]["f"] and doc["certificate"]["checks"]
     assert len(calls) == 2  # nothing after the signal ran another pass
+
+
+# ------------------------------------------------------------------ a document into a pipe read late
+
+def _bytes_waiting(fd: int) -> int:
+    import fcntl
+    import termios
+
+    buf = bytearray(4)
+    fcntl.ioctl(fd, termios.FIONREAD, buf)
+    return int.from_bytes(buf, sys.byteorder)
+
+
+@pytest.mark.parametrize("signals, limit", [((signal.SIGTERM,), None), ((signal.SIGINT, signal.SIGINT), "60"),
+                                            ((signal.SIGTERM, signal.SIGINT), None)])
+def test_a_signal_during_a_blocked_write_to_stdout_leaves_the_document_whole(tmp_path, signals, limit):
+    import fcntl
+
+    rng = np.random.default_rng(5)
+    save_problem(str(tmp_path / "km.npz"), {"X": rng.random((50_000, 2)), "labels": rng.integers(0, 8, 50_000)})
+    args = ["--time-limit", limit] if limit else []
+    proc = subprocess.Popen([sys.executable, "-m", "optsolve", "kmeans", "km.npz", "-o", "-", *args], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    Running.started.append(proc)
+    capacity = fcntl.fcntl(proc.stdout.fileno(), 1032)  # F_GETPIPE_SZ: the writer blocks once it is full
+    deadline = time.monotonic() + 90
+    while _bytes_waiting(proc.stdout.fileno()) < capacity:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.02)
+    for signum in signals:
+        proc.send_signal(signum)
+        time.sleep(0.1)
+    time.sleep(0.5)  # the reader starts late
+    out, err = proc.communicate(timeout=60)
+    # a second signal waits until the document is out, then stops the command at once
+    assert proc.returncode in (128 + signals[0], 128 + signals[-1]), err
+    doc = json.loads(out)  # whole
+    assert doc["command"] == "kmeans" and len(doc["solution"]["assignment"]) == 50_000 and len(out) > 4 * capacity
+    assert b"Traceback" not in err

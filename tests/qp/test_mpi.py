@@ -141,3 +141,56 @@ def test_ranks_on_one_machine_share_its_cores():
             MPIRanks._share_cores(1)  # one rank: the cap (all cores) is not below 1 thread: left alone
             assert max(blas_threads()) == 1
     assert blas_threads() == before
+
+
+def _ranks_handle_signals(proc, ranks: int) -> bool:
+    """The ``ranks`` Python processes under ``proc`` (mpiexec) have installed the command's handlers
+    (Linux: SIGTERM, which Python leaves alone, is in their caught mask)."""
+    import signal
+
+    psutil = pytest.importorskip("psutil")
+    caught = 0
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if "optsolve" not in child.cmdline():  # mpiexec's proxy is no rank
+                continue
+            with open(f"/proc/{child.pid}/status") as f:
+                mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+        except (OSError, StopIteration, psutil.Error):
+            continue
+        caught += bool(mask >> (signal.SIGTERM - 1) & 1)
+    return caught >= ranks
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_to_mpiexec_ends_with_rank_0s_interrupted_document(mpirun, chain, tmp_path):
+    """SIGINT to mpiexec (which passes it on to the ranks), ten times, from the setup to the iterations:
+    each ends, within a few seconds, with one whole document of status interrupted from rank 0 and exit
+    code 130."""
+    import signal
+    import time
+
+    for attempt in range(10):
+        out = tmp_path / f"stopped{attempt}.json"
+        proc = subprocess.Popen([_mpiexec(), "-n", "2", sys.executable, "-m", "optsolve", "qp", str(chain),
+                                 "--method", "distributed", "--engine", "mpi", "--eps-abs", "1e-300",
+                                 "--eps-rel", "1e-300", "--max-iter", "100000000", "-o", str(out)],
+                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        try:
+            time.sleep(0.8 + 0.17 * attempt)  # somewhere else in the setup or the iterations each time
+            proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"attempt {attempt}: no answer to SIGINT within 10 s")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 130, (attempt, err[-2000:])
+        doc = json.loads(out.read_text())
+        assert doc["status"] == "interrupted" and doc["stats"]["ranks"] == 2, attempt
+        assert doc["solution"]["x"] and doc["stats"]["iterations"] > 0 and "SIGINT" in doc["message"]
+        assert "Traceback" not in err
