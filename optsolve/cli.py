@@ -362,4 +362,8 @@ def run():
     """The ``optsolve`` program (its console script and ``python -m optsolve``)."""
     global _as_program
     _as_program = True
+    if len(sys.argv) > 1 and sys.argv[1] in KINDS:  # a solve: a signal while it loads gets its document
+        from optsolve.core.signals import hold
+
+        hold()
     main()

@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 
-from optsolve.core.signals import SIGNALS, stop_at_once
+from optsolve.core.signals import SIGNALS, keep_held, stop_at_once, take_held
 
 GRACE_S = 0.7  # after the limit, before the watcher stops a child that is not done
 SIGNAL_GRACE_S = 1.5  # after a first signal: the watcher's document is out within 2 s of it
@@ -163,12 +163,14 @@ def run_watched(limit: float | None, started: float, child, on_timeout, label: s
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
+    early = take_held()  # signals that came while the command was loading: the child's first ones
     pid = os.fork()
     if pid == 0:  # the child
         code = 1
         try:
             os.close(read_fd)
             os.close(go_write)
+            keep_held(early)  # taken by its handling (a signal sent now could be lost while fork returns)
             _die_with(parent)
             os.setpgid(0, 0)
             code = child(Channel(write_fd, go_read))
@@ -190,26 +192,28 @@ def run_watched(limit: float | None, started: float, child, on_timeout, label: s
         pass
     limit_at = None if limit is None else started + min(float(limit), 1e9)
     try:
-        return _watch(pid, read_fd, go_write, limit_at, on_timeout, label)
+        return _watch(pid, read_fd, go_write, limit_at, on_timeout, label, early)
     finally:
         os.close(go_write)
 
 
-def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeout, label: str) -> int:
+def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeout, label: str,
+           early: list[int]) -> int:
     received: list[int] = []
     writing = [False]  # the go-ahead is given: the child's document is being written
     wake_read, wake_write = os.pipe()  # a signal wakes the wait below, which then shortens it
     os.set_blocking(wake_write, False)
     previous = {}
 
-    def forward(signum, frame):
+    def forward(signum, frame, send=True):
         received.append(signum)
         # a second signal stops everything at once, unless a document is being written (the child's, whose
         # own handling then stops after it, or this process's): it ends first
         if len(received) > 1 and not writing[0]:
             stop_at_once(label, signum, lambda: _kill_all(pid))
         try:
-            os.killpg(pid, signum)
+            if send:
+                os.killpg(pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
         try:
@@ -235,6 +239,10 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
         if before != signal.SIG_IGN:
             previous[signum] = before
             signal.signal(signum, handler)
+    for signum in early:  # the child has them
+        forward(signum, None, send=False)
+    for signum in take_held():  # came while forking
+        forward(signum, None)
     sha256, method, stage, done, buffer = None, None, "reading the problem", False, b""
     signalled_at = None
     try:

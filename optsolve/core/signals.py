@@ -15,6 +15,10 @@ The command line, never the Python API, runs a command inside :func:`handling`:
 
 A signal ignored when the command starts (``nohup``, SIGINT of a background job) stays ignored.
 The previous handlers are restored when the command ends.
+
+A solve command run as a program holds these signals from its start (:func:`hold`): one that comes
+while the command still loads its modules is kept, not acted on (which would end the process with no
+document), and is the command's first signal once its handling, or its watcher, takes over.
 """
 
 from __future__ import annotations
@@ -30,6 +34,33 @@ from optsolve.core.errors import Terminated
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 _active: "Handling | None" = None  # signal dispositions are per process: one command at a time
+_held: list[int] = []  # signals that came before a command's handling took over (see hold)
+
+
+def _hold(signum, frame):
+    _held.append(signum)
+
+
+def hold() -> None:
+    """Keep SIGINT, SIGTERM and SIGHUP from now until a command takes them (:func:`take_held`); a signal
+    ignored now stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in SIGNALS:
+        if signal.getsignal(signum) != signal.SIG_IGN:
+            signal.signal(signum, _hold)
+
+
+def keep_held(signums: list[int]) -> None:
+    """Hold ``signums`` again, first (a forked child taking over its parent's)."""
+    _held[:0] = signums
+
+
+def take_held() -> list[int]:
+    """The signals held so far, in their order; the list is emptied."""
+    held = list(_held)
+    del _held[:len(held)]
+    return held
 
 
 def signal_name(signum: int) -> str:
@@ -152,6 +183,8 @@ class Handling:
                 continue
             self.previous[signum] = before
             signal.signal(signum, self._handle)
+        for signum in take_held():  # signals that came while the command was loading act now
+            self._handle(signum, None)
         return True
 
     def restore(self) -> None:

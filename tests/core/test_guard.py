@@ -338,3 +338,32 @@ def test_ctrl_z_stops_the_solve_with_the_command_and_fg_continues_both(games):
     out, err = signalled(proc, signal.SIGTERM)
     assert proc.returncode == 143, err
     assert json.loads(out)["status"] == "interrupted"
+
+
+# The program with a SIGTERM sent to itself as the command starts to load (before its modules, the watcher
+# and the solve's own handling exist): the default action would end it with no document.
+SIGNALLED_AT_START = '''
+import os, signal, sys
+import optsolve.cli as cli
+
+loading = cli.main
+
+def signalled_main():
+    os.kill(os.getpid(), signal.SIGTERM)
+    loading()
+
+cli.main = signalled_main
+sys.argv = ["optsolve", *sys.argv[1:]]
+cli.run()
+'''
+
+
+@pytest.mark.parametrize("args", [["mvi", "p.json", "--operator", "games.py:quick"],
+                                  ["mvi", "p.json", "--operator", "games.py:quick", "--time-limit", "30"]])
+def test_a_signal_while_the_command_loads_gets_its_document(games, args):
+    proc = subprocess.run([sys.executable, "-c", SIGNALLED_AT_START, *args, "-o", "s.json"], cwd=games,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    doc = json.loads((games / "s.json").read_text())
+    assert doc["status"] == "interrupted" and "SIGTERM" in doc["message"], doc["message"]
+    assert "Traceback" not in proc.stderr and "at once" not in proc.stderr

@@ -53,6 +53,14 @@ class Running:
             return False
         return bool(caught >> (signal.SIGTERM - 1) & 1)
 
+    def loaded(self) -> bool:
+        """The command has loaded its modules and started its solve (Linux: the watcher has forked its child)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                return bool(f.read().split())
+        except OSError:
+            return False
+
     def wait_until(self, ready, what: str, limit: float = 90.0) -> None:
         deadline = time.monotonic() + limit
         while not ready():
@@ -64,6 +72,8 @@ class Running:
         """Until the handlers are in place and, with ``needle``, a stderr line holds it; then ``settle`` s."""
         if os.path.exists(f"/proc/{os.getpid()}/status"):
             self.wait_until(self.handles_signals, "installed its signal handlers")
+        if os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
+            self.wait_until(self.loaded, "started its solve")
         if needle is not None:
             self.wait_until(lambda: any(needle in line for line in self.err), f"printed {needle!r}")
         time.sleep(settle)
@@ -259,9 +269,9 @@ def _stop_batch(tmp_path, files, extra, signals):
     lines = [json.loads(line) for line in out.splitlines()]
     assert [line["file"] for line in lines] == ["quick1.npz", "quick2.npz"], err
     out_dir = tmp_path / "out"
-    assert sorted(os.listdir(out_dir)) == ["quick1.json", "quick2.json"]  # no other file, whole or half
+    assert sorted(os.listdir(out_dir)) == ["quick1.ot.json", "quick2.ot.json"]  # no other file, whole or half
     for name in ("quick1", "quick2"):
-        assert json.loads((out_dir / f"{name}.json").read_text())["status"] == "max_iter"
+        assert json.loads((out_dir / f"{name}.ot.json").read_text())["status"] == "max_iter"
 
     def gone(p):
         try:
