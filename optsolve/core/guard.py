@@ -23,10 +23,12 @@ by the command's own process:
 
 The limit counts from the command's start (:data:`optsolve.cli.STARTED`). ``optsolve batch``
 watches each file's solve under a time limit the same way, in its worker
-(:func:`optsolve.core.runner.watched_solve`). Without ``fork``, under ``--engine mpi`` (an MPI rank
-may not fork), when the problem is typed at a terminal (``-`` on a tty, which a background process
-group may not read), and for calls from Python (the API, Click's test runner), the solve runs in one
-process as before.
+(:func:`optsolve.core.runner.watched_solve`). Rank 0 of ``mpiexec ... --engine mpi`` is watched
+alike: it forks before MPI starts, and its child starts MPI (:func:`mpi_started`); when its watcher
+ends the command, the launcher ends the other ranks. Without
+``fork``, in a process that has already started MPI, when the problem is typed at a terminal (``-``
+on a tty, which a background process group may not read), and for calls from Python (the API,
+Click's test runner), the solve runs in one process as before.
 """
 
 from __future__ import annotations
@@ -57,6 +59,24 @@ def usable(problem: str) -> bool:
         except (AttributeError, ValueError):
             return True
     return True
+
+
+def mpi_started() -> bool:
+    """Whether this process has started MPI (mpi4py): a process that has may not fork."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    try:
+        return mpi is not None and bool(mpi.Is_initialized())
+    except Exception:  # noqa: BLE001 - a broken MPI: do not fork
+        return True
+
+
+def _end_mpi() -> None:
+    """In the child: end MPI where the solve started it (``os._exit`` skips mpi4py's own ending, and the
+    launcher then takes the rank for failed and kills the others)."""
+    if mpi_started():
+        mpi = sys.modules["mpi4py.MPI"]
+        if not mpi.Is_finalized():
+            mpi.Finalize()
 
 
 class Channel:
@@ -182,6 +202,7 @@ def run_watched(limit: float | None, started: float, child, on_timeout, label: s
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
+                _end_mpi()
             finally:
                 os._exit(code)
     os.close(write_fd)

@@ -174,7 +174,7 @@ def run_command(kind: str, problem: str, params: dict, *, started: float | None 
     arrays = params.pop("arrays", None)
     verbosity = verbosity_of(params.pop("quiet", False), params.pop("verbose", 0))
     limit = params.get("time_limit")
-    if watched and params.get("engine") != "mpi" and guard.usable(problem):  # MPI ranks may not fork
+    if watched and not guard.mpi_started() and guard.usable(problem):
         def on_timeout(sha256, method, stage, signum):
             return _write_timeout(kind, problem, params, output, verbosity, started, sha256, method, stage, signum)
 

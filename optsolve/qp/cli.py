@@ -1,5 +1,8 @@
 """The ``optsolve qp`` command."""
 
+import os
+import sys
+
 import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
@@ -77,7 +80,16 @@ def command(problem, **params):
     run_solve("qp", problem, params)
 
 
+MPI_RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")  # MPICH's Hydra, Open MPI, PMIx
+
+
 def _mpi_rank() -> int:
+    """This process's rank, from what mpiexec sets, without starting MPI: rank 0 is watched, and its
+    solve starts MPI in the watched child (:mod:`optsolve.core.guard`)."""
+    for name in MPI_RANK_VARIABLES:
+        value = os.environ.get(name, "")
+        if value.isdigit():
+            return int(value)
     try:
         from mpi4py import MPI
     except ImportError:
@@ -86,9 +98,8 @@ def _mpi_rank() -> int:
 
 
 def _run_quiet_rank(problem, params):
-    """A rank other than 0 of '--engine mpi': the same solve, nothing written; its exit code."""
-    import sys
-
+    """A rank other than 0 of '--engine mpi': the same solve, nothing written; its exit code. It is not
+    watched: when rank 0's watcher stops its solve and ends the command, the launcher ends the other ranks."""
     from optsolve.core.progress import QUIET, configure_logging
     from optsolve.core.runner import OUTPUT_OPTIONS, solve_file
     from optsolve.core.signals import handling

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 
+from optsolve.core.files import save_problem
 from optsolve.qp.distributed import assign_nodes
 
 
@@ -194,3 +195,39 @@ def test_ctrl_c_to_mpiexec_ends_with_rank_0s_interrupted_document(mpirun, chain,
         assert doc["status"] == "interrupted" and doc["stats"]["ranks"] == 2, attempt
         assert doc["solution"]["x"] and doc["stats"]["iterations"] > 0 and "SIGINT" in doc["message"]
         assert "Traceback" not in err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG and /proc")
+def test_sigterm_inside_the_ranks_setup_is_answered_within_the_watchers_grace(mpirun, tmp_path):
+    """A SIGTERM while the ranks load and factor a QP whose setup takes seconds inside native code (no
+    iteration to agree at): rank 0's watcher writes the interrupted document, naming the stage, within
+    its grace of 1.5 s, and no rank's solve is left running."""
+    import signal
+    import time
+
+    from optsolve.qp.problems import FAMILIES
+
+    psutil = pytest.importorskip("psutil")
+    save_problem(str(tmp_path / "big.npz"), FAMILIES["random"].generate(np.random.default_rng(0), n=1500))
+    out = tmp_path / "stopped.json"
+    proc = subprocess.Popen([_mpiexec(), "-n", "2", sys.executable, "-m", "optsolve", "qp", "big.npz",
+                             "--method", "distributed", "--nodes", "8", "--engine", "mpi", "-o", str(out)],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(4.0)  # loading (a convexity check) or factoring: seconds more of native code either way
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _, err = proc.communicate(timeout=30)
+        answered = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "interrupted" and "SIGTERM" in doc["message"], doc["message"]
+    assert answered < 5.0, f"answered after {answered:.1f} s: {err[-2000:]}"  # 10 s and more when not watched
+    time.sleep(0.5)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "big.npz" in " ".join(p.info["cmdline"] or [])]
