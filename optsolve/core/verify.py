@@ -144,6 +144,9 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise InputError(f"Solution document: its 'solution' does not fit problem {problem_path!r} "
                          f"({type(exc).__name__}: {exc}).") from None
+    if hasattr(certificate_module, "qualifier_check"):  # the document's qualifier against the checks' values
+        stated = certificate_module.qualifier_check(doc.get("qualifier"), doc["solution"], settings, cert)
+        cert.checks += [stated] if stated is not None else []
     cert.checks[:0] = settings_checks(certificate_module, settings, limits)
     claimed_sha = (doc.get("problem") or {}).get("sha256")
     cert.checks.insert(0, Check.require("problem_sha256_matches", claimed_sha, claimed_sha == sha,

@@ -185,6 +185,10 @@ class OTSolver(Solver):
                                  settings=settings, limits=limits, status=result.status.value)
 
     def judge(self, job, result):
+        from optsolve.ot import certificate
+
+        if result.certificate is not None:  # an entropic answer says so, with its certified LP gap
+            result.qualifier = certificate.qualifier(result.solution, job.settings, result.certificate)
         clock = job.context["deadline"]
         if clock.end is not None:
             result.stats["deadline"] = dict(clock.report(), solver_stopped_s=job.context["stopped"] - clock.start,
