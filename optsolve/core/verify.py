@@ -4,7 +4,9 @@ The checks come from the solver package's ``certificate`` module, which recomput
 everything from the problem file and the solution document alone. The limits they are
 judged against come from verify's own options (the solve command's names), the problem
 file or the documented defaults, never from the document; the document's settings that are
-limits are checked not to be looser, and its claimed status is judged.
+limits are checked not to be looser, and its claimed status is judged. A certificate module with a
+``qualifier_check(stated, solution, settings, certificate)`` also judges the document's ``qualifier``
+against the recomputed checks.
 """
 
 from __future__ import annotations
