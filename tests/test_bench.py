@@ -56,10 +56,12 @@ def test_bench_ot_dense_and_clouds_tables():
     assert lines[0].startswith("# bench-ot --dense:")
     tnt = next(r for r in rows(lines, "problem") if r["solver"] == "optsolve tnt")
     assert tnt["problem"] == "Gaussians 100-d" and float(tnt["rel. gap vs emd"]) < 1e-2  # the rounded cost near emd's
-    table = rows(run("bench-ot", "--clouds", "600"), "clouds")
-    assert len(table) == 6 and {r["clouds"] for r in table} == {"uniform", "mixture"}
+    table = rows(run("bench-ot", "--clouds", "600", "--cloud-runs", "", "--target-gap 1e-3"), "clouds")
+    assert len(table) == 8 and {r["clouds"] for r in table} == {"uniform", "mixture"}
     assert all("failed" not in " ".join(r.values()) for r in table)
     assert {r["solver"].split(" (")[0] for r in table} == {"optsolve exact", "POT emd2", "POT emd2_lazy"}
+    assert {r["options"] for r in table} == {"(default)", "--target-gap 1e-3", "-"}
+    assert all(float(r["POT emd2 / optsolve (wall)"]) > 0 for r in table if r["options"] != "-")
 
 
 def test_bench_qp_quick():

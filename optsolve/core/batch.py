@@ -120,7 +120,8 @@ def finish(solved: Solved, out_path: str | None, params: dict | None = None) -> 
 def _summary(index: int, path: str, out_path: str, doc: dict, resumed: bool = False) -> Outcome:
     """The stdout line of a file whose solution is in ``out_path``."""
     code = Status(doc["status"]).exit_code
-    summary = {"file": path, "status": doc["status"], "exit_code": code, "objective": doc.get("objective"),
+    summary = {"file": path, "status": doc["status"], "qualifier": doc.get("qualifier"), "exit_code": code,
+               "objective": doc.get("objective"),
                "output": out_path, "message": doc.get("message", "")}
     if isinstance(doc.get("certificate"), dict):
         summary["certificate_holds"] = doc["certificate"].get("holds")

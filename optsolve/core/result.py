@@ -228,7 +228,12 @@ def joined(message: str, text: str) -> str:
 
 @dataclass
 class Result:
-    """What a solve returns; ``to_json`` gives the document the command line writes."""
+    """What a solve returns; ``to_json`` gives the document the command line writes.
+
+    ``qualifier``: what the status is relative to, when the answer is to another problem than the one
+    the file states (a regularised one), and how far it is from the stated one, in a few words that the
+    summary line and the terminal view print after the status; empty when the answer is to the stated
+    problem (written as ``null``)."""
 
     command: str
     method: str | None
@@ -241,6 +246,7 @@ class Result:
     stats: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
     arrays: dict = field(default_factory=dict)
+    qualifier: str = ""
 
     def __post_init__(self):
         self.status = Status(self.status)
@@ -267,6 +273,7 @@ class Result:
             "command": self.command,
             "method": self.method,
             "status": self.status.value,
+            "qualifier": self.qualifier or None,
             "message": self.message,
             "problem": self.problem.to_dict() if self.problem else None,
             "objective": to_jsonable(self.objective, "objective", nonfinite),

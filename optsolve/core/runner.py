@@ -142,7 +142,7 @@ def write_stdout(text: str) -> None:
 
 
 def summary_line(kind: str, result: Result) -> str:
-    parts = [f"optsolve {kind}: {result.status.value}"]
+    parts = [f"optsolve {kind}: {result.status.value}" + (f" ({result.qualifier})" if result.qualifier else "")]
     if result.objective is not None:
         parts.append(f"objective {result.objective:.10g}")
     if result.certificate is not None:

@@ -4,7 +4,9 @@ The checks come from the solver package's ``certificate`` module, which recomput
 everything from the problem file and the solution document alone. The limits they are
 judged against come from verify's own options (the solve command's names), the problem
 file or the documented defaults, never from the document; the document's settings that are
-limits are checked not to be looser, and its claimed status is judged.
+limits are checked not to be looser, and its claimed status is judged. A certificate module with a
+``qualifier_check(stated, solution, settings, certificate)`` also judges the document's ``qualifier``
+against the recomputed checks.
 """
 
 from __future__ import annotations
@@ -144,6 +146,9 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         raise InputError(f"Solution document: its 'solution' does not fit problem {problem_path!r} "
                          f"({type(exc).__name__}: {exc}).") from None
+    if hasattr(certificate_module, "qualifier_check"):  # the document's qualifier against the checks' values
+        stated = certificate_module.qualifier_check(doc.get("qualifier"), doc["solution"], settings, cert)
+        cert.checks += [stated] if stated is not None else []
     cert.checks[:0] = settings_checks(certificate_module, settings, limits)
     claimed_sha = (doc.get("problem") or {}).get("sha256")
     cert.checks.insert(0, Check.require("problem_sha256_matches", claimed_sha, claimed_sha == sha,

@@ -49,8 +49,9 @@ def _certificate(cert: dict | None) -> str:
 def terminal_view(doc: dict) -> str:
     """The view of a solution document (:meth:`optsolve.core.result.Result.to_dict`)."""
     head = f"optsolve {doc.get('command')}: {doc.get('status')}"
-    if doc.get("method"):
-        head += f" ({doc['method']})"
+    said = [str(v) for v in (doc.get("method"), doc.get("qualifier")) if v]
+    if said:
+        head += f" ({': '.join(said)})"
     if doc.get("objective") is not None:
         head += f", objective {doc['objective']:.10g}"
     lines = [head]

@@ -98,6 +98,18 @@ def test_batch_same_stems_in_other_folders_keep_every_solution(cli, small_ot, tm
         assert json.loads(open(d["output"]).read())["problem"]["path"] == str(f)
 
 
+def test_an_out_dir_summary_carries_the_qualifier(cli, tmp_path, small_ot):
+    """An entropic answer's summary line says so, as the document does; an answer to the LP has none."""
+    path, _ = small_ot
+    for method, options, said in (("sinkhorn", ["--reg", "0.05"], True), ("emd", [], False)):
+        r = cli("batch", "ot", "--method", method, *options, "-j", "1", "-q", "--out-dir", tmp_path / method, path)
+        assert r.exit_code == 0, r.stderr
+        line = json.loads(r.stdout)
+        doc = json.loads(open(line["output"]).read())
+        assert line["qualifier"] == doc["qualifier"]
+        assert (line["qualifier"] or "").startswith("entropic at reg 0.05; LP gap <= ") is said
+
+
 def test_batch_out_dir_in_the_folder_of_json_problems_keeps_them(cli, tmp_path):
     problems = []
     for i in range(2):

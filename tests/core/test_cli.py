@@ -13,8 +13,8 @@ import pytest
 from conftest import EXAMPLE_OT
 from optsolve.core.files import save_problem
 
-SCHEMA_FIELDS = {"schema", "optsolve_version", "command", "method", "status", "message", "problem", "objective",
-                 "solution", "certificate", "stats", "settings"}
+SCHEMA_FIELDS = {"schema", "optsolve_version", "command", "method", "status", "qualifier", "message", "problem",
+                 "objective", "solution", "certificate", "stats", "settings"}
 
 
 def test_help_imports_no_heavy_module():
@@ -197,7 +197,8 @@ def test_verify_agrees_with_solver(cli, small_ot, tmp_path):
         solved = json.loads(sol.read_text())["certificate"]["checks"]
         assert report["checks"][0]["name"] == "problem_sha256_matches"
         own = [c for c in report["checks"][1:-1] if not c["name"].startswith("setting_")]
-        assert own == solved
+        stated = [c for c in own if c["name"] == "qualifier_matches"]  # verify's, of the document's qualifier
+        assert own[:len(solved)] == solved and all(c["holds"] for c in stated) and len(own) == len(solved) + len(stated)
         assert report["checks"][-1]["name"] == "status_claim" and report["checks"][-1]["holds"] is True
 
 

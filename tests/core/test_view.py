@@ -42,6 +42,23 @@ def test_the_view_names_what_failed_and_how_to_get_the_document():
     assert "-o -" in lines[-1] and len(lines) < 15
 
 
+def test_a_qualifier_follows_the_status_in_the_view_and_the_summary_line():
+    """A document's qualifier (the answer is to another problem than the file's) is printed after its status
+    wherever a person reads it; a document without one is printed as before."""
+    from optsolve.core.result import Result
+    from optsolve.core.runner import summary_line
+
+    said = "regularised at 0.1; gap <= 0.02, 5% of the cost"
+    doc = {"command": "qp", "method": "admm", "status": "optimal", "qualifier": said, "objective": 0.4}
+    assert terminal_view(doc).splitlines()[0] == f"optsolve qp: optimal (admm: {said}), objective 0.4"
+    assert terminal_view(dict(doc, qualifier=None)).splitlines()[0] == "optsolve qp: optimal (admm), objective 0.4"
+    result = Result("qp", "admm", "optimal", objective=0.4, qualifier=said)
+    assert summary_line("qp", result) == f"optsolve qp: optimal ({said}), objective 0.4"
+    assert result.to_dict()["qualifier"] == said
+    assert summary_line("qp", Result("qp", "admm", "optimal", objective=0.4)) == "optsolve qp: optimal, objective 0.4"
+    assert Result("qp", "admm", "optimal").to_dict()["qualifier"] is None
+
+
 def _on_a_terminal(args, cwd):
     """stdout of ``optsolve ARGS`` run with a pseudo-terminal as its stdout, and its exit code."""
     pty = pytest.importorskip("pty")

@@ -169,3 +169,68 @@ def test_row_block_measures_equal_the_column_blocks(rng):
     assert rows[3] > 0  # the rank-one term of a plan this far off its marginals has negative entries
     fs = np.where(np.isnan(f), -np.inf, f)
     assert certificate.dual_bound_of(ot, fs) == pytest.approx(certificate.dual_bound_of(ot, fs, proxy), rel=1e-13)
+
+
+@pytest.fixture
+def small_problem(tmp_path, rng):
+    a, b, C = _problem(rng, 40, 30)
+    path = tmp_path / "p.npz"
+    from optsolve.core.files import save_problem
+
+    save_problem(str(path), {"a": a, "b": b, "C": C})
+    return path, a, b, C
+
+
+@pytest.mark.parametrize("options, reg", [(["--method", "sinkhorn", "--reg", "0.05"], 0.05),
+                                          (["--method", "tnt", "--gamma", "16"], None),
+                                          (["--reg", "0.05"], 0.05)])  # auto: the entropic problem, by tnt
+def test_an_entropic_answer_says_so_in_the_summary_and_the_document(cli, tmp_path, small_problem, options, reg):
+    import ot as pot
+
+    path, a, b, C = small_problem
+    r = cli("ot", path, *options, "-o", tmp_path / "s.json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    reg = reg if reg is not None else C.max() / 16
+    checks = {c["name"]: c["value"] for c in doc["certificate"]["checks"]}
+    gap, rel = checks["gap_upper_bound"], checks["relative_gap"]
+    stated = f"entropic at reg {reg:.3g}; LP gap <= {gap:.3g}, {100 * rel:.3g}% of the cost"
+    assert doc["qualifier"] == stated
+    assert r.stderr.startswith(f"optsolve ot: optimal ({stated}), objective")
+    assert doc["objective"] - gap <= pot.emd2(a, b, C) + 1e-12  # the stated gap covers the true one
+    v = cli("verify", path, tmp_path / "s.json")
+    assert v.exit_code == 0, v.stderr
+    assert {c["name"]: c["holds"] for c in json.loads(v.stdout)["checks"]}["qualifier_matches"] is True
+
+
+@pytest.mark.parametrize("options", [[], ["--method", "tnt", "--target-gap", "1e-3"], ["--method", "emd"]])
+def test_an_answer_to_the_lp_has_no_qualifier(cli, tmp_path, small_problem, options):
+    path = small_problem[0]
+    r = cli("ot", path, *options, "-o", tmp_path / "s.json")
+    assert r.exit_code == 0, r.stderr
+    assert "entropic" not in r.stderr and "LP gap" not in r.stderr
+    assert r.stderr.startswith("optsolve ot: optimal, objective")
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert "qualifier" in doc and doc["qualifier"] is None
+    v = cli("verify", path, tmp_path / "s.json")
+    assert v.exit_code == 0 and "qualifier_matches" not in v.stdout
+
+
+def test_verify_refuses_a_qualifier_that_understates_the_gap_or_qualifies_an_lp_answer(
+        cli, tmp_path, small_problem, verify_forged):
+    path = small_problem[0]
+    assert cli("ot", path, "--method", "sinkhorn", "--reg", "0.05", "-o", tmp_path / "s.json").exit_code == 0
+    doc = json.loads((tmp_path / "s.json").read_text())
+    forged = dict(doc, qualifier=doc["qualifier"].replace("LP gap <= ", "LP gap <= 0.1 x "))
+    assert verify_forged(path, forged).exit_code == 6
+    gap = next(c["value"] for c in doc["certificate"]["checks"] if c["name"] == "gap_upper_bound")
+    forged = dict(doc, qualifier=doc["qualifier"].replace(f"{gap:.3g}", f"{gap / 2:.3g}"))
+    r = verify_forged(path, forged)
+    assert r.exit_code == 6 and "qualifier_matches" in r.stderr, r.stderr
+    older = {k: v for k, v in doc.items() if k != "qualifier"}  # written before the field: reported only
+    r = verify_forged(path, older)
+    assert r.exit_code == 0, r.stderr
+    assert cli("ot", path, "--method", "emd", "-o", tmp_path / "e.json").exit_code == 0
+    exact = json.loads((tmp_path / "e.json").read_text())
+    r = verify_forged(path, dict(exact, qualifier=doc["qualifier"]))
+    assert r.exit_code == 6 and "qualifier_matches" in r.stderr, r.stderr

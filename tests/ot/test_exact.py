@@ -212,6 +212,28 @@ def test_auto_picks_tnt_for_a_temperature_or_an_l1_grid_and_exact_for_a_target(c
         optsolve.ot.solve(w, w, x=x, y=x, cost="sqeuclidean", method="exact", gamma=256.0)
 
 
+def test_a_target_gap_under_auto_runs_the_documented_method_within_the_target_of_emd2(cli, tmp_path):
+    """Asking auto for a target gap does not move it off the method it documents for 2-D clouds (exact meets
+    every target): the document names that method and its rule, and the answer is within the target of emd2."""
+    from optsolve.ot import choose_method
+
+    rng = np.random.default_rng(34)
+    x, y = rng.random((600, 2)), rng.random((600, 2))
+    a, b = rng.dirichlet(np.ones(600)), rng.dirichlet(np.ones(600))
+    data = {"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}
+    path = tmp_path / "clouds.npz"
+    save_problem(str(path), data)
+    documented = choose_method(SCHEMA.validate(data, source="t"), target_gap=1e-3)
+    assert documented == choose_method(SCHEMA.validate(data, source="t")) == "exact"
+    r = cli("ot", path, "--target-gap", "1e-3", "--device", "cpu", "-o", tmp_path / "s.json")
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["method"] == doc["settings"]["method"] == documented
+    assert doc["settings"]["method_rule"] == "auto" and doc["settings"]["target_gap"] == 1e-3
+    opt = _reference(a, b, cost_matrix(x, y, "sqeuclidean"))
+    assert opt * (1 - 1e-12) <= doc["objective"] <= opt * (1 + 1e-3)
+
+
 @pytest.mark.parametrize("kind", ["matrix", "clouds"])
 def test_tnt_short_of_its_target_finishes_exactly(kind):
     rng = np.random.default_rng(11)
