@@ -2,7 +2,7 @@
 
 ``optsolve --help`` imports only Click: solver commands, numpy, POT and cupy load
 when a command runs. Options also come from the environment (``OPTSOLVE_<COMMAND>_<OPTION>``,
-and ``OPTSOLVE_DEVICE`` for ``--device``).
+``OPTSOLVE_DEVICE`` for ``--device`` and ``OPTSOLVE_THREADS`` for ``--threads``).
 """
 
 from __future__ import annotations
@@ -152,6 +152,9 @@ def solve_options(func):
         click.option("--memory-limit", metavar="SIZE", default=None, envvar="OPTSOLVE_MEMORY_LIMIT",
                      help="Memory budget that every size a problem file declares is checked against before "
                           "anything is allocated (512M, 8G, 50%) [default: a quarter of physical memory]."),
+        click.option("--threads", metavar="N|all", default=None, envvar="OPTSOLVE_THREADS",
+                     help="BLAS and OpenMP threads of the solve and its certificate; 'all': the libraries' own "
+                          "number [default: the method's, recorded in settings.threads]."),
         click.option("--history", is_flag=True,
                      help="Record the convergence trace (iteration, evaluations, residual or gap, elapsed time) "
                           "in stats.history; `optsolve plot` draws it."),

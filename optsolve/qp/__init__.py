@@ -138,6 +138,7 @@ CLAIMS = {"infeasible": "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'
 
 
 class QPSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "qp"
     methods = METHODS
     default_method = DEFAULT_METHOD
