@@ -2,7 +2,7 @@
 
 ``optsolve --help`` imports only Click: solver commands, numpy, POT and cupy load
 when a command runs. Options also come from the environment (``OPTSOLVE_<COMMAND>_<OPTION>``,
-and ``OPTSOLVE_DEVICE`` for ``--device``).
+``OPTSOLVE_DEVICE`` for ``--device`` and ``OPTSOLVE_THREADS`` for ``--threads``).
 """
 
 from __future__ import annotations
@@ -152,6 +152,9 @@ def solve_options(func):
         click.option("--memory-limit", metavar="SIZE", default=None, envvar="OPTSOLVE_MEMORY_LIMIT",
                      help="Memory budget that every size a problem file declares is checked against before "
                           "anything is allocated (512M, 8G, 50%) [default: a quarter of physical memory]."),
+        click.option("--threads", metavar="N|all", default=None, envvar="OPTSOLVE_THREADS",
+                     help="BLAS and OpenMP threads of the solve and its certificate; 'all': the libraries' own "
+                          "number [default: the method's, recorded in settings.threads]."),
         click.option("--history", is_flag=True,
                      help="Record the convergence trace (iteration, evaluations, residual or gap, elapsed time) "
                           "in stats.history; `optsolve plot` draws it."),
@@ -161,6 +164,26 @@ def solve_options(func):
     for d in reversed(decorators):
         func = d(func)
     return func
+
+
+class AliasedOption(click.Option):
+    """An option whose older spellings (``hidden_aliases``) are still accepted but left out of ``--help``."""
+
+    def __init__(self, *args, hidden_aliases: tuple = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hidden_aliases = tuple(hidden_aliases)
+
+    @property
+    def public_opts(self) -> list[str]:
+        return [o for o in self.opts if o not in self.hidden_aliases]
+
+    def get_help_record(self, ctx):
+        spelled = self.opts
+        self.opts = self.public_opts
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = spelled
 
 
 def seed_option(func):
@@ -266,7 +289,22 @@ def info(as_json):
 
 # --------------------------------------------------------------------------- verify
 
-@click.command(context_settings=dict(CONTEXT_SETTINGS, ignore_unknown_options=True, allow_extra_args=True))
+class VerifyCommand(click.Command):
+    """``optsolve verify``: its help also lists the limit options of each command's solutions (imported only
+    when the help is shown, so that ``optsolve --help`` stays light)."""
+
+    def format_options(self, ctx, formatter):
+        from optsolve.core.registry import available_kinds
+
+        super().format_options(ctx, formatter)
+        for kind in available_kinds():
+            rows = [p.get_help_record(ctx) for p in _limit_params(kind)]
+            with formatter.section(f"Limit options of {kind} solutions"):
+                formatter.write_dl([row for row in rows if row])
+
+
+@click.command(cls=VerifyCommand, context_settings=dict(CONTEXT_SETTINGS, ignore_unknown_options=True,
+                                                        allow_extra_args=True))
 @click.argument("problem", type=str)
 @click.argument("solution", type=str)
 @click.option("-o", "--output", metavar="FILE|-", default="-", show_default=True,
@@ -307,21 +345,26 @@ def verify(ctx, problem, solution, output, quiet, oracle, operator):
     sys.exit(code)
 
 
-def _verify_limit_options(kind: str, args: list) -> dict:
-    """Parse verify's limit options for a ``kind`` solution with the solve command's own option definitions."""
+def _limit_params(kind: str) -> list:
+    """The solve command's options that set a limit of its certificate (its module's ``LIMITS``)."""
     from optsolve.core.registry import solver_module
 
     limits = getattr(solver_module(kind, "certificate"), "LIMITS", ())
     names = {lim.name for lim in limits}
-    params = [p for p in solver_module(kind, "cli").command.params
-              if isinstance(p, click.Option) and p.name in names]
+    return [p for p in solver_module(kind, "cli").command.params if isinstance(p, click.Option) and p.name in names]
+
+
+def _verify_limit_options(kind: str, args: list) -> dict:
+    """Parse verify's limit options for a ``kind`` solution with the solve command's own option definitions."""
+    params = _limit_params(kind)
     if not args:
         return {}
     cmd = click.Command(f"verify ({kind})", params=params, context_settings=CONTEXT_SETTINGS)
     try:
         sub = cmd.make_context(f"optsolve verify ({kind} solution)", list(args), resilient_parsing=False)
     except click.UsageError as exc:
-        accepted = ", ".join(sorted(o for p in params for o in p.opts if o.startswith("--"))) or "none"
+        accepted = ", ".join(sorted(o for p in params for o in getattr(p, "public_opts", p.opts)
+                                    if o.startswith("--"))) or "none"
         click.echo(f"optsolve verify: error: {exc.format_message()} (limit options of {kind} solutions: "
                    f"{accepted})", err=True)
         sys.exit(2)

@@ -29,7 +29,7 @@ FINAL_STATUSES = ("optimal", "infeasible", "unbounded")
 
 # Solver options that do not change a finished answer (how long, how much memory, where): left out of the
 # resume key, so that a batch resumed with a longer --time-limit keeps what was finished.
-NOT_IN_KEY = ("time_limit", "memory_limit", "device")
+NOT_IN_KEY = ("time_limit", "memory_limit", "device", "threads")
 
 
 @dataclass

@@ -63,6 +63,19 @@ def refuse_other_format(path: str, schema: Schema) -> None:
                          f"{schema.name} problems are {', '.join(EXTENSIONS)} files.")
 
 
+def refuse_other_kind(path: str, raw: dict, schema: Schema) -> None:
+    """A file with keys ``schema`` does not know, whose keys are those of another command's problems, is
+    refused in one line that names that command."""
+    if set(raw) <= schema.known:
+        return
+    from optsolve.core.registry import recognise
+
+    kind = recognise(raw, but=schema.name)
+    if kind is not None:
+        raise InputError(f"{file_label(path)}: its keys ({', '.join(sorted(raw))}) are those of an `optsolve "
+                         f"{kind}` problem, not of `optsolve {schema.name}`; run `optsolve {kind} {path}`.")
+
+
 def load_problem(path: str, schema: Schema, stdin=None, *, log: bool = True, on_read=None) -> Problem:
     """Read ``path`` (``-`` for JSON on stdin) and check it against ``schema``: the one way every command
     loads a problem file. ``on_read(sha256)``: called once the file is read, before the check; ``log``:
@@ -71,6 +84,7 @@ def load_problem(path: str, schema: Schema, stdin=None, *, log: bool = True, on_
     raw, sha = read_raw(path, stdin=stdin)
     if on_read is not None:
         on_read(sha)
+    refuse_other_kind(path, raw, schema)
     return schema.validate(raw, source=file_label(path), path=None if path == "-" else path, sha256=sha, log=log)
 
 

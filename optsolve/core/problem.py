@@ -70,12 +70,29 @@ class Field:
 class Schema:
     """The keys of one solver's problem files and the rules that tie them together.
 
-    Each rule is a callable ``rule(problem)`` that raises ``problem.error(...)``.
+    Each rule is a callable ``rule(problem)`` that raises ``problem.error(...)``. ``marks``: the keys whose
+    presence identifies a file of this schema (default: the required keys), so that a file given to another
+    command is recognised (:func:`optsolve.core.registry.recognise`).
     """
 
     name: str
     fields: tuple[Field, ...]
     rules: tuple[Callable[["Problem"], None], ...] = ()
+    marks: tuple[str, ...] | None = None
+
+    @property
+    def known(self) -> set[str]:
+        return {f.name for f in self.fields}
+
+    @property
+    def identifying_keys(self) -> tuple[str, ...]:
+        return self.marks if self.marks is not None else tuple(f.name for f in self.fields if f.required)
+
+    def fits(self, keys) -> bool:
+        """Whether a file with ``keys`` recognisably is one of this schema: its identifying keys are there
+        and every key is one of this schema's."""
+        keys = set(keys)
+        return bool(self.identifying_keys) and set(self.identifying_keys) <= keys <= self.known
 
     def field(self, name: str) -> Field:
         for f in self.fields:
@@ -86,15 +103,13 @@ class Schema:
     def validate(self, raw: dict, source: str, path: str | None = None, sha256: str | None = None,
                  log: bool = True) -> "Problem":
         """Check raw values (as read from a file, or given in Python) and return a :class:`Problem`;
-        warnings are logged unless ``log`` is false (they stay in ``Problem.warnings``)."""
+        the unknown keys' warnings are logged once the problem passes, unless ``log`` is false (they stay
+        in ``Problem.warnings``): a refused file gets its one error line only."""
         problem = Problem(source=source, path=path, sha256=sha256)
-        known = {f.name for f in self.fields}
-        for key in raw:
-            if key not in known:
-                msg = (f"ignoring unknown key {key!r} (known keys: {', '.join(sorted(known))}).")
-                problem.warnings.append(msg)
-                if log:
-                    get_logger().warning(f"{source}: {msg}")
+        known = self.known
+        unknown = [f"ignoring unknown key {key!r} (known keys: {', '.join(sorted(known))})."
+                   for key in raw if key not in known]
+        problem.warnings.extend(unknown)
         for f in self.fields:
             value = raw.get(f.name)
             if value is None:
@@ -104,6 +119,8 @@ class Schema:
             problem.data[f.name] = _coerce(problem, f, value)
         for rule in self.rules:
             rule(problem)
+        for msg in unknown if log else ():
+            get_logger().warning(f"{source}: {msg}")
         return problem
 
 

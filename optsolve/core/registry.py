@@ -65,6 +65,21 @@ def solver_module(kind: str, module: str):
     return importlib.import_module(f"optsolve.{kind}.{module}")
 
 
+def recognise(keys, but: str) -> str | None:
+    """The command, other than ``but``, whose problem files recognisably have ``keys``
+    (:meth:`optsolve.core.problem.Schema.fits`, each package's ``problems.SCHEMA``), or None."""
+    for kind in available_kinds():
+        if kind == but:
+            continue
+        try:
+            schema = importlib.import_module(f"optsolve.{kind}.problems").SCHEMA
+        except ImportError:  # a package whose optional dependencies are missing recognises nothing
+            continue
+        if schema.fits(keys):
+            return kind
+    return None
+
+
 def load_user_function(spec: str, option: str):
     """The user's function named on the command line (``--<option>``) as ``module:function`` or
     ``path/to/file.py:function``. A module is imported with the current directory first on the import

@@ -187,7 +187,8 @@ class Limit:
     """A tolerance or threshold that a certificate is judged against.
 
     ``name`` is the solve command's parameter (``eps_abs`` for ``--eps-abs``), so that ``optsolve
-    verify`` takes the same option. ``looser`` says which way a value is more lenient: ``"larger"``
+    verify`` takes the same option; ``public``, where given, is the option's spelling in ``--help``
+    (``objective_rtol`` for qp's ``obj_rtol``, whose own spelling stays a hidden alias). ``looser`` says which way a value is more lenient: ``"larger"``
     for a tolerance, ``"smaller"`` for a required level. ``default`` is the documented value that
     verify uses when neither its options nor the problem file set one.
     """
@@ -196,10 +197,11 @@ class Limit:
     default: float | None
     looser: str = "larger"
     doc: str = ""
+    public: str = ""
 
     @property
     def option(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return "--" + (self.public or self.name).replace("_", "-")
 
     def is_looser(self, value, than) -> bool:
         """Whether ``value`` is more lenient than ``than`` (a value that is not a finite number is)."""

@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 
-from optsolve.core import guard
+from optsolve.core import guard, threads
 from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
@@ -44,10 +44,12 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
     load_s = None
     want_history = bool(params.pop("history", False))
     memory_limit = params.pop("memory_limit", None)
+    thread_count = params.pop("threads", None)
     history = None
     scope = contextlib.ExitStack()
     try:
         scope.enter_context(budget(memory_limit))
+        scope.enter_context(threads.requested(thread_count))
         scope.enter_context(started_at(t0))
         pkg = solver_package(kind)
         method = method or pkg.DEFAULT_METHOD

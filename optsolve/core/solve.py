@@ -12,7 +12,10 @@ does the rest the same way for all six:
    document, the deadline and the progress reporter;
 4. ``METHODS[name](job)`` returns a :class:`MethodOutput` (unless ``screen`` answers first, as for
    a problem proven infeasible before any method runs), which ``finish`` may complete;
-5. the :class:`~optsolve.core.result.Result` is assembled with the same stats keys in every
+5. the BLAS/OpenMP thread limit (the solver's ``blas_threads``, or the user's ``--threads``:
+   :mod:`optsolve.core.threads`) holds from setup to the certificate, and is recorded in the
+   settings (``threads``) and stats (``threads``: the BLAS threads in effect);
+6. the :class:`~optsolve.core.result.Result` is assembled with the same stats keys in every
    document (``iterations``, ``evaluations``, ``time_s``) and the certificate is attached and
    timed; ``judge`` may then act on its verdict.
 """
@@ -24,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from optsolve.core import clock
+from optsolve.core import clock, threads
 from optsolve.core.backend import require_cpu
 from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, stage
@@ -91,6 +94,8 @@ class Solver:
     aliases: tuple[str, ...] = ()  # names setup resolves to one of the methods (ot's auto)
     default_method: str = ""
     cpu_only: bool = True
+    blas_threads: int | None = None  # BLAS/OpenMP threads of a solve unless the user sets --threads; None: all
+    thread_libraries: tuple[str, ...] = ()  # modules with thread pools the methods use, loaded before the limit
 
     @property
     def method_names(self) -> tuple[str, ...]:
@@ -132,9 +137,11 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
     if solver.cpu_only:
         require_cpu(solver.command, device)
     time_limit = positive_option("time-limit", time_limit)
+    limit = threads.choose(solver.blas_threads)
     t0 = time.perf_counter()
     # called from Python, where no command started the clock, the time limit counts from this call
-    with (clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()):
+    started = clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()
+    with started, threads.limited(limit, solver.thread_libraries):
         options = dict(options, device=device, time_limit=time_limit)
         job = solver.setup(problem, method, options, clock.deadline(time_limit), progress)
         job.problem = problem
@@ -145,10 +152,11 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
         t_solve = time.perf_counter()
         stats = dict(out.stats)
         times = {k: v for k, v in (stats.pop("time_s", None) or {}).items() if v is not None}
-        stats = {"iterations": out.iterations, "evaluations": out.evaluations, **stats,
+        stats = {"iterations": out.iterations, "evaluations": out.evaluations, **stats, "threads": threads.in_effect(),
                  "time_s": {"prepare": t_prep - t0, "solve": t_solve - t_prep, **times}}
+        settings = dict(job.settings, threads=limit or "all")
         result = Result(solver.command, job.method, out.status, out.message, problem=job.info,
-                        objective=out.objective, solution=out.solution, stats=stats, settings=job.settings,
+                        objective=out.objective, solution=out.solution, stats=stats, settings=settings,
                         arrays=out.arrays)
         if result.solution is not None:
             stage("certifying the answer")

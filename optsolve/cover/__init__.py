@@ -72,6 +72,7 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
 
 
 class CoverSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "cover"
     methods = METHODS
     default_method = DEFAULT_METHOD

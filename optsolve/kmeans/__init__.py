@@ -61,6 +61,8 @@ def _limits(**given) -> dict:
 
 
 class KMeansSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
+    thread_libraries = ("sklearn.cluster",)  # the Lloyd steps' OpenMP
     command = "kmeans"
     methods = METHODS
     default_method = DEFAULT_METHOD

@@ -55,9 +55,11 @@ COST_ATOL = 1e-12
 ASSIGN_TOL = 1e-9
 LABEL_COST_SLACK = 1.0
 LIMITS = (
-    Limit("cost_rtol", COST_RTOL, "larger", "relative tolerance between the reported objective and the recomputed cost"),
+    Limit("cost_rtol", COST_RTOL, "larger", "relative tolerance between the reported objective and the recomputed cost",
+          public="objective_rtol"),
     Limit("cost_atol", COST_ATOL, "larger",
-          "absolute floor of the cost comparisons, times m times the largest squared norm of a centred point or centre"),
+          "absolute floor of the cost comparisons, times m times the largest squared norm of a centred point or centre",
+          public="objective_atol"),
     Limit("assign_tol", ASSIGN_TOL, "larger",
           "squared distance to the assigned centre beyond the nearest, times the largest squared norm"),
     Limit("label_cost_slack", LABEL_COST_SLACK, "larger",
@@ -172,7 +174,8 @@ def resolve(limits: dict | None) -> dict:
         except (TypeError, ValueError):
             ok = False
         if not ok:
-            raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a finite number >= 0; got {value!r}.")
+            option = next(lim.option for lim in LIMITS if lim.name == name)
+            raise ParameterError(f"The '{option}' option must be a finite number >= 0; got {value!r}.")
     return {k: float(v) for k, v in out.items()}
 
 

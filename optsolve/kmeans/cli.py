@@ -2,7 +2,7 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, AliasedOption, run_solve, seed_option, solve_options
 from optsolve.kmeans import LLOYD_STEPS, METHODS
 
 OUTPUT_OPTIONS = ()
@@ -29,10 +29,12 @@ OUTPUT_OPTIONS = ()
                    "centres alone.")
 @click.option("--lloyd-steps", type=click.IntRange(min=0), default=LLOYD_STEPS, show_default=True,
               help="The most Lloyd steps of the refinement.")
-@click.option("--cost-rtol", type=float, default=None,
+@click.option("--objective-rtol", "--cost-rtol", "cost_rtol", cls=AliasedOption, hidden_aliases=("--cost-rtol",),
+              type=float, default=None,
               help="Certificate: relative tolerance between the reported objective and the recomputed cost "
                    "(default 1e-9).")
-@click.option("--cost-atol", type=float, default=None,
+@click.option("--objective-atol", "--cost-atol", "cost_atol", cls=AliasedOption, hidden_aliases=("--cost-atol",),
+              type=float, default=None,
               help="Certificate: absolute floor of the cost comparisons, times m times the largest squared norm "
                    "of a centred point or centre (default 1e-12).")
 @click.option("--assign-tol", type=float, default=None,
@@ -47,7 +49,7 @@ def command(problem, **params):
     Writes solution.centres (k x d), solution.assignment (the nearest centre of every point)
     and the cost as the objective; the certificate recomputes the cost and the assignment,
     the cost of the labels' own centroids, and the guarantee for the alpha used (information:
-    it assumes the labels' error rate). `optsolve verify` judges it by --cost-rtol, --cost-atol,
+    it assumes the labels' error rate). `optsolve verify` judges it by --objective-rtol, --objective-atol,
     --assign-tol and --label-cost-slack (its own options, else the defaults).
     """
     run_solve("kmeans", problem, params)

@@ -102,6 +102,7 @@ def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | No
 
 
 class MviSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "mvi"
     methods = METHODS
     default_method = DEFAULT_METHOD

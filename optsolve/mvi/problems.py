@@ -123,6 +123,7 @@ SCHEMA = Schema(
         Field("z_star", shape=("d",), required=False, doc="a known solution (benchmarks)"),
     ),
     rules=(_rules, _constraint_rules),
+    marks=("operator",),  # no key is required (a user operator needs none); the library's name marks a file
 )
 
 

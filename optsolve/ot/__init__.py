@@ -120,6 +120,7 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
 
 
 class OTSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "ot"
     methods = METHODS
     aliases = ("auto",)  # resolved by choose_method in setup

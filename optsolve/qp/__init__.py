@@ -129,7 +129,7 @@ def _limit_option(lim, value) -> float:
     """A certificate limit given as an option (:data:`optsolve.qp.certificate.LIMITS`): its default when absent."""
     if value is None:
         return float(lim.default)
-    return positive_option(lim.name.replace("_", "-"), value)
+    return positive_option(lim.option[2:], value)
 
 
 CLAIMS = {"infeasible": "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0.",
@@ -138,6 +138,7 @@ CLAIMS = {"infeasible": "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'
 
 
 class QPSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "qp"
     methods = METHODS
     default_method = DEFAULT_METHOD

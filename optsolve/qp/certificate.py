@@ -54,8 +54,9 @@ LIMITS = (
           "it sums (the scale of its rounding)"),
     Limit("obj_rtol", OBJ_RTOL, "larger",
           "relative difference between the reported and the recomputed objective (against the larger of the "
-          "objective and its terms)"),
-    Limit("obj_atol", OBJ_ATOL, "larger", "absolute floor of that difference (a zero objective)"),
+          "objective and its terms)", public="objective_rtol"),
+    Limit("obj_atol", OBJ_ATOL, "larger", "absolute floor of that difference (a zero objective)",
+          public="objective_atol"),
 )
 CLAIMS = ("optimal", "infeasible", "unbounded")
 

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, AliasedOption, run_solve, solve_options
 from optsolve.qp import METHODS
 from optsolve.qp.certificate import CERT_TOL
 from optsolve.qp.defaults import ALPHA, CHECK_EVERY, EPS, EPS_INFEASIBLE, SCALING, SIGMA
@@ -45,9 +45,11 @@ OUTPUT_OPTIONS = ()
 @click.option("--cert-tol", type=float, default=CERT_TOL, show_default=True,
               help="Leftovers an infeasibility or unboundedness certificate may have, each relative to the magnitudes "
                    "of the terms it sums (the scale of its rounding).")
-@click.option("--obj-rtol", type=float, default=1e-9, show_default=True,
+@click.option("--objective-rtol", "--obj-rtol", "obj_rtol", cls=AliasedOption, hidden_aliases=("--obj-rtol",),
+              type=float, default=1e-9, show_default=True,
               help="Certificate: relative difference allowed between the reported and the recomputed objective.")
-@click.option("--obj-atol", type=float, default=1e-9, show_default=True,
+@click.option("--objective-atol", "--obj-atol", "obj_atol", cls=AliasedOption, hidden_aliases=("--obj-atol",),
+              type=float, default=1e-9, show_default=True,
               help="Certificate: absolute floor of that difference.")
 @click.option("--rho", type=float, default=None,
               help="Initial ADMM step size [default: 0.1; distributed: 1].")

@@ -76,6 +76,7 @@ def _check_sizes(tp, method, tol, bootstrap) -> None:
 
 
 class TruncatedSolver(Solver):
+    blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "truncated"
     methods = METHODS
     default_method = DEFAULT_METHOD

@@ -291,3 +291,41 @@ def test_gen_rejects_option_of_another_family(cli, tmp_path):
 
 def test_gen_unknown_kind(cli, tmp_path):
     assert cli("gen", "nope", "--family", "x", "-o", tmp_path / "p.npz").exit_code == 2
+
+
+def test_verify_help_lists_the_limit_options_of_every_command(cli):
+    from optsolve.core.registry import available_kinds, solver_module
+
+    text = cli("verify", "--help").stdout
+    for kind in available_kinds():
+        assert f"Limit options of {kind} solutions" in text
+        for lim in solver_module(kind, "certificate").LIMITS:
+            assert f"  {lim.option} " in text or f"  {lim.option}\n" in text, (kind, lim.option)
+    for old in ("--obj-rtol", "--obj-atol", "--cost-rtol", "--cost-atol"):
+        assert old not in text
+
+
+@pytest.mark.parametrize("kind,name", [("ot", "objective_rtol"), ("qp", "obj_rtol"), ("kmeans", "cost_rtol"),
+                                       ("truncated", "objective_rtol")])
+def test_objective_rtol_is_one_name_in_every_command(cli, kind, name):
+    from optsolve.core.registry import solver_module
+
+    command = solver_module(kind, "cli").command
+    ctx = command.make_context(kind, ["p.npz", "--objective-rtol", "1e-3", "--objective-atol", "1e-4"])
+    assert ctx.params[name] == 1e-3
+    assert "--objective-rtol" in cli(kind, "--help").stdout
+
+
+@pytest.mark.parametrize("kind,gen,old", [("qp", ("--family", "random", "--n", "10"), "--obj-rtol"),
+                                          ("kmeans", ("--family", "iris"), "--cost-rtol")])
+def test_old_spellings_of_objective_rtol_still_work(cli, tmp_path, kind, gen, old):
+    path = tmp_path / "p.npz"
+    assert cli("gen", kind, *gen, "-o", path).exit_code == 0
+    r = cli(kind, path, old, "1e-3", "-q")
+    assert r.exit_code == 0, r.stderr
+    assert r.json()["settings"][old[2:].replace("-", "_")] == 1e-3
+    assert old not in cli(kind, "--help").stdout
+    sol = tmp_path / "s.json"
+    sol.write_text(r.stdout)
+    assert cli("verify", path, sol, old, "1e-3").exit_code == 0
+    assert cli("verify", path, sol, "--objective-rtol", "1e-3").exit_code == 0

@@ -56,7 +56,7 @@ def test_a_method_output_becomes_a_document_with_the_common_keys():
     toy = Toy()
     result = run(toy, {"value": 2.0}, scale=3.0)
     assert result.command == "toy" and result.method == "copy" and result.status is Status.OPTIMAL
-    assert result.solution == {"x": 6.0} and result.objective == 6.0 and result.settings == {"scale": 3.0}
+    assert result.solution == {"x": 6.0} and result.objective == 6.0 and result.settings == {"scale": 3.0, "threads": "all"}
     stats = result.stats
     assert stats["iterations"] == 3 and stats["evaluations"] == 7 and stats["own"] == 1
     assert set(stats["time_s"]) == {"prepare", "solve", "inner", "certificate"}  # None times are left out
@@ -138,3 +138,72 @@ def test_every_package_runs_through_the_pipeline(kind):
         assert len(required) == 1, (name, required)  # one signature: called with the job alone
     source = inspect.getsource(pkg.solve_problem)
     assert "run(SOLVER," in source
+
+
+class Threaded(Toy):
+    """Records the BLAS threads its method and certificate see."""
+
+    def copy(self, job):
+        from threadpoolctl import threadpool_info
+
+        self.seen = [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] in ("blas", "openmp")]
+        return super().copy(job)
+
+
+def _blas_loaded():
+    from threadpoolctl import threadpool_info
+
+    if not any(lib["user_api"] == "blas" for lib in threadpool_info()):
+        pytest.skip("no BLAS library reports its threads to threadpoolctl")
+
+
+def test_a_solvers_thread_default_holds_inside_its_method():
+    from threadpoolctl import threadpool_limits
+
+    from optsolve.core import threads
+
+    _blas_loaded()
+    with threadpool_limits(limits=2):
+        one = Threaded()
+        one.blas_threads = 1
+        result = run(one, {"value": 2.0}, scale=1.0)
+        assert set(one.seen) == {1} and result.settings["threads"] == 1 and result.stats["threads"] == 1
+        free = Threaded()  # no default: the libraries' own number
+        result = run(free, {"value": 2.0}, scale=1.0)
+        assert max(free.seen) == threads.in_effect() and result.settings["threads"] == "all"
+
+
+def test_the_users_thread_count_wins_over_the_default():
+    from threadpoolctl import threadpool_limits
+
+    from optsolve.core import threads
+
+    _blas_loaded()
+    with threadpool_limits(limits=1):
+        one = Threaded()
+        one.blas_threads = 1
+        with threads.requested("all"):
+            result = run(one, {"value": 2.0}, scale=1.0)
+        assert result.settings["threads"] == "all" and set(one.seen) == {1}  # the caller's limit of 1 left alone
+        free = Threaded()
+        with threads.requested(1):
+            result = run(free, {"value": 2.0}, scale=1.0)
+        assert set(free.seen) == {1} and result.settings["threads"] == 1
+    with pytest.raises(ParameterError, match="'--threads' option must be an integer >= 1 or 'all'; got 'x'"):
+        threads.check("x")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_solver_declares_its_thread_default(kind):
+    solver = importlib.import_module(f"optsolve.{kind}").SOLVER
+    assert solver.blas_threads == 1
+
+
+def test_threads_option_and_environment_are_recorded(cli, small_ot):
+    small_ot, _ = small_ot
+    assert cli("ot", small_ot).json()["settings"]["threads"] == 1
+    doc = cli("ot", small_ot, "--threads", "2").json()
+    assert doc["settings"]["threads"] == 2 and doc["stats"]["threads"] >= 1
+    assert cli("ot", small_ot, env={"OPTSOLVE_THREADS": "all"}).json()["settings"]["threads"] == "all"
+    r = cli("ot", small_ot, "--threads", "-1")
+    assert r.exit_code == 7 and "'--threads'" in r.stderr

@@ -280,8 +280,8 @@ def test_overflowing_centres_and_bad_limit_options_in_verify(cli, tmp_path):
     assert "overflow" in note
     sol.write_text(r.stdout)
     for value in ("-1", "nan", "inf"):
-        v = cli("verify", path, sol, "--cost-rtol", value)
-        assert v.exit_code == 7 and "'--cost-rtol'" in v.stderr and "finite number >= 0" in v.stderr
+        v = cli("verify", path, sol, "--objective-rtol", value)
+        assert v.exit_code == 7 and "'--objective-rtol'" in v.stderr and "finite number >= 0" in v.stderr
 
 
 def test_x_path_that_is_no_array_file(cli, tmp_path):
