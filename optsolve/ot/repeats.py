@@ -5,7 +5,7 @@ the other side, so they act as one point carrying their summed mass: the transpo
 distinct points has the same optimum, and its solution gives the original problem's. A plan entry
 between two distinct points is split among the points that make them up by a north-west corner
 rule per group (:func:`split`): each point receives exactly its mass, and the plan keeps at most
-(entries + points) entries. Equal points get their distinct point's potentials, which stay dual
+entries + n + m entries. Equal points get their distinct point's potentials, which stay dual
 feasible and complementary, with the same dual bound (c-transforms see each distinct point once).
 
 The methods with an explicit plan (:data:`MERGED`) are solved so; the entropic methods keep the

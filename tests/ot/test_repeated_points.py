@@ -137,3 +137,16 @@ def test_split_gives_each_member_its_mass_within_its_groups():
     assert np.abs(np.bincount(i, w, 60) - a).sum() + np.abs(np.bincount(j, w, 40) - b).sum() <= 1e-14
     assert (w > 0).all() and i.size <= row.size + 60 + 40
     assert np.allclose(np.bincount(label_x[i] * 5 + label_y[j], w, 35), G.ravel())  # within the distinct pairs
+
+
+@pytest.mark.parametrize("cost", ["euclidean", "l1"])
+@pytest.mark.parametrize("method", ["exact", "emd"])
+def test_repeated_points_under_other_costs(cost, method):
+    import ot as pot
+
+    a, b, x, y = _integer_clouds(5, 500, 6, 2)
+    res = optsolve.ot.solve(a, b, x=x, y=y, cost=cost, method=method)
+    assert res.status.value == "optimal" and res.certificate.holds, res.message
+    assert res.stats["distinct_points"] == {"n": 36, "m": 36}
+    assert res.objective == pytest.approx(pot.emd2(a, b, cost_matrix(x, y, cost), numItermax=10**7), rel=1e-9)
+    _check_plan(res, a, b)
