@@ -394,6 +394,8 @@ class LazyArray:
 
 def _array_info(value) -> dict:
     info = {"shape": [int(s) for s in value.shape], "dtype": str(value.dtype)}
+    if isinstance(value, LazyArray) and not value.format:  # a dense array is described without computing it
+        return info
     if hasattr(value, "nnz"):
         info.update(format=value.format, nnz=int(value.nnz))
     elif getattr(value, "format", None):

@@ -22,7 +22,7 @@ from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import Result
 from optsolve.core.solve import Job, Solver, run
-from optsolve.ot import defaults
+from optsolve.ot import defaults, repeats
 from optsolve.ot.methods import ENTROPIC, METHODS
 from optsolve.ot.problems import SCHEMA, is_grid, prepare
 
@@ -152,17 +152,19 @@ class OTSolver(Solver):
                                  "'--method tnt' or '--method exact'.")
         if method == "exact" and low_memory is None:  # point clouds are costed where needed, not as a matrix
             low_memory = "C" not in problem and not is_grid(problem)
-        ot = prepare(problem, normalize=o["normalize"], low_memory=low_memory if method in ("tnt", "exact") else False,
-                     block_size=block_size, use=method)
+        merge = repeats.find(problem) if method in repeats.MERGED else None  # equal points solved as one
+        ot = prepare(problem if merge is None else merge.problem, normalize=o["normalize"],
+                     low_memory=low_memory if method in ("tnt", "exact") else False, block_size=block_size, use=method)
+        n, m = (merge.n, merge.m) if merge is not None else (ot.n, ot.m)
         if ot.low_memory and block_size is None and backend.device == "gpu":
             from optsolve.ot.problems import auto_block
 
             ot.block = auto_block(ot.n, ot.m, xp=backend.xp)
         if method in ("emd", "sinkhorn") and ot.grid is not None:
             ot.C = ot.dense_cost(method)  # POT's solvers take the matrix
-        if o["plan_needed"] and plan_threshold is None and ot.C is None:
-            memory.require(problem.source, f"the dense {ot.n} x {ot.m} plan for --plan/--arrays (--plan-threshold T "
-                                           "writes only its entries above T)", 8 * ot.n * ot.m)
+        if o["plan_needed"] and plan_threshold is None and (ot.C is None or merge is not None):
+            memory.require(problem.source, f"the dense {n} x {m} plan for --plan/--arrays (--plan-threshold T "
+                                           "writes only its entries above T)", 8 * n * m)
         settings = resolve_settings(method, ot.max_cost(), reg=o["reg"], gamma=o["gamma"], target_gap=o["target_gap"],
                              tol=o["tol"], max_iter=o["max_iter"], time_limit=o["time_limit"], pcg=o["pcg"],
                              dtype=o["dtype"], backend=backend, feas_tol=o["feas_tol"],
@@ -174,8 +176,12 @@ class OTSolver(Solver):
             settings["method_rule"] = "auto"
             if method == "exact" and settings["target_gap"] is None:  # right by default: the default target, as tnt's
                 settings["target_gap"] = DEFAULT_TARGET_GAP
-        return Job(method, ot, settings, problem.info(n=ot.n, m=ot.m), deadline=deadline, progress=progress,
-                   context={"backend": backend, "deadline": clock, "plan_needed": o["plan_needed"]})
+        return Job(method, ot, settings, problem.info(n=n, m=m), deadline=deadline, progress=progress,
+                   context={"backend": backend, "deadline": clock, "plan_needed": o["plan_needed"], "merge": merge})
+
+    def finish(self, job, out):
+        merge = job.context["merge"]
+        return out if merge is None else repeats.expand_output(merge, job, out)
 
     def certify(self, job, result):
         from optsolve.ot import certificate

@@ -289,10 +289,22 @@ def _lifted(ot) -> bool:
 def sq_ctransform(P: np.ndarray, w: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """``min_i |P_i - Q_j|^2 - w_i`` for every row Q_j, without the |P| x |Q| costs: the minimiser is a
     vertex of the convex hull of the points (P_i, (|P_i|^2 - w_i) / 2), reached by a walk along its
-    edges (:mod:`optsolve.ot.legendre`). The value is recomputed from the points at the minimiser."""
+    edges (:mod:`optsolve.ot.legendre`). The value is recomputed from the points at the minimiser.
+    Equal points are taken once (:func:`optsolve.ot.repeats.distinct`): of equal P_i the largest w_i,
+    and each distinct Q_j answered once; many equal points slow the hull and the k-d tree down."""
     from optsolve.ot.legendre import Envelope
+    from optsolve.ot.repeats import distinct
 
-    return Envelope(P, w).ctransform(Q)
+    same_p, same_q = distinct(P), distinct(Q)
+    if same_p is not None:
+        first, label = same_p
+        top = np.full(first.size, -np.inf)
+        np.maximum.at(top, label, w)
+        P, w = P[first], top
+    if same_q is None:
+        return Envelope(P, w).ctransform(Q)
+    first, label = same_q
+    return Envelope(P, w).ctransform(Q[first])[label]
 
 
 def _first_ctransform(ot, f):

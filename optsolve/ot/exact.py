@@ -294,8 +294,10 @@ def coarse_candidates(sub: Subproblem, deadline=None):
         ky, kx = min(CELL_NEIGHBOURS, yc.shape[0]), min(CELL_NEIGHBOURS, xc.shape[0])
         near_y = cKDTree(yc).query(yc, k=ky)[1].reshape(yc.shape[0], -1)
         near_x = cKDTree(xc).query(xc, k=kx)[1].reshape(xc.shape[0], -1)
-        cx, cy = (np.concatenate([np.repeat(cx, ky), near_x[cx].ravel()]),
-                  np.concatenate([near_y[cy].ravel(), np.repeat(cy, kx)]))
+        # the links themselves too: where cells' barycentres coincide, a cell need not be among its own
+        # nearest, and without its links the candidates would hold no feasible plan
+        cx, cy = (np.concatenate([cx, np.repeat(cx, ky), near_x[cx].ravel()]),
+                  np.concatenate([cy, near_y[cy].ravel(), np.repeat(cy, kx)]))
         cx, cy = _unique_pairs(cx, cy, yc.shape[0])
     r, c, _ = cell_pairs(lab_x, lab_y, cx, cy)
     rows, cols = [r], [c]

@@ -15,7 +15,7 @@ the weights spread (the transport moves mass far), the walk's cost does not depe
 weights vary. Points the hull leaves out lie above it and are never the minimiser; Qhull's
 "coplanar" points, within its rounding of a facet (duplicates, say), are looked at from the
 vertex where the walk ends. The lifted k-d tree answers instead where the hull cannot be built
-(fewer than d + 2 points, points in a lower-dimensional flat, d > 3), where the weights vary
+(fewer than d + 2 points, points in a lower-dimensional flat, d = 0 or d > 3), where the weights vary
 little between neighbouring points (:func:`weight_spread`: the tree is the faster there), and
 for walks still moving after WALK_STEPS steps.
 
@@ -93,7 +93,7 @@ class Envelope:
         self.w = np.asarray(w, dtype=np.float64)
         self.graph = None
         n, d = self.P.shape
-        if hull is False or d > HULL_MAX_DIM or n < d + 2 or not np.all(np.isfinite(self.w)):
+        if hull is False or d == 0 or d > HULL_MAX_DIM or n < d + 2 or not np.all(np.isfinite(self.w)):
             return
         if hull is None and weight_spread(self.P, self.w) <= TREE_SPREAD:
             return

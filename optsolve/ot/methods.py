@@ -176,6 +176,21 @@ def _finish_if_short(job: Job, out: dict) -> dict:
             "evaluations": (out.get("evaluations") or 0) + res.stats.get("full_pricing_passes", 0), "extra": extra}
 
 
+def explicit_plan(shape, row, col, value, plan_threshold, plan_needed: bool, dense=None):
+    """The ``--arrays`` plan of coo entries: a CSR matrix of those above ``plan_threshold`` where one is given,
+    else the dense plan (``dense`` where the solver made it; built now where it will be written)."""
+    import scipy.sparse as sp
+
+    keep = value > (plan_threshold or 0.0)
+    sparse = sp.csr_matrix((value[keep], (row[keep], col[keep])), shape=shape)
+    if plan_threshold is not None:
+        return sparse
+    if dense is not None:
+        return dense
+    plan = LazyArray(shape, "float64", sparse.toarray)
+    return plan() if plan_needed else plan
+
+
 def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     """A solver's answer (``out``: potentials ``f``, ``g``; an explicit plan as ``coo`` entries or a dense
     ``plan``; ``status``, ``message``, counts and ``extra`` stats) as the method's output: an entropic answer
@@ -201,8 +216,6 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": settings["reg"]}
         stats["marginal_error_before_rounding"] = rd.marginal_error_before
     else:
-        import scipy.sparse as sp
-
         if "coo" in out:
             row, col, value = out["coo"]
         else:
@@ -210,16 +223,7 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
             value = out["plan"][row, col]
         objective = float(pair_costs(ot, row, col) @ value)
         solution_plan = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": value}
-        keep = value > (plan_threshold or 0.0)
-        sparse = sp.csr_matrix((value[keep], (row[keep], col[keep])), shape=(ot.n, ot.m))
-        if plan_threshold is not None:
-            plan = sparse
-        elif "plan" in out:  # the dense plan the solver made
-            plan = out["plan"]
-        else:
-            plan = LazyArray((ot.n, ot.m), "float64", sparse.toarray)
-            if plan_needed:
-                plan = plan()
+        plan = explicit_plan((ot.n, ot.m), row, col, value, plan_threshold, plan_needed, out.get("plan"))
     stats["time_s"] = {"round": time.perf_counter() - t_round}
     stats.update(out.get("extra", {}))
     solution = {"f": out["f"], "g": out["g"], "dual_bound": dual_bound_of(ot, out["f"], backend.xp),

@@ -228,7 +228,7 @@ def cloud_max_cost(x: np.ndarray, y: np.ndarray, cost: str) -> float | None:
     max over sign vectors s of max_i s.x_i - min_j s.y_j (2^d of them); for (squared) Euclidean
     costs it is between vertices of the two convex hulls (dimension 1 to 3)."""
     n, d = x.shape
-    if n == 0 or y.shape[0] == 0:
+    if n == 0 or y.shape[0] == 0 or d == 0:  # points of dimension 0 are all one point
         return 0.0
     if cost == "l1":
         if d > 12:

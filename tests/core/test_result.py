@@ -109,6 +109,16 @@ def test_lazy_array_is_computed_once_on_first_use():
         lazy._missing
 
 
+def test_a_dense_lazy_array_is_described_without_computing_it():
+    from optsolve.core.result import LazyArray, Result, Status
+
+    def compute():
+        raise AssertionError("computed")
+
+    doc = Result("ot", "exact", Status.OPTIMAL, arrays={"plan": LazyArray((3, 4), "float64", compute)}).to_dict()
+    assert doc["arrays"]["keys"]["plan"] == {"shape": [3, 4], "dtype": "float64"}
+
+
 def test_every_document_has_the_common_stats_keys():
     from optsolve.core.result import Result, Status
 

@@ -94,6 +94,20 @@ def test_zero_masses_duplicated_points_and_a_zero_optimum():
     assert res.objective == pytest.approx(0.0, abs=1e-15)
 
 
+def test_coarse_candidates_keep_links_between_cells_at_one_place():
+    # 800 points on 26 integer values: many cells share a barycentre, so a cell is not always among its
+    # own nearest cells; the candidates must still hold the coarse plan (solved here without merging)
+    rng = np.random.default_rng(1)
+    x, y = rng.integers(0, 26, (800, 1)).astype(float), rng.integers(0, 26, (800, 1)).astype(float)
+    a, b = rng.dirichlet(np.ones(800)), rng.dirichlet(np.ones(800))
+    ot = prepare(SCHEMA.validate({"a": a, "b": b, "x": x, "y": y, "cost": "sqeuclidean"}, source="p"),
+                 low_memory=True)
+    res = exact.solve_exact(ot)
+    assert res.status == "optimal", res.message
+    assert float(exact.pair_costs(ot, res.rows, res.cols) @ res.values) == pytest.approx(
+        _reference(a, b, cost_matrix(x, y, "sqeuclidean")), rel=1e-9)
+
+
 def test_huge_costs_off_a_sparse_support():
     rng = np.random.default_rng(8)
     n = 120
