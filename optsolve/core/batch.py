@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import os
 import signal
+import stat
 import sys
 from dataclasses import dataclass
 
@@ -179,6 +180,9 @@ def check_outputs(kind: str, files, outs) -> None:
                              "give another --out-dir.")
         if os.path.isdir(out):
             raise UsageError(f"The output {out!r} of {f!r} is a directory; remove it or give another --out-dir.")
+        if st is not None and not stat.S_ISREG(st.st_mode):  # a FIFO there would block the read below
+            raise UsageError(f"The output {out!r} of {f!r} exists and is not a regular file; batch does not "
+                             "replace it: move it away or give another --out-dir.")
         try:
             doc = read_solution(out, answer=False)
         except InputError:

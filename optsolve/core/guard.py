@@ -15,7 +15,7 @@ by the command's own process:
   a message naming the stage that did not answer;
 * SIGINT, SIGTERM and SIGHUP sent to the command are passed on to the child, which handles them
   as :mod:`optsolve.core.signals` says; a second one stops both at once, unless the child is
-  writing its document, which it then finishes first. The child runs in a process group of its
+  writing its document, which it then finishes first (a third one stops both even then). The child runs in a process group of its
   own, so that a terminal's Ctrl-C reaches it once, through the watcher (and Ctrl-Z stops both, ``fg``
   and ``bg`` continue both);
 * the child dies with the watcher (Linux: ``PR_SET_PDEATHSIG``; elsewhere a thread of the child
@@ -229,8 +229,8 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
     def forward(signum, frame, send=True):
         received.append(signum)
         # a second signal stops everything at once, unless a document is being written (the child's, whose
-        # own handling then stops after it, or this process's): it ends first
-        if len(received) > 1 and not writing[0]:
+        # own handling then stops after it, or this process's): it ends first, unless a third signal comes
+        if len(received) > 2 or (len(received) > 1 and not writing[0]):
             stop_at_once(label, signum, lambda: _kill_all(pid))
         try:
             if send:

@@ -13,6 +13,8 @@ import io
 import json
 import math
 import os
+import re
+import select
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -421,8 +423,10 @@ def write_atomic(path: str, data: str | bytes) -> None:
 
 
 def is_special(path: str) -> bool:
-    """Whether ``path`` exists and is neither a regular file nor a directory (a device, a FIFO, a socket):
-    a target written in place, never renamed over."""
+    """Whether ``path`` is written in place, never renamed over: it exists and is neither a regular file nor
+    a directory (a device, a FIFO, a socket), or it names a descriptor this process has open."""
+    if open_descriptor(path) is not None:
+        return True
     try:
         mode = os.stat(path).st_mode
     except (OSError, ValueError):
@@ -430,15 +434,54 @@ def is_special(path: str) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
+_DESCRIPTOR_PATH = re.compile(r"/dev/(?:fd/(?P<fd>\d+)|(?P<name>stdout|stderr))|/proc/self/fd/(?P<self>\d+)")
+
+
+def open_descriptor(path: str) -> int | None:
+    """The descriptor that ``path`` names (``/dev/stdout``, ``/dev/stderr``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``) when it is open in this process, else None. Opened by name, such a path is the
+    file behind the descriptor (``> log`` makes it a regular file, which a rename or a truncating open
+    would replace); written through the descriptor, it goes where the shell sent it (``>> log`` appends)."""
+    try:
+        match = _DESCRIPTOR_PATH.fullmatch(os.path.normpath(os.path.abspath(path)))
+    except (TypeError, ValueError):
+        return None
+    if match is None:
+        return None
+    fd = {"stdout": 1, "stderr": 2}.get(match["name"]) if match["name"] else int(match["fd"] or match["self"])
+    try:
+        os.fstat(fd)
+    except OSError:
+        return None
+    return fd
+
+
+def write_all(fd: int, data) -> None:
+    """All of ``data`` to descriptor ``fd`` by ``os.write`` until every byte is out: a write interrupted by a
+    signal is resumed where it stopped (PEP 475 retries EINTR; a partial write continues), where CPython's
+    buffered writer drops the rest."""
+    data = memoryview(data)
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:  # a non-blocking descriptor: wait until the reader makes room
+            select.select([], [fd], [])
+
+
 def write_atomic_with(path: str, writer) -> None:
     """Call ``writer(binary_file)`` on a temporary file beside ``path``, then rename it into place.
 
-    A ``path`` that is a device or a FIFO (``/dev/null``, ``/dev/stdout``, a named pipe) is written in
-    place instead, from bytes made whole in memory first: renaming would replace the device with a file.
+    A ``path`` that is a device or a FIFO (``/dev/null``, a named pipe) is written in place instead, and
+    one that names an open descriptor (``/dev/stdout``) through that descriptor, from bytes made whole in
+    memory first: renaming would replace the device, or the file the shell opened, with a new file.
     A symbolic link is written through (its target is replaced, the link stays)."""
     if is_special(path):
         buffer = io.BytesIO()
         writer(buffer)
+        fd = open_descriptor(path)
+        if fd is not None:
+            write_all(fd, buffer.getbuffer())
+            return
         with open(path, "wb") as f:
             f.write(buffer.getbuffer())
         return

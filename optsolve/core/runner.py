@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
-import select
 import sys
 import time
 import traceback
@@ -23,7 +21,7 @@ from optsolve.core.files import file_label, load_problem
 from optsolve.core.progress import (NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger,
                                     stages_to)
 from optsolve.core.registry import solver_package
-from optsolve.core.result import ProblemInfo, Result, Status, write_arrays, write_atomic
+from optsolve.core.result import ProblemInfo, Result, Status, write_all, write_arrays, write_atomic
 from optsolve.core.signals import handling, signal_name
 
 # Options every solve command has that are about output, not about the solve.
@@ -124,9 +122,8 @@ def write_result(result: Result, output: str | None, arrays: str | None, indent:
 
 
 def write_stdout(text: str) -> None:
-    """All of ``text`` on stdout. On a file descriptor, by ``os.write`` until every byte is out: a signal
-    during a blocked write to a full pipe makes CPython's buffered writer drop the rest; here a write
-    interrupted is resumed where it stopped (PEP 475 retries EINTR; a partial write continues)."""
+    """All of ``text`` on stdout: on a file descriptor by :func:`~optsolve.core.result.write_all`, which a
+    signal during a blocked write to a full pipe cannot cut short."""
     stream = sys.stdout
     try:
         fd = stream.fileno()
@@ -135,12 +132,7 @@ def write_stdout(text: str) -> None:
         stream.flush()
         return
     stream.flush()
-    data = memoryview(text.encode(getattr(stream, "encoding", None) or "utf-8", errors="replace"))
-    while data:
-        try:
-            data = data[os.write(fd, data):]
-        except BlockingIOError:  # a non-blocking descriptor: wait until the reader makes room
-            select.select([], [fd], [])
+    write_all(fd, text.encode(getattr(stream, "encoding", None) or "utf-8", errors="replace"))
 
 
 def summary_line(kind: str, result: Result) -> str:

@@ -11,7 +11,8 @@ The command line, never the Python API, runs a command inside :func:`handling`:
 * a second signal stops the process at once: this process's worker processes are killed
   and it exits with 128 + that signal's number, writing nothing more.
 * inside :func:`deferred` (writing an output file, printing its line) both wait until the
-  section ends, so that no file or line is left half written.
+  section ends, so that no file or line is left half written; a third stops the process at once
+  there too (a write that does not end, to a FIFO nobody reads, say).
 
 A signal ignored when the command starts (``nohup``, SIGINT of a background job) stays ignored.
 The previous handlers are restored when the command ends.
@@ -125,8 +126,10 @@ class Handling:
         if self._deferring:
             if self.received is None:
                 self.received, self._raise_later = signum, True
-            else:
+            elif self._stop_later is None:
                 self._stop_later = signum
+            else:  # a third: the section does not end (a FIFO nobody reads), so stop inside it
+                self.stop(signum)
             return
         if self.received is not None:
             self.stop(signum)

@@ -31,7 +31,7 @@ def check(count) -> int | None:
     except (TypeError, ValueError):
         value = -1
     if value < 0 or isinstance(count, bool) or (isinstance(count, float) and count != value):
-        raise ParameterError(f"The '--threads' option must be an integer >= 1 or 'all'; got {count!r}.")
+        raise ParameterError(f"The '--threads' option must be an integer >= 0 (0: all) or 'all'; got {count!r}.")
     return value
 
 

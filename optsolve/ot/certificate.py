@@ -586,8 +586,8 @@ def _agrees(stated: str, expected: str) -> bool:
 
 def qualifier_check(stated, solution: dict, settings: dict | None, cert: Certificate) -> Check | None:
     """The document's ``qualifier`` against :func:`qualifier` of the recomputed checks: a stated gap other than
-    the certified one, or a qualifier on an answer to the LP, fails; a document that states none (written
-    before the field) is reported, not judged; None where neither has one."""
+    the certified one, or a qualifier on an answer to the LP, fails; a document that states none (null, or
+    without the field) is reported, not judged; None where neither has one."""
     expected = qualifier(solution, settings, cert)
     if not stated:
         return None if not expected else Check.info("qualifier_matches", None,

@@ -136,7 +136,7 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
         return solve_exact(ot, target=target, deadline=deadline, progress=progress, record=record,
                            max_rounds=max_rounds, atol=atol)
     coarse, lab_x, lab_y = coarse_problem(sub)
-    cres = solve_large(coarse, target=target, deadline=deadline, record=False, guide=True)
+    cres = solve_large(coarse, target=target, deadline=deadline, record=False, guide=True, atol=atol)
     stats = {"coarse": cres.stats, "sweeps": 0, "blocks": 0, "gaps": [], "block_solve_s": 0.0, "bound_s": 0.0}
     if cres.status not in ("optimal", "max_iter", "time_limit"):
         return solve_exact(ot, target=target, deadline=deadline, progress=progress, record=record,

@@ -40,8 +40,8 @@ SIGN_TOL = 1e-12  # relative to ||y||_inf: entries below are rounding, not a pus
 OBJ_RTOL = 1e-9
 OBJ_ATOL = 1e-9
 # leftovers of infeasibility certificates, each relative to the terms it sums: float64 rounds a sum of k terms
-# within k 1.1e-16 of their magnitudes, and the vector itself carries its solver's rounding (an LP vertex of an
-# 800-variable QP: 6e-12); a near-ray leaves leftovers of the order of its terms
+# within k 1.1e-16 of their magnitudes, and the vector itself carries its solver's rounding (an LP vertex is
+# exact only to some 1e-12 of its terms); a near-ray leaves leftovers of the order of its terms
 CERT_TOL = 1e-10
 
 LIMITS = (
@@ -80,10 +80,6 @@ def support_function(y, l, u, scale: float = 0.0) -> float:
     if np.any((pos > 0) & np.isinf(u)) or np.any((neg < 0) & np.isinf(l)):
         return math.inf
     return float(np.where(pos > 0, u, 0.0) @ pos + np.where(neg < 0, l, 0.0) @ neg)
-
-
-def _max_abs(M) -> float:
-    return float(abs(M).max()) if M.nnz else 0.0
 
 
 def _cleaned(v):

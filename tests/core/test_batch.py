@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -139,7 +140,8 @@ def test_batch_of_another_command_into_one_folder_keeps_both(cli, small_ot, tmp_
     assert docs == ["ot", "qp"]
 
 
-@pytest.mark.parametrize("content", ["not json", json.dumps({"hello": 1}), "solution of another problem", "dir"])
+@pytest.mark.parametrize("content", ["not json", json.dumps({"hello": 1}), "solution of another problem", "dir",
+                                     "fifo"])
 def test_batch_never_replaces_a_file_it_does_not_own(cli, small_ot, tmp_path, rng, content):
     good, arrays = small_ot
     out = tmp_path / "out"
@@ -147,6 +149,8 @@ def test_batch_never_replaces_a_file_it_does_not_own(cli, small_ot, tmp_path, rn
     target = out / "small.ot.json"
     if content == "dir":
         target.mkdir()
+    elif content == "fifo":  # read to see whose solution it holds, it blocked the batch
+        os.mkfifo(target)
     elif content == "solution of another problem":
         other = tmp_path / "elsewhere" / "small.npz"
         other.parent.mkdir()
@@ -158,7 +162,10 @@ def test_batch_never_replaces_a_file_it_does_not_own(cli, small_ot, tmp_path, rn
     r = cli("batch", "ot", "-q", "--out-dir", out, good)
     assert r.exit_code == 2, r.stderr
     assert "Traceback" not in r.stderr and "small.ot.json" in r.stderr
-    assert target.is_dir() if content == "dir" else target.read_text() == content
+    if content == "fifo":
+        assert stat.S_ISFIFO(os.lstat(target).st_mode)
+    else:
+        assert target.is_dir() if content == "dir" else target.read_text() == content
 
 
 def _grandchildren(pid: int) -> list[int]:

@@ -367,3 +367,33 @@ def test_a_signal_while_the_command_loads_gets_its_document(games, args):
     doc = json.loads((games / "s.json").read_text())
     assert doc["status"] == "interrupted" and "SIGTERM" in doc["message"], doc["message"]
     assert "Traceback" not in proc.stderr and "at once" not in proc.stderr
+
+
+def _blocked_opening_a_fifo(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+        return any(open(f"/proc/{c}/wchan").read() == "wait_for_partner" for c in children)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/wchan"), reason="reads /proc")
+def test_a_third_signal_ends_a_write_to_a_fifo_nobody_reads(games):
+    """The document waits on a FIFO that no one opens: the first signal waits for the write, the second too
+    (it would cut the document), a third stops the command at once."""
+    os.mkfifo(games / "out.fifo")
+    proc = start(games, "mvi", "p.json", "--operator", "games.py:quick", "-o", "out.fifo")
+    deadline = time.monotonic() + 60
+    while not _blocked_opening_a_fifo(proc.pid):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    for _ in range(3):
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("three signals did not end a write to a FIFO nobody reads")
+    assert proc.returncode == 143 and "at once" in err, err

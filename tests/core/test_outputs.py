@@ -74,6 +74,27 @@ def test_device_given_to_output_and_arrays_stays_a_device(cli, small_ot, tmp_pat
     assert not list(device.parent.glob(".optsolve-*")), "a temporary file was left beside the device"
 
 
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_output_naming_stdout_appends_where_the_shell_sent_it(small_ot, tmp_path, name):
+    """``-o /dev/stdout >> log``: the document goes through the descriptor the shell opened, after what the
+    log held (a rename or a truncating open of the file behind it replaced the log)."""
+    import sys
+
+    if not os.path.exists(name):
+        pytest.skip(f"{name} does not exist here")
+    path, _ = small_ot
+    log = tmp_path / "log.txt"
+    log.write_text("previous line\n")
+    with open(log, "ab") as out:
+        r = subprocess.run([sys.executable, "-m", "optsolve", "ot", str(path), "-o", name, "-q"], stdout=out,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    first, rest = log.read_text().split("\n", 1)
+    assert first == "previous line"
+    assert json.loads(rest)["status"] == "optimal"
+    assert not list(tmp_path.glob(".optsolve-*"))
+
+
 def test_verify_output_to_a_device_stays_a_device(cli, small_ot, tmp_path):
     path, _ = small_ot
     device = char_device(tmp_path)
