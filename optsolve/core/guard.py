@@ -193,6 +193,8 @@ def run_watched(limit: float | None, started: float, child, on_timeout, label: s
             keep_held(early)  # taken by its handling (a signal sent now could be lost while fork returns)
             _die_with(parent)
             os.setpgid(0, 0)
+            if hasattr(signal, "SIGTTOU"):  # its group is in the background: its lines to the terminal
+                signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # stopped it under `stty tostop`
             code = child(Channel(write_fd, go_read))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1

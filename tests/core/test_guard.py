@@ -397,3 +397,40 @@ def test_a_third_signal_ends_a_write_to_a_fifo_nobody_reads(games):
         proc.kill()
         pytest.fail("three signals did not end a write to a FIFO nobody reads")
     assert proc.returncode == 143 and "at once" in err, err
+
+
+def test_a_solve_writes_to_a_terminal_set_to_stop_background_writers(games):
+    """`stty tostop`: a background process group's write to the terminal stops it (SIGTTOU). The solve's
+    group is in the background of the command's terminal; its lines and document still come out."""
+    import fcntl
+    import pty
+    import select
+    import termios
+
+    leader, follower = pty.openpty()
+    attrs = termios.tcgetattr(follower)
+    attrs[3] |= termios.TOSTOP
+    termios.tcsetattr(follower, termios.TCSANOW, attrs)
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([sys.executable, "-m", "optsolve", "mvi", "p.json", "--operator", "games.py:quick"],
+                            cwd=games, stdin=follower, stdout=follower, stderr=follower, preexec_fn=own_terminal)
+    os.close(follower)
+    seen = bytearray()
+    try:
+        deadline = time.monotonic() + 30
+        while proc.poll() is None and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(leader, 1 << 16)
+                except OSError:
+                    break
+        if proc.poll() is None:
+            proc.kill()
+            pytest.fail(f"the command did not end: {bytes(seen)[-500:]!r}")
+    finally:
+        os.close(leader)
+    assert proc.returncode == 0 and b"optsolve mvi: optimal" in seen, bytes(seen)[-500:]
