@@ -23,9 +23,9 @@ _POOLS: dict[int, ThreadPoolExecutor] = {}
 
 def blas_threads() -> int:
     """The threads the BLAS libraries may use now (every core where none is loaded)."""
-    from threadpoolctl import threadpool_info
+    from optsolve.core.threads import blas_counts
 
-    counts = [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    counts = blas_counts()
     return max(1, min(counts) if counts else (os.cpu_count() or 1))
 
 

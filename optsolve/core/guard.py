@@ -15,9 +15,9 @@ by the command's own process:
   a message naming the stage that did not answer;
 * SIGINT, SIGTERM and SIGHUP sent to the command are passed on to the child, which handles them
   as :mod:`optsolve.core.signals` says; a second one stops both at once, unless the child is
-  writing its document, which it then finishes first (a third one stops both even then). The child runs in a process group of its
-  own, so that a terminal's Ctrl-C reaches it once, through the watcher (and Ctrl-Z stops both, ``fg``
-  and ``bg`` continue both);
+  writing its document, which it then finishes first (a third one stops both even then). The
+  child runs in a process group of its own, so that a terminal's Ctrl-C reaches it once, through
+  the watcher (and Ctrl-Z stops both, ``fg`` and ``bg`` continue both);
 * the child dies with the watcher (Linux: ``PR_SET_PDEATHSIG``; elsewhere a thread of the child
   sees the watcher's pipe close), and never writes once the watcher is gone.
 
@@ -25,10 +25,10 @@ The limit counts from the command's start (:data:`optsolve.cli.STARTED`). ``opts
 watches each file's solve under a time limit the same way, in its worker
 (:func:`optsolve.core.runner.watched_solve`). Rank 0 of ``mpiexec ... --engine mpi`` is watched
 alike: it forks before MPI starts, and its child starts MPI (:func:`mpi_started`); when its watcher
-ends the command, the launcher ends the other ranks. Without
-``fork``, in a process that has already started MPI, when the problem is typed at a terminal (``-``
-on a tty, which a background process group may not read), and for calls from Python (the API,
-Click's test runner), the solve runs in one process as before.
+ends the command, the launcher ends the other ranks. Without ``fork``, in a process that has
+already started MPI, when the problem is typed at a terminal (``-`` on a tty, which a background
+process group may not read), and for calls from Python (the API, Click's test runner), the solve
+runs in one process.
 """
 
 from __future__ import annotations
@@ -85,7 +85,6 @@ class Channel:
     def __init__(self, fd: int, go_fd: int | None = None):
         self.fd = fd
         self._go = threading.Event()
-        self._gone = threading.Event()
         if go_fd is not None:
             threading.Thread(target=self._listen, args=(go_fd,), daemon=True).start()
 
@@ -98,7 +97,6 @@ class Channel:
         if got == _GO:
             self._go.set()
             return
-        self._gone.set()
         os._exit(1)  # nothing may be written once the command has ended
 
     def send(self, word: str, value: str = "") -> None:

@@ -75,9 +75,14 @@ def limited(count: int, libraries: tuple = ()):
         yield
 
 
-def in_effect() -> int | None:
-    """The most threads a loaded BLAS library may use now (None where threadpoolctl sees none)."""
+def blas_counts() -> list[int]:
+    """The threads each loaded BLAS library may use now (empty where threadpoolctl sees none)."""
     from threadpoolctl import threadpool_info
 
-    counts = [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+    return [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
+
+
+def in_effect() -> int | None:
+    """The most threads a loaded BLAS library may use now (None where threadpoolctl sees none)."""
+    counts = blas_counts()
     return max(counts) if counts else None
