@@ -108,8 +108,11 @@ def _run_quiet_rank(problem, params):
 
     configure_logging(QUIET)
     with handling("optsolve qp") as signals:  # recorded, and polled where the ranks agree to stop (no exception)
-        result = solve_file("qp", problem, {k: v for k, v in params.items() if k not in OUTPUT_OPTIONS})
-    sys.exit(signals.exit_code or result.exit_code)
+        try:
+            result = solve_file("qp", problem, {k: v for k, v in params.items() if k not in OUTPUT_OPTIONS})
+        except KeyboardInterrupt:  # a signal before MPI started (engine_comm): no other rank waits on this one
+            result = None
+    sys.exit(signals.exit_code or (1 if result is None else result.exit_code))
 
 
 MIN_COUNT = 4  # two training problems, one held out, one to certify on

@@ -135,6 +135,11 @@ def engine_comm(engine: str):
 
     if engine != "mpi":
         return OneProcess
+    from optsolve.core.errors import Terminated
+    from optsolve.core.signals import received
+
+    if received() is not None:  # before MPI starts no rank waits on another: each stops here, alike
+        raise Terminated(received())
     try:
         from mpi4py import MPI
     except ImportError as exc:

@@ -189,7 +189,7 @@ def test_the_users_thread_count_wins_over_the_default():
         with threads.requested(1):
             result = run(free, {"value": 2.0}, scale=1.0)
         assert set(free.seen) == {1} and result.settings["threads"] == 1
-    with pytest.raises(ParameterError, match="'--threads' option must be an integer >= 0 \(0: all\) or 'all'; got 'x'"):
+    with pytest.raises(ParameterError, match=r"'--threads' option must be an integer >= 0 \(0: all\) or 'all'; got 'x'"):
         threads.check("x")
 
 
