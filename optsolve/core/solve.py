@@ -102,6 +102,10 @@ class Solver:
         """What ``--method`` accepts: the aliases, then the methods."""
         return (*self.aliases, *self.methods)
 
+    def libraries(self, method: str) -> tuple[str, ...]:
+        """The modules with thread pools ``method`` uses, loaded before the thread limit (:attr:`thread_libraries`)."""
+        return self.thread_libraries
+
     def setup(self, problem, method: str, options: dict, deadline: float | None, progress: Progress) -> Job:
         """Check ``options`` (the keyword arguments of ``solve_problem`` less method, device, time limit and
         progress), prepare ``problem`` and return the job (its ``method`` may differ: ``auto`` resolved)."""
@@ -141,7 +145,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
     t0 = time.perf_counter()
     # called from Python, where no command started the clock, the time limit counts from this call
     started = clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()
-    with started, threads.limited(limit, solver.thread_libraries):
+    with started, threads.limited(limit, solver.libraries(method)):
         options = dict(options, device=device, time_limit=time_limit)
         job = solver.setup(problem, method, options, clock.deadline(time_limit), progress)
         job.problem = problem

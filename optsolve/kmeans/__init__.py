@@ -23,7 +23,7 @@ from optsolve.kmeans.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "sample-centre"
 # Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
-PRELOAD = ("sklearn.cluster", "optsolve.kmeans.estimators", "optsolve.kmeans.certificate")
+PRELOAD = ("optsolve.kmeans.estimators", "optsolve.kmeans.lloyd", "optsolve.kmeans.certificate")
 # Libraries a method imports, imported before its solve starts (scikit-learn's takes about a second).
 SETUP_IMPORTS = {"lloyd": ("sklearn.cluster",)}
 LLOYD_STEPS = 10  # Lloyd steps at most after an estimator's centres (refine, the default)
@@ -62,10 +62,12 @@ def _limits(**given) -> dict:
 
 class KMeansSolver(Solver):
     blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
-    thread_libraries = ("sklearn.cluster",)  # the Lloyd steps' OpenMP
     command = "kmeans"
     methods = METHODS
     default_method = DEFAULT_METHOD
+
+    def libraries(self, method: str) -> tuple[str, ...]:
+        return SETUP_IMPORTS.get(method, ())  # scikit-learn's OpenMP (the lloyd method's KMeans)
 
     def setup(self, problem, method, options, deadline, progress) -> Job:
         o = options
@@ -103,8 +105,12 @@ class KMeansSolver(Solver):
         if timed_out and out.status is Status.OPTIMAL:
             out.status = Status.TIME_LIMIT
             out.add_message(f"Time limit of {job.settings['time_limit']:g} s reached: " + "; ".join(timed_out) + ".")
-        assignment, dist = assign(kp.X, centres)
-        out.objective = cost = float(dist.sum())
+        if "assignment" in out.solution:
+            assignment = out.solution["assignment"]
+        else:  # interrupted before the assignment
+            assignment, dist = assign(kp.X, centres)
+            out.objective = float(dist.sum())
+        cost = out.objective
         trace(out.iterations, cost, measure=KMEANS_MEASURE, stage="final")
         used = job.context["used"]
         job.progress.update(out.iterations, cost=cost, alpha_used=used)

@@ -10,12 +10,10 @@ scikit-learn's KMeans, the reference.
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
 from optsolve.core import memory
-from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
 from optsolve.core.result import Status
 from optsolve.core.solve import Job, MethodOutput
@@ -159,6 +157,8 @@ def _lloyd(job: Job) -> MethodOutput:
     if job.deadline is None:
         from sklearn.cluster import KMeans
 
+        memory.require(job.problem.source, f"lloyd: scikit-learn's float64 copy of the points ({kp.m} x {kp.d})",
+                       8.0 * kp.m * kp.d)
         km = KMeans(n_clusters=kp.k, n_init=LLOYD_STARTS, random_state=seed, max_iter=max_iter or 300).fit(
             np.asarray(kp.X, dtype=float))
         centres, steps = km.cluster_centers_, int(km.n_iter_)
@@ -170,7 +170,11 @@ def _lloyd(job: Job) -> MethodOutput:
             job.context["timed_out"].append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut "
                                             "short (the cheapest kept)")
     job.context.update(empty=[], used=None)
-    return MethodOutput(Status.OPTIMAL, {"centres": centres}, iterations=steps, stats=stats)
+    out = MethodOutput(Status.OPTIMAL, None, iterations=steps, stats=stats)
+    job.context["allowed"] = 0  # the assignment to its centres
+    _refine(job, centres, out, None)
+    out.iterations = steps
+    return out
 
 
 def _estimator(method: str):
@@ -181,7 +185,7 @@ def _estimator(method: str):
         centres, empty, used, stats, messages = _estimate(job, method)
         job.context.update(empty=empty, used=used)
         out = MethodOutput(Status.OPTIMAL, None, " ".join(messages), iterations=0, stats=stats)
-        out.solution = {"centres": _refine(job, centres, out)}
+        _refine(job, centres, out, empty)
         return out
 
     return solve_with
@@ -197,6 +201,9 @@ def _estimate(job: Job, method: str):
     if alpha == "auto" and method != "labels":
         grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
     gathered = method != "sample-centre"  # sample-centre reads the clusters in place
+    if gathered:
+        memory.require(job.problem.source, f"{method}: the predicted clusters gathered as float64 ({kp.m} x {kp.d})",
+                       8.0 * kp.m * kp.d)
     parts = cluster_points(kp) if gathered else None
     cut = []
 
@@ -236,7 +243,9 @@ def _estimate(job: Job, method: str):
         used = float(per_cluster[live].max())
         chosen = np.array([candidates[g][j] for j, g in enumerate(choice)])
         sizes = np.bincount(kp.labels, minlength=kp.k)
-        redo = np.array([small[i].shape[0] < sizes[i] for i in live], dtype=bool)
+        # without Lloyd steps to follow, the subsampled clusters are estimated again on all their points
+        # (the steps start from the samples' centres instead, and read every point themselves)
+        redo = np.array([small[i].shape[0] < sizes[i] and not job.context["allowed"] for i in live], dtype=bool)
         centres, empty = chosen, [i for i, P in enumerate(small) if P is None]
         if redo.any() and _late(job):
             timed_out.append("the subsampled clusters' centres kept (not estimated again on all their points)")
@@ -260,39 +269,39 @@ def _estimate(job: Job, method: str):
     return centres, empty, used, stats, messages
 
 
-def _refine(job: Job, centres: np.ndarray, out: MethodOutput) -> np.ndarray:
-    """At most ``job.context["allowed"]`` Lloyd steps from ``centres`` (their count in ``out.iterations``)."""
-    from optsolve.kmeans.estimators import assign
-    from optsolve.kmeans.estimators import lloyd_steps as steps_until
+def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None) -> None:
+    """At most ``job.context["allowed"]`` Lloyd steps from ``centres`` (their count in ``out.iterations``),
+    the predicted labels tried first (:func:`optsolve.kmeans.lloyd.lloyd`); ``empty``: the predicted
+    clusters without a centre (None: the centres are not the predicted clusters'). Sets the solution (centres, every point's nearest) and the objective."""
+    from optsolve.kmeans.lloyd import lloyd
 
     kp, allowed = job.data, job.context["allowed"]
     if allowed and _late(job):
         job.context["timed_out"].append("no Lloyd step of the refinement run")
-        return centres
-    if not allowed:
-        return centres
-    if history_active() is not None:  # the estimate's cost, before the Lloyd steps
-        trace(0, float(assign(kp.X, centres)[1].sum()), measure=KMEANS_MEASURE, stage="estimate")
+        allowed = 0
+    start = None
+    if empty == []:
+        start = kp.labels
+    elif empty is not None:  # the predicted labels as indices of the centres kept
+        relabel = np.full(kp.k, -1)
+        live = np.setdiff1d(np.arange(kp.k), empty)
+        relabel[live] = np.arange(live.size)
+        start = relabel[kp.labels]
     try:
-        if job.deadline is None:
-            from sklearn.cluster import KMeans
-            from sklearn.exceptions import ConvergenceWarning
-
-            with warnings.catch_warnings():  # fewer distinct points than centres: the steps are still valid
-                warnings.simplefilter("ignore", category=ConvergenceWarning)
-                km = KMeans(n_clusters=centres.shape[0], init=centres, n_init=1, max_iter=allowed).fit(
-                    np.asarray(kp.X, dtype=float))
-            refined, steps, stopped = km.cluster_centers_, int(km.n_iter_), False
-        else:  # steps of its own, the deadline looked at between them
-            refined, steps, stopped = steps_until(kp.X, centres, allowed, job.deadline)
+        run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
         out.status = Status.INTERRUPTED
         out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
-        return centres
-    out.iterations = steps
-    if stopped:
-        job.context["timed_out"].append(f"{steps} of the {allowed} Lloyd steps of the refinement run")
-    return refined
+        out.solution = {"centres": centres}
+        return
+    if allowed:
+        trace(0, run.start_cost, measure=KMEANS_MEASURE, stage="estimate")
+    out.iterations = run.steps
+    out.stats["full_distance_rows"] = run.full_rows
+    if run.stopped:
+        job.context["timed_out"].append(f"{run.steps} of the {allowed} Lloyd steps of the refinement run")
+    out.solution = {"centres": run.centres, "assignment": run.nearest}
+    out.objective = run.cost
 
 
 METHODS = {"sample-centre": _estimator("sample-centre"), "sample-window": _estimator("sample-window"),

@@ -90,8 +90,6 @@ def _read_archive(problem: Problem, path: str) -> np.ndarray:
 
 
 def _load_points(problem: Problem) -> np.ndarray:
-    from optsolve.core import memory
-
     name = path = problem["X_path"]
     if not os.path.isabs(path) and problem.path not in (None, "-"):
         path = os.path.join(os.path.dirname(os.path.abspath(problem.path)), path)
@@ -120,18 +118,21 @@ def _load_points(problem: Problem) -> np.ndarray:
         shape, dtype = getattr(X, "shape", None), getattr(X, "dtype", type(X).__name__)
         raise problem.error(f"'X_path' holds an array of shape {shape} and dtype {dtype}; expected a 2-D numeric "
                             "array (m x d).")
-    # the solvers gather float64 copies of the points (one per predicted cluster, all clusters together)
-    memory.require(problem.source, f"'X_path' array of shape {X.shape} as float64", 8.0 * X.shape[0] * X.shape[1])
     labels = problem["labels"]
     if X.shape[0] != labels.shape[0]:
         raise problem.error(f"'X_path' holds {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
+    most = largest_coordinate(X.shape[0], X.shape[1])
     for start in range(0, X.shape[0], CHUNK):
-        block = np.asarray(X[start:start + CHUNK], dtype=float)
-        if not np.isfinite(block).all():
-            r, c = np.argwhere(~np.isfinite(block))[0]
-            raise problem.error(f"'X_path' array has {block[r, c]} at index ({start + int(r)}, {int(c)}); "
-                                "expected finite values.")
-        _check_magnitude(problem, "X_path", block, start, X.shape)
+        block = X[start:start + CHUNK]
+        if block.dtype.kind != "f":  # integers: |min| of a signed type overflows in its own type
+            block = np.asarray(block, dtype=float)
+        if block.size and not float(np.abs(block).max()) <= most:  # NaN, inf or too large: say where
+            block = np.asarray(block, dtype=float)
+            if not np.isfinite(block).all():
+                r, c = np.argwhere(~np.isfinite(block))[0]
+                raise problem.error(f"'X_path' array has {block[r, c]} at index ({start + int(r)}, {int(c)}); "
+                                    "expected finite values.")
+            _check_magnitude(problem, "X_path", block, start, X.shape)
     return X
 
 
@@ -153,7 +154,13 @@ def _check_magnitude(problem: Problem, name: str, block: np.ndarray, start: int,
 
 
 def prepare(problem: Problem) -> KMeansProblem:
-    X = problem["X"] if "X" in problem else _load_points(problem)
+    """The points (a file named by X_path read and checked once per problem), labels, k and alpha."""
+    if "X" in problem:
+        X = problem["X"]
+    else:
+        X = getattr(problem, "_points", None)
+        if X is None:
+            X = problem._points = _load_points(problem)
     labels = np.asarray(problem["labels"], dtype=np.int64)
     k = int(problem["k"]) if "k" in problem else int(labels.max()) + 1
     if "X" in problem and X.shape[0] != labels.shape[0]:

@@ -129,7 +129,7 @@ def test_cover_convert_fair_interrupted_reports_its_search(monkeypatch, method):
 
 def test_kmeans_refine_interrupted_keeps_the_estimate(monkeypatch):
     import optsolve.kmeans
-    from sklearn.cluster import KMeans
+    from optsolve.kmeans import lloyd
 
     rng = np.random.default_rng(0)
     X = np.concatenate([rng.normal(c, 0.3, (200, 2)) for c in ((0, 0), (4, 0), (0, 4))])
@@ -140,7 +140,7 @@ def test_kmeans_refine_interrupted_keeps_the_estimate(monkeypatch):
     def interrupted(self, *args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(KMeans, "fit", interrupted)
+    monkeypatch.setattr(lloyd._Lloyd, "move", interrupted)  # within the first Lloyd step
     res = optsolve.kmeans.solve(X, labels, method="labels", lloyd_steps=50)
     assert res.status.value == "interrupted" and "refinement" in res.message
     assert np.allclose(res.solution["centres"], estimate.solution["centres"])
