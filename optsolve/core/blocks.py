@@ -46,6 +46,25 @@ def map_blocks(fn, blocks: list[tuple[int, int]], threads: int | None = None) ->
     return list(pool.map(lambda b: fn(*b), blocks))
 
 
+def fold_blocks(fn, n: int, rows: int, combine, threads: int | None = None, per_task: int = 32):
+    """``fn(start, stop)`` over blocks of ``rows`` rows covering 0..n, folded with ``combine(a, b)``;
+    tasks of ``per_task`` consecutive blocks run on :func:`map_blocks`'s threads, each folding its own
+    blocks as it goes (the blocks' results are never all held at once). None where n is 0."""
+    span = max(1, rows) * per_task
+
+    def task(lo, hi):
+        out = None
+        for start in range(lo, hi, max(1, rows)):
+            part = fn(start, min(hi, start + max(1, rows)))
+            out = part if out is None else combine(out, part)
+        return out
+
+    out = None
+    for part in map_blocks(task, [(s, min(n, s + span)) for s in range(0, n, span)], threads):
+        out = part if out is None else combine(out, part)
+    return out
+
+
 def _hugepage_switch():
     """numpy's switch for advising the kernel to back new arrays with transparent huge pages (None where
     this numpy has none)."""

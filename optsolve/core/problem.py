@@ -49,6 +49,7 @@ class Field:
     positive: bool = False
     sparse: bool = False
     alt_shape: tuple | None = None  # a second accepted shape, of another number of dimensions
+    float32: bool = False  # a float32 array stays float32 (no float64 copy); other floats become float64
     choices: tuple | None = None
     doc: str = ""
 
@@ -331,7 +332,7 @@ def _as_numeric(problem: Problem, f: Field, value) -> np.ndarray:
     if kind not in "biuf":
         raise problem.error(f"array {f.name!r} has dtype {arr.dtype}; expected {f.dtype} values.")
     if f.dtype == "float":
-        return arr.astype(np.float64, copy=False)
+        return arr if f.float32 and arr.dtype == np.float32 else arr.astype(np.float64, copy=False)
     if f.dtype == "int":
         if kind == "f":
             finite = np.isfinite(arr)

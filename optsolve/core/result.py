@@ -522,7 +522,7 @@ def solution_vector(solution: dict, key: str, size: int) -> np.ndarray:
         raise KeyError(f"solution has no {key!r}")
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
         raise ValueError(f"solution {key!r} must be a list of {size} numbers; found {type(values).__name__}")
-    arr = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+    arr = np.array(values, dtype=np.float64)  # null (None) entries convert to NaN
     if arr.ndim != 1:
         raise ValueError(f"solution {key!r} must be a flat list of {size} numbers; found nested lists of shape "
                          f"{arr.shape}")

@@ -45,6 +45,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from optsolve.core import memory
+from optsolve.core.blocks import fold_blocks
 from optsolve.core.errors import ParameterError
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.kmeans.problems import largest_coordinate, prepare
@@ -228,31 +229,32 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
     ``a`` to the centres C, the largest squared distance to the assigned centre beyond the nearest, the
     largest squared norm of a shifted point, the cost of the predicted labels' clusters about their
     centroids). A point within half of its centre's distance to the nearest other centre is nearest
-    to it (the triangle inequality); only the other points are compared with every centre."""
+    to it (the triangle inequality); only the other points are compared with every centre. The blocks
+    run on the threads of :func:`optsolve.core.blocks.fold_blocks`."""
     shift = C.mean(axis=0)
     Cs = C - shift
     L = Cs.shape[0]
     half = _half_gaps(Cs)
-    cost = excess = norm = 0.0
-    label_sums = np.zeros((kp.k, kp.d))
-    label_norms = np.zeros(kp.k)
-    rows = _rows(L)
-    for start in range(0, kp.m, rows):
-        stop = min(kp.m, start + rows)
-        B = np.asarray(kp.X[start:stop], dtype=float) - shift
+
+    def block(start: int, stop: int):
+        B = np.subtract(kp.X[start:stop], shift, dtype=float)
         own = B - Cs[a[start:stop]]
         own = np.einsum("ij,ij->i", own, own)
-        cost += float(own.sum())
         bb = np.einsum("ij,ij->i", B, B)
-        norm = max(norm, float(bb.max()))
         lab = kp.labels[start:stop]
-        label_sums += sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size)) @ B
-        label_norms += np.bincount(lab, weights=bb, minlength=kp.k)
+        sums = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size)) @ B
+        excess = 0.0
         open_rows = np.flatnonzero(np.sqrt(own) > half[a[start:stop]])
         if open_rows.size:
             G, _ = _distances(B[open_rows], Cs, np.zeros(kp.d))
             got = G[np.arange(open_rows.size), a[start + open_rows]]
-            excess = max(excess, float((got - G.min(axis=1)).max()))
+            excess = float((got - G.min(axis=1)).max())
+        return float(own.sum()), excess, float(bb.max()), sums, np.bincount(lab, weights=bb, minlength=kp.k)
+
+    def combine(x, y):
+        return x[0] + y[0], max(x[1], y[1]), max(x[2], y[2]), x[3] + y[3], x[4] + y[4]
+
+    cost, excess, norm, label_sums, label_norms = fold_blocks(block, kp.m, _rows(L), combine)
     counts = np.bincount(kp.labels, minlength=kp.k)
     live = counts > 0
     label_cost = label_norms[live] - (label_sums[live] ** 2).sum(axis=1) / counts[live]

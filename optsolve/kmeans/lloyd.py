@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from optsolve.core.blocks import fold_blocks
+
 BLOCK = 4096  # rows per block of a pass over the points: the block and its distance table stay in cache
 CANCELLATION = 1e-4  # the cost from the clusters' sums is used while it is at least this share of the sum of
 #                      the points' squared norms (below it the subtraction loses digits: a direct pass instead)
@@ -69,8 +71,9 @@ class _Points:
 
 
 class _Lloyd:
-    def __init__(self, X, centres: np.ndarray):
+    def __init__(self, X, centres: np.ndarray, threads: int | None):
         self.X = X
+        self.threads = threads
         self.m, self.d = X.shape
         C = np.array(centres, dtype=np.float64)
         self.k = C.shape[0]
@@ -104,7 +107,6 @@ class _Lloyd:
     def _full(self, B, xx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest centre of each row of B (working precision) and rigorous bounds (u, l) on the
         exact distances to it and to every other centre."""
-        self.full_rows += B.shape[0]
         G = B @ self.CwT
         G += self.ccw
         rows = np.arange(B.shape[0])
@@ -126,29 +128,36 @@ class _Lloyd:
         own = np.einsum("ij,ij->i", diff, diff).astype(np.float64)
         return np.sqrt(own + self.gamma * (xx + self.cmax))
 
+    def _first_block(self, lo: int, hi: int, start: np.ndarray | None):
+        """:meth:`first` on rows lo..hi: their slices of the state written, (their sums, norms, full rows) returned."""
+        B64, B = self.pts.rows(slice(lo, hi))
+        xx = np.einsum("ij,ij->i", B64, B64)
+        self.xx[lo:hi] = xx
+        a = np.zeros(hi - lo, dtype=np.int64)
+        u, low = np.empty(hi - lo), np.empty(hi - lo)
+        rest = np.ones(hi - lo, dtype=bool)
+        if start is not None:
+            cand = start[lo:hi]
+            known = cand >= 0
+            c = np.where(known, cand, 0)
+            du = self._own(B, c, xx)
+            ok = known & (du <= self.half[c])
+            a[ok], u[ok], low[ok] = c[ok], du[ok], 2.0 * self.half[c[ok]] - du[ok]
+            rest = ~ok
+        full = int(rest.sum())
+        if full:
+            a[rest], u[rest], low[rest] = self._full(B[rest], xx[rest])
+        self.a[lo:hi], self.u[lo:hi], self.l[lo:hi] = a, u, low
+        return _onehot(a, np.ones(a.size), self.k) @ B64, np.bincount(a, weights=xx, minlength=self.k), full
+
     def first(self, start: np.ndarray | None) -> None:
-        """Assign every point, its predicted centre ``start`` first (-1: none), and sum the clusters."""
-        for lo in range(0, self.m, BLOCK):
-            hi = min(self.m, lo + BLOCK)
-            B64, B = self.pts.rows(slice(lo, hi))
-            xx = np.einsum("ij,ij->i", B64, B64)
-            self.xx[lo:hi] = xx
-            a = np.zeros(hi - lo, dtype=np.int64)
-            u, low = np.empty(hi - lo), np.empty(hi - lo)
-            rest = np.ones(hi - lo, dtype=bool)
-            if start is not None:
-                cand = start[lo:hi]
-                known = cand >= 0
-                c = np.where(known, cand, 0)
-                du = self._own(B, c, xx)
-                ok = known & (du <= self.half[c])
-                a[ok], u[ok], low[ok] = c[ok], du[ok], 2.0 * self.half[c[ok]] - du[ok]
-                rest = ~ok
-            if rest.any():
-                a[rest], u[rest], low[rest] = self._full(B[rest], xx[rest])
-            self.a[lo:hi], self.u[lo:hi], self.l[lo:hi] = a, u, low
-            self.sums += _onehot(a, np.ones(a.size), self.k) @ B64
-            self.norms += np.bincount(a, weights=xx, minlength=self.k)
+        """Assign every point, its predicted centre ``start`` first (-1: none), and sum the clusters;
+        blocks of rows on the threads of :func:`optsolve.core.blocks.fold_blocks`."""
+        def combine(x, y):
+            return x[0] + y[0], x[1] + y[1], x[2] + y[2]
+
+        self.sums, self.norms, self.full_rows = fold_blocks(lambda lo, hi: self._first_block(lo, hi, start), self.m,
+                                                            BLOCK, combine, self.threads)
         self.counts = np.bincount(self.a, minlength=self.k)
 
     def cost(self) -> float:
@@ -200,6 +209,7 @@ class _Lloyd:
                 new = old.copy()
                 if again.any():
                     new[again], self.u[rows[again]], self.l[rows[again]] = self._full(B[again], xx[again])
+                self.full_rows += int(again.sum())
             change = new != old
             if change.any():
                 moved += int(change.sum())
@@ -223,14 +233,15 @@ class _Lloyd:
         return total
 
 
-def lloyd(X, centres, steps: int, *, start: np.ndarray | None = None, deadline: float | None = None) -> Assignment:
+def lloyd(X, centres, steps: int, *, start: np.ndarray | None = None, deadline: float | None = None,
+          threads: int | None = None) -> Assignment:
     """At most ``steps`` Lloyd iterations (Lloyd, IEEE Trans. Inf. Theory 28(2), 1982) from ``centres``,
     then every point's nearest centre and the cost. Stops early when no point changes centre, or when
     ``time.perf_counter()`` passes ``deadline`` between steps. ``start``: each point's predicted centre
     (an index into ``centres``, -1 for none), tried first. A centre left without points stays where it is.
     ``X`` is read in blocks of rows (a memory map stays mapped) in its own precision where it is float32;
     the assignment returned is to a nearest centre in float64 arithmetic."""
-    run = _Lloyd(X, centres)
+    run = _Lloyd(X, centres, threads)
     run.first(start)
     start_cost = run.cost()
     done, stopped = 0, False

@@ -107,24 +107,27 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
     candidates = [C - mu for C in candidates]
     xx = np.einsum("ij,ij->i", X, X)
 
-    def sqdist(C):
-        return np.maximum(xx[:, None] - 2.0 * X @ C.T + (C * C).sum(axis=1)[None, :], 0.0)
-
-    D = [sqdist(C) for C in candidates]  # n x L each
-    costs = [float(Dg.min(axis=1).sum()) for Dg in D]
+    # grid x L x n: one row per centre, its distances to all the points contiguous
+    D = np.empty((len(candidates), candidates[0].shape[0], X.shape[0]))
+    for Dg, C in zip(D, candidates):
+        np.matmul(C, -2.0 * X.T, out=Dg)
+        Dg += (C * C).sum(axis=1)[:, None]
+        Dg += xx[None, :]
+        np.maximum(Dg, 0.0, out=Dg)
+    costs = [float(Dg.min(axis=0).sum()) for Dg in D]
     g0 = int(np.argmin(costs))
     choice = np.full(candidates[0].shape[0], g0)
     cur = D[g0].copy()
     best = costs[g0]
-    n, L = cur.shape
-    rows = np.arange(n)
+    L, n = cur.shape
+    cols = np.arange(n)
 
     def two_nearest():  # each point's nearest centre, its distance and the distance to the second nearest
-        a1 = np.argmin(cur, axis=1)
-        m1 = cur[rows, a1]
-        cur[rows, a1] = np.inf
-        m2 = cur.min(axis=1) if L > 1 else np.full(n, np.inf)
-        cur[rows, a1] = m1
+        a1 = np.argmin(cur, axis=0)
+        m1 = cur[a1, cols]
+        cur[a1, cols] = np.inf
+        m2 = cur.min(axis=0) if L > 1 else np.full(n, np.inf)
+        cur[a1, cols] = m1
         return a1, m1, m2
 
     a1, m1, m2 = two_nearest()
@@ -132,11 +135,11 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
         changed = False
         for i in range(L):
             others = np.where(a1 == i, m2, m1)  # the nearest of the other centres
-            trial = [float(np.minimum(others, D[g][:, i]).sum()) for g in range(len(grid))]
+            trial = np.minimum(others[None, :], D[:, i, :]).sum(axis=1)
             g = int(np.argmin(trial))
             if trial[g] < best * (1 - 1e-12):
-                best, choice[i], changed = trial[g], g, True
-                cur[:, i] = D[g][:, i]
+                best, choice[i], changed = float(trial[g]), g, True
+                cur[i] = D[g, i]
                 a1, m1, m2 = two_nearest()
         if not changed:
             break

@@ -41,7 +41,7 @@ def _labels_rule(problem: Problem) -> None:
 SCHEMA = Schema(
     name="kmeans",
     fields=(
-        Field("X", shape=("m", "d"), required=False, doc="points, m x d"),
+        Field("X", shape=("m", "d"), required=False, float32=True, doc="points, m x d (float32 stays float32)"),
         Field("X_path", kind="string", required=False,
               doc="a .npy file of the points (relative to the problem file), memory-mapped"),
         Field("labels", shape=("m",), dtype="int", nonneg=True, doc="predicted label of every point"),
@@ -121,6 +121,19 @@ def _load_points(problem: Problem) -> np.ndarray:
     labels = problem["labels"]
     if X.shape[0] != labels.shape[0]:
         raise problem.error(f"'X_path' holds {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
+    _check_points(problem, "X_path", X)
+    return X
+
+
+def largest_coordinate(m: int, d: int) -> float:
+    """The largest |coordinate| of a point or centre whose squared distances, summed over m points
+    of d coordinates, stay finite (with a margin of 16 for the differences and the rounding)."""
+    return float(np.sqrt(np.finfo(float).max / (16.0 * max(1, m) * max(1, d))))
+
+
+def _check_points(problem: Problem, name: str, X) -> None:
+    """Refuse non-finite or overflowing coordinates, a block of rows at a time in X's own dtype (the
+    block that fails is read again in float64 to say where)."""
     most = largest_coordinate(X.shape[0], X.shape[1])
     for start in range(0, X.shape[0], CHUNK):
         block = X[start:start + CHUNK]
@@ -130,16 +143,9 @@ def _load_points(problem: Problem) -> np.ndarray:
             block = np.asarray(block, dtype=float)
             if not np.isfinite(block).all():
                 r, c = np.argwhere(~np.isfinite(block))[0]
-                raise problem.error(f"'X_path' array has {block[r, c]} at index ({start + int(r)}, {int(c)}); "
+                raise problem.error(f"{name!r} array has {block[r, c]} at index ({start + int(r)}, {int(c)}); "
                                     "expected finite values.")
-            _check_magnitude(problem, "X_path", block, start, X.shape)
-    return X
-
-
-def largest_coordinate(m: int, d: int) -> float:
-    """The largest |coordinate| of a point or centre whose squared distances, summed over m points
-    of d coordinates, stay finite (with a margin of 16 for the differences and the rounding)."""
-    return float(np.sqrt(np.finfo(float).max / (16.0 * max(1, m) * max(1, d))))
+            _check_magnitude(problem, name, block, start, X.shape)
 
 
 def _check_magnitude(problem: Problem, name: str, block: np.ndarray, start: int, shape: tuple) -> None:
@@ -154,19 +160,18 @@ def _check_magnitude(problem: Problem, name: str, block: np.ndarray, start: int,
 
 
 def prepare(problem: Problem) -> KMeansProblem:
-    """The points (a file named by X_path read and checked once per problem), labels, k and alpha."""
-    if "X" in problem:
-        X = problem["X"]
-    else:
-        X = getattr(problem, "_points", None)
-        if X is None:
-            X = problem._points = _load_points(problem)
+    """The points (read where X_path names them, and checked, once per problem), labels, k and alpha."""
     labels = np.asarray(problem["labels"], dtype=np.int64)
     k = int(problem["k"]) if "k" in problem else int(labels.max()) + 1
-    if "X" in problem and X.shape[0] != labels.shape[0]:
-        raise problem.error(f"array 'X' has {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
-    if "X" in problem:
-        _check_magnitude(problem, "X", np.asarray(X, dtype=float), 0, X.shape)
+    X = getattr(problem, "_points", None)
+    if X is None and "X" in problem:
+        X = problem["X"]
+        if X.shape[0] != labels.shape[0]:
+            raise problem.error(f"array 'X' has {X.shape[0]} points but 'labels' has {labels.shape[0]} entries.")
+        _check_points(problem, "X", X)
+        problem._points = X
+    elif X is None:
+        X = problem._points = _load_points(problem)
     if X.shape[1] == 0:
         raise problem.error(f"array {'X' if 'X' in problem else 'X_path'!r} has shape ({X.shape[0]}, 0): points of "
                             "zero dimensions; expected d >= 1 coordinates per point.")
