@@ -113,7 +113,7 @@ def test_bench_kmeans_scale_quick(tmp_path):
                        "RSS / X file"):
             assert float(r[column]) > 0, (r["tool"], column)
     assert float(tools["optsolve"]["solve (s)"]) > 0 and float(tools["optsolve"]["certificate (s)"]) >= 0
-    assert any(line.startswith("2e4 x 10, k = 5: optsolve ") and "Targets met: " in line for line in lines)
+    assert any(line.startswith("2e4 x 10, k = 5: optsolve: ") and "Targets met: " in line for line in lines)
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".npy", ".npz"]
 
 
