@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -95,6 +96,25 @@ def test_bench_kmeans_quick():
     scaling = rows(lines, "m")
     assert {r["method"].split(",")[0].split(":")[0] for r in scaling} == {
         "sort-window", "crdest", "sample-window", "sample-centre", "default"}
+
+
+def test_bench_kmeans_scale_quick(tmp_path):
+    lines = quick("bench-kmeans", "--scale", "--dir", str(tmp_path))
+    assert lines[0].startswith("# bench-kmeans --scale:")
+    table = rows(lines, "size")
+    tools = {r["tool"]: r for r in table}
+    assert len(table) == len(tools) and {"optsolve", "scikit-learn"} <= set(tools)
+    if importlib.util.find_spec("faiss") is not None:
+        assert "faiss" in tools
+    else:
+        assert any(line.startswith("faiss: not run") for line in lines), lines
+    for r in table:
+        for column in ("whole command (s)", "cost", "cost / optsolve's", "time / optsolve's", "peak RSS (MB)",
+                       "RSS / X file"):
+            assert float(r[column]) > 0, (r["tool"], column)
+    assert float(tools["optsolve"]["solve (s)"]) > 0 and float(tools["optsolve"]["certificate (s)"]) >= 0
+    assert any(line.startswith("2e4 x 10, k = 5: optsolve: ") and "Targets met: " in line for line in lines)
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".npy", ".npz"]
 
 
 def test_bench_truncated_quick():

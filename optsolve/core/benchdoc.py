@@ -3,7 +3,8 @@
 Each script owns one block of the file, between ``<!-- begin bench-NAME -->`` and
 ``<!-- end bench-NAME -->``; a run with ``--doc FILE`` prints as usual and, when it ends without
 an error, replaces its block with the command line and what it printed (the file and the block
-are created where missing; the rest of the file is kept as it is).
+are created where missing; the rest of the file is kept as it is). A script with a mode of its own
+(``bin/bench-kmeans --scale``) records it in a second block, named apart.
 """
 
 from __future__ import annotations
@@ -41,13 +42,14 @@ def block(name: str, command: str, printed: str) -> str:
     return "\n".join([begin, *lines, end])
 
 
-def replace_block(text: str, name: str, new: str) -> str:
-    """``text`` with the block of ``name`` replaced by ``new`` (appended, under a heading, where it has none)."""
+def replace_block(text: str, name: str, new: str, title: str | None = None) -> str:
+    """``text`` with the block of ``name`` replaced by ``new`` (appended, under the heading ``title``, by default
+    ``bin/NAME`` as code, where it has none)."""
     begin, end = _markers(name)
     start = text.find(begin)
     stop = text.find(end, start + len(begin)) if start >= 0 else -1
     if start < 0 or stop < 0:
-        return text.rstrip("\n") + ("\n\n" if text.strip() else "") + f"## `bin/{name}`\n\n{new}\n"
+        return text.rstrip("\n") + ("\n\n" if text.strip() else "") + f"## {title or f'`bin/{name}`'}\n\n{new}\n"
     return text[:start] + new + text[stop + len(end):]
 
 
@@ -64,9 +66,12 @@ class _Tee(io.TextIOBase):
 
 
 @contextmanager
-def recorded(name: str, argv: list[str] | None = None):
+def recorded(name: str, argv: list[str] | None = None, *, script: str | None = None, title: str | None = None):
     """Run the body with stdout copied; where ``argv`` (default ``sys.argv``) has ``--doc FILE`` and the
-    body ends without an exception, write the copy into FILE as the block of ``name``."""
+    body ends without an exception, write the copy into FILE as the block of ``name``.
+
+    ``script``: the script's name in ``bin/`` where it differs from the block's (the command line shown);
+    ``title``: the heading of a block appended (default ``bin/NAME`` as code)."""
     argv = sys.argv if argv is None else argv
     ap = argparse.ArgumentParser(add_help=False)
     ap.add_argument("--doc", default=None)
@@ -85,5 +90,5 @@ def recorded(name: str, argv: list[str] | None = None):
     args = argv[1:]
     shown = [a for i, a in enumerate(args) if a != "--doc" and not a.startswith("--doc=")
              and not (i and args[i - 1] == "--doc")]
-    command = " ".join(["bin/" + name, *shown])
-    write_atomic(path, replace_block(old, name, block(name, command, copy.getvalue())))
+    command = " ".join(["bin/" + (script or name), *shown])
+    write_atomic(path, replace_block(old, name, block(name, command, copy.getvalue()), title))

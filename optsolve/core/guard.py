@@ -148,7 +148,7 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _kill_all(pid: int) -> None:
+def kill_all(pid: int) -> None:
     """Kill the child's process group, and whatever it started outside the group."""
     victims = _descendants(pid)
     try:
@@ -231,7 +231,7 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
         # a second signal stops everything at once, unless a document is being written (the child's, whose
         # own handling then stops after it, or this process's): it ends first, unless a third signal comes
         if len(received) > 2 or (len(received) > 1 and not writing[0]):
-            stop_at_once(label, signum, lambda: _kill_all(pid))
+            stop_at_once(label, signum, lambda: kill_all(pid))
         try:
             if send:
                 os.killpg(pid, signum)
@@ -304,7 +304,7 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
                 pass
             _, status = os.waitpid(pid, 0)
             return _exit_code(status)
-        _kill_all(pid)
+        kill_all(pid)
         os.waitpid(pid, 0)
         writing[0] = True
         return on_timeout(sha256, method, stage, received[0] if received else None)

@@ -47,3 +47,15 @@ def test_without_doc_nothing_is_written(tmp_path, capsys):
     with benchdoc.recorded("bench-x", ["bench-x", "--quick"]):
         print("table")
     assert capsys.readouterr().out == "table\n" and not list(tmp_path.iterdir())
+
+
+def test_a_scripts_second_block_shows_the_scripts_command_under_its_own_heading(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("<!-- begin bench-x -->\nfirst\n<!-- end bench-x -->\n")
+    with benchdoc.recorded("bench-x-mode", ["bench-x", "--mode", "--doc", str(doc)], script="bench-x",
+                           title="`bin/bench-x --mode`"):
+        print("| m |")
+    text = doc.read_text()
+    assert text.startswith("<!-- begin bench-x -->\nfirst\n<!-- end bench-x -->\n")
+    assert text.endswith("## `bin/bench-x --mode`\n\n<!-- begin bench-x-mode -->\n`bin/bench-x --mode`\n\n| m |\n"
+                         "<!-- end bench-x-mode -->\n")
