@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import secrets
 import select
 import stat
 import tempfile
@@ -315,10 +316,33 @@ def common_stats(stats: dict) -> dict:
     return out
 
 
+_PLAIN = {int, float, str, bool, type(None)}
+
+
 def dumps(doc, indent: int | None = 2) -> str:
-    """Strict JSON text (raises ValueError on NaN/Infinity, which ``to_jsonable`` removes)."""
-    seps = (",", ": ") if indent else (",", ":")
-    return json.dumps(doc, indent=indent, allow_nan=False, separators=seps)
+    """Strict JSON text (raises ValueError on NaN/Infinity, which ``to_jsonable`` removes). Indented, a
+    list of plain values (numbers, strings, booleans, null) stays on one line, written by the C encoder:
+    one entry per line made a million-entry list 20 MB and ten times slower to write."""
+    if not indent:
+        return json.dumps(doc, allow_nan=False, separators=(",", ":"))
+    flat = []
+    tag = f"\u0000flat{secrets.token_hex(4)}:"  # no string of the document holds a NUL character and this tag
+
+    def pulled(obj):
+        if isinstance(obj, dict):
+            return {k: pulled(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            if obj and set(map(type, obj)) <= _PLAIN:
+                flat.append(json.dumps(obj, allow_nan=False, separators=(", ", ": ")))
+                return f"{tag}{len(flat) - 1}"
+            return [pulled(v) for v in obj]
+        return obj
+
+    text = json.dumps(pulled(doc), indent=indent, allow_nan=False, separators=(",", ": "))
+    if not flat:
+        return text
+    quoted = json.dumps(tag)[1:-1]
+    return re.sub('"' + re.escape(quoted) + r'(\d+)"', lambda m: flat[int(m.group(1))], text)
 
 
 def to_jsonable(obj, path: str = "", nonfinite: list | None = None):
