@@ -242,7 +242,7 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
         own = np.einsum("ij,ij->i", own, own)
         bb = np.einsum("ij,ij->i", B, B)
         lab = kp.labels[start:stop]
-        sums = sp.csr_matrix((np.ones(lab.size), (lab, np.arange(lab.size))), shape=(kp.k, lab.size)) @ B
+        sums = sp.csc_matrix((np.ones(lab.size), lab, np.arange(lab.size + 1)), shape=(kp.k, lab.size)) @ B
         excess = 0.0
         open_rows = np.flatnonzero(np.sqrt(own) > half[a[start:stop]])
         if open_rows.size:

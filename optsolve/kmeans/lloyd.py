@@ -53,7 +53,8 @@ def _rounding(d: int, dtype) -> float:
 
 
 def _onehot(index: np.ndarray, weights, k: int):
-    return sp.csr_matrix((weights, (index, np.arange(index.size))), shape=(k, index.size))
+    """The k x n matrix with ``weights[j]`` at (index[j], j): one entry per column, so CSC needs no sort."""
+    return sp.csc_matrix((weights, index, np.arange(index.size + 1)), shape=(k, index.size))
 
 
 class _Points:
