@@ -139,7 +139,8 @@ def _check_points(problem: Problem, name: str, X) -> None:
         block = X[start:start + CHUNK]
         if block.dtype.kind != "f":  # integers: |min| of a signed type overflows in its own type
             block = np.asarray(block, dtype=float)
-        if block.size and not float(np.abs(block).max()) <= most:  # NaN, inf or too large: say where
+        # NaN, inf or too large: say where (max and min propagate NaN, without an |x| temporary)
+        if block.size and not max(float(block.max()), -float(block.min())) <= most:
             block = np.asarray(block, dtype=float)
             if not np.isfinite(block).all():
                 r, c = np.argwhere(~np.isfinite(block))[0]
