@@ -114,9 +114,10 @@ class KMeansSolver(Solver):
         trace(out.iterations, cost, measure=KMEANS_MEASURE, stage="final")
         used = job.context["used"]
         job.progress.update(out.iterations, cost=cost, alpha_used=used)
-        out.evaluations = out.iterations + 1  # passes over all the points: each Lloyd step, the assignment
+        out.evaluations = out.stats.pop("distance_rows", None)  # the k-means work: a point against every centre
         job.settings["alpha_used"] = used
-        out.stats = {"m": kp.m, "d": kp.d, "k": kp.k, **out.stats, "alpha_used": used, "empty_clusters": empty,
+        out.stats = {"evaluations_of": "distance rows (a point's distances to every centre)", "m": kp.m, "d": kp.d,
+                     "k": kp.k, "dtype": str(kp.X.dtype), **out.stats, "alpha_used": used, "empty_clusters": empty,
                      "sizes": np.bincount(assignment, minlength=centres.shape[0])}
         out.solution = {"centres": centres.tolist(), "assignment": assignment}
         return out

@@ -114,7 +114,7 @@ class PredictedLabelsKMeans(ClusterMixin, BaseEstimator):
         from optsolve.kmeans.estimators import assign
 
         check_is_fitted(self, "cluster_centers_")
-        X = check_array(X, dtype=np.float64)
+        X = check_array(X, dtype=[np.float64, np.float32])  # float32 stays float32: assign reads it in blocks
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features; the estimator was fitted with {self.n_features_in_}.")
         return assign(X, self.cluster_centers_)

@@ -300,7 +300,7 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
     if allowed:
         trace(0, run.start_cost, measure=KMEANS_MEASURE, stage="estimate")
     out.iterations = run.steps
-    out.stats["full_distance_rows"] = run.full_rows
+    out.stats["distance_rows"] = run.full_rows
     if run.stopped:
         job.context["timed_out"].append(f"{run.steps} of the {allowed} Lloyd steps of the refinement run")
     out.solution = {"centres": run.centres, "assignment": run.nearest}

@@ -31,6 +31,19 @@ def test_fit_gives_the_solve_and_predict_the_nearest_centre():
     assert np.array_equal(PredictedLabelsKMeans(random_state=1).fit_predict(X, y), est.labels_)
 
 
+def test_float32_points_are_clustered_without_a_float64_copy():
+    """The estimator takes the command's path: float32 points stay float32, the answer is the same
+    clustering as the command's on those points, and the certificate holds."""
+    X, y = _blobs()
+    X32 = X.astype(np.float32)
+    est = PredictedLabelsKMeans(random_state=1).fit(X32, y)
+    res = optsolve.kmeans.solve(X32, y, seed=1)
+    assert est.result_.stats["dtype"] == "float32" and est.result_.certificate.holds
+    assert np.array_equal(est.labels_, res.solution["assignment"])
+    distances = ((X32.astype(float)[:, None, :] - est.cluster_centers_[None]) ** 2).sum(axis=2)
+    assert np.array_equal(est.predict(X32), distances.argmin(axis=1))
+
+
 def test_parameters_follow_scikit_learn():
     est = PredictedLabelsKMeans(4, method="labels", refine=False)
     copy = clone(est)

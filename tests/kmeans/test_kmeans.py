@@ -240,7 +240,9 @@ def test_the_default_refines_an_estimate_that_wrong_labels_pulled_away():
     assert refined.objective <= estimate.objective and refined.objective <= 1.01 * best
     assert refined.status.value == "optimal" and refined.certificate.holds
     assert 1 <= refined.stats["iterations"] <= refined.settings["lloyd_steps"] == 10
-    assert refined.stats["evaluations"] == refined.stats["iterations"] + 1 and estimate.stats["iterations"] == 0
+    assert estimate.stats["iterations"] == 0
+    # distance rows: the points the predicted labels and the bounds did not settle, against every centre
+    assert 0 < estimate.stats["evaluations"] < len(X) and refined.stats["evaluations"] >= estimate.stats["evaluations"]
 
 
 def test_refine_is_a_switch_and_lloyd_steps_a_count():
