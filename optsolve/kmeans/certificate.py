@@ -229,12 +229,21 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
     ``a`` to the centres C, the largest squared distance to the assigned centre beyond the nearest, the
     largest squared norm of a shifted point, the cost of the predicted labels' clusters about their
     centroids). A point within half of its centre's distance to the nearest other centre is nearest
-    to it (the triangle inequality); only the other points are compared with every centre. The blocks
+    to it (the triangle inequality); only the other points are compared with every centre, for float32
+    points first in float32 (and in float64 where its rounding leaves the nearest in doubt). The blocks
     run on the threads of :func:`optsolve.core.blocks.fold_blocks`."""
     shift = C.mean(axis=0)
     Cs = C - shift
     L = Cs.shape[0]
     half = _half_gaps(Cs)
+    cmax = float((Cs * Cs).sum(axis=1).max())
+    single = None
+    if kp.X.dtype == np.float32 and L > 1:
+        # float32 distances ||c||^2 - 2 x'c, wrong by at most rounding x (||x||^2 + max ||c||^2): the x'c
+        # product's d + 2 roundings, those of the sums and of x's conversion (Higham, Accuracy and
+        # Stability of Numerical Algorithms, section 3.1), doubled
+        single = (np.ascontiguousarray(-2.0 * Cs.T, dtype=np.float32), (Cs * Cs).sum(axis=1).astype(np.float32))
+        rounding = 2.0 * (kp.d + 8) * float(np.finfo(np.float32).eps)
 
     def block(start: int, stop: int):
         B = np.subtract(kp.X[start:stop], shift, dtype=float)
@@ -245,6 +254,15 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
         sums = sp.csc_matrix((np.ones(lab.size), lab, np.arange(lab.size + 1)), shape=(kp.k, lab.size)) @ B
         excess = 0.0
         open_rows = np.flatnonzero(np.sqrt(own) > half[a[start:stop]])
+        if open_rows.size and single is not None:  # float32 points: float32 distances first, with their rounding
+            Bo = B[open_rows]
+            D = (Bo.astype(np.float32) @ single[0] + single[1]).astype(float) + bb[open_rows, None]
+            err = rounding * (bb[open_rows] + cmax)
+            rows = np.arange(open_rows.size)
+            mine = D[rows, a[start + open_rows]]
+            D[rows, a[start + open_rows]] = np.inf
+            # nearest for certain: the exact distance to its centre is below every other exact distance
+            open_rows = open_rows[mine + err > D.min(axis=1) - err]
         if open_rows.size:
             G, _ = _distances(B[open_rows], Cs, np.zeros(kp.d))
             got = G[np.arange(open_rows.size), a[start + open_rows]]

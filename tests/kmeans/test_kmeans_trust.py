@@ -325,3 +325,34 @@ def test_points_far_from_the_origin(cli, tmp_path):
     for method in ("sample-centre", "sample-window", "sort-window", "crdest", "labels"):
         r, doc = solve(cli, path, "--method", method)
         assert r.exit_code == 0 and doc["status"] == "optimal", (method, r.stderr)
+
+
+def test_float32_points_a_wrong_centre_is_caught_and_a_tie_is_not():
+    """Float32 points are compared with every centre in float32 first: a point given its second-nearest
+    centre still fails assignment_nearest, by the exact excess; a point exactly between two centres
+    passes with either."""
+    from optsolve.kmeans import solve
+    from optsolve.kmeans.problems import SCHEMA
+
+    rng = np.random.default_rng(5)
+    X = np.concatenate([rng.normal(c, 2.0, (300, 4)) for c in (0.0, 1.5, 3.0)]).astype(np.float32)
+    X[0] = 0.0
+    X[1] = 1.0  # between centres at 0 and 2 along every coordinate
+    labels = np.repeat(np.arange(3), 300)
+    res = solve(X, labels, seed=0)
+    assert res.certificate.holds and res.stats["dtype"] == "float32"
+    problem = SCHEMA.validate({"X": X, "labels": labels}, source="test")
+    C = np.array([[0.0] * 4, [2.0] * 4, [9.0] * 4])
+    d2 = ((X.astype(float)[:, None, :] - C[None]) ** 2).sum(axis=2)
+    a = d2.argmin(axis=1)
+    for tie in (0, 1):
+        a[1] = tie
+        sol = {"centres": C.tolist(), "assignment": a.tolist()}
+        cert = certificate.check(problem, sol, method="labels", objective=float(d2[np.arange(900), a].sum()))
+        assert cert["assignment_nearest"].holds and cert["objective_matches"].holds
+    second = int(np.argsort(d2[2])[1])
+    a[2] = second
+    sol = {"centres": C.tolist(), "assignment": a.tolist()}
+    cert = certificate.check(problem, sol, method="labels", objective=float(d2[np.arange(900), a].sum()))
+    assert not cert["assignment_nearest"].holds
+    assert cert["assignment_nearest"].value == pytest.approx(d2[2, second] - d2[2].min(), rel=1e-9)
