@@ -122,15 +122,40 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
     L, n = cur.shape
     cols = np.arange(n)
 
-    def two_nearest():  # each point's nearest centre, its distance and the distance to the second nearest
-        a1 = np.argmin(cur, axis=0)
-        m1 = cur[a1, cols]
-        cur[a1, cols] = np.inf
-        m2 = cur.min(axis=0) if L > 1 else np.full(n, np.inf)
-        cur[a1, cols] = m1
-        return a1, m1, m2
+    def nearest_two(idx):  # for the points idx: their nearest centre, its distance, the second's index and distance
+        sub = cur[:, idx]
+        r = np.arange(idx.size)
+        a1 = np.argmin(sub, axis=0)
+        m1 = sub[a1, r]
+        sub[a1, r] = np.inf
+        a2 = np.argmin(sub, axis=0) if L > 1 else np.full(idx.size, -1)  # -1: no second centre
+        m2 = sub[a2, r] if L > 1 else np.full(idx.size, np.inf)
+        return a1, m1, a2, m2
 
-    a1, m1, m2 = two_nearest()
+    a1, m1, a2, m2 = nearest_two(cols)
+
+    def replace(i, row):
+        """Centre i's distances become ``row``: each point's two nearest updated, read again from the
+        table only where the second nearest is no longer known (its first or second got farther)."""
+        old_m2 = m2.copy()
+        cur[i] = row
+        first, second = a1 == i, a2 == i
+        again = (first | second) & (row > old_m2)
+        stay = first & ~again
+        m1[stay] = row[stay]
+        up = second & ~again & (row < m1)  # the second becomes the first
+        a2[up], m2[up], a1[up], m1[up] = a1[up], m1[up], i, row[up]
+        keep = second & ~again & ~up
+        m2[keep] = row[keep]
+        other = ~first & ~second
+        closer = other & (row < m1)
+        a2[closer], m2[closer], a1[closer], m1[closer] = a1[closer], m1[closer], i, row[closer]
+        between = other & ~closer & (row < m2)
+        a2[between], m2[between] = i, row[between]
+        idx = np.flatnonzero(again)
+        if idx.size:
+            a1[idx], m1[idx], a2[idx], m2[idx] = nearest_two(idx)
+
     for _ in range(MAX_SWEEPS):
         changed = False
         for i in range(L):
@@ -139,8 +164,7 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
             g = int(np.argmin(trial))
             if trial[g] < best * (1 - 1e-12):
                 best, choice[i], changed = float(trial[g]), g, True
-                cur[i] = D[g, i]
-                a1, m1, m2 = two_nearest()
+                replace(i, D[g, i])
         if not changed:
             break
     return choice, best, costs

@@ -252,3 +252,39 @@ def test_refine_is_a_switch_and_lloyd_steps_a_count():
         with pytest.raises(ParameterError):
             optsolve.kmeans.solve(X, labels, **bad)
     assert optsolve.kmeans.solve(X, labels, lloyd_steps=0).settings["lloyd_steps"] == 0
+
+
+def test_choose_alphas_sweeps_as_a_plain_recomputation_does():
+    """choose_alphas keeps each point's two nearest centres up to date as centres change; a plain version
+    that recomputes every cost from the whole table makes the same choices (one centre, ties, many sweeps)."""
+    from optsolve.kmeans.methods import MAX_SWEEPS, choose_alphas
+
+    def plain(X, candidates):
+        D = np.array([((X[:, None, :] - C[None]) ** 2).sum(axis=2) for C in candidates])  # grid x n x L
+        costs = [D[g].min(axis=1).sum() for g in range(len(candidates))]
+        choice = np.full(D.shape[2], int(np.argmin(costs)))
+        best = min(costs)
+
+        def cost(ch):
+            return D[ch, :, np.arange(D.shape[2])].T.min(axis=1).sum()
+
+        for _ in range(MAX_SWEEPS):
+            changed = False
+            for i in range(D.shape[2]):
+                trial = [cost(np.where(np.arange(D.shape[2]) == i, g, choice)) for g in range(len(candidates))]
+                g = int(np.argmin(trial))
+                if trial[g] < best * (1 - 1e-12):
+                    best, choice[i], changed = trial[g], g, True
+            if not changed:
+                break
+        return choice, best
+
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        n, L, G = int(rng.integers(1, 200)), int(rng.integers(1, 9)), int(rng.integers(1, 6))
+        X = np.round(rng.standard_normal((n, 2)) * 3, 1 if seed % 2 else 6)  # coarse values: ties
+        candidates = [np.round(rng.standard_normal((L, 2)) * 2, 1) for _ in range(G)]
+        choice, best, _ = choose_alphas(X, candidates, list(range(G)))
+        want, want_best = plain(X, candidates)
+        assert best == pytest.approx(want_best, rel=1e-9, abs=1e-9), seed
+        assert np.array_equal(choice, want), seed
