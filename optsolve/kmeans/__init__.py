@@ -1,8 +1,9 @@
 """``optsolve kmeans``: k-means with predicted labels (Huang et al., ICLR 2025).
 
 Given points and labels predicted by an oracle with error rate alpha, estimate one centre per
-predicted cluster robustly (see :mod:`optsolve.kmeans.estimators`), then assign every point to
-its nearest centre. Methods: ``sample-centre`` (default), ``sample-window``, ``sort-window``,
+predicted cluster robustly (see :mod:`optsolve.kmeans.estimators`), refine them by Lloyd steps that
+read only the points whose centre can change (:mod:`optsolve.kmeans.lloyd`), and assign every point
+to its nearest centre. Methods: ``sample-centre`` (default), ``sample-window``, ``sort-window``,
 ``crdest``, ``labels`` (plain centroids) and ``lloyd`` (scikit-learn's KMeans, k-means++ with
 n_init = 10, the reference).
 """
@@ -143,12 +144,14 @@ def solve_problem(problem, *, method: str | None = None, alpha="auto", refine: b
     ``alpha``: the error rate the estimators trim for, or ``'auto'`` (the grid 0, 0.05, ..., 0.45,
     crdest's 0, 0.02, ..., 0.18: centres estimated from at most 1,000 points of each predicted
     cluster, their cost on at most 20,000 of the points; each cluster's alpha chosen by
-    :func:`optsolve.kmeans.methods.choose_alphas`; the clusters with more points estimated again on
-    all of them at their alpha, kept when they cost no more on those 20,000 points);
-    ``refine``: at most ``lloyd_steps`` Lloyd steps after the estimate (scikit-learn's KMeans from these
-    centres; under a time limit :func:`optsolve.kmeans.estimators.lloyd_steps`, checked between steps).
-    A Lloyd step never raises the cost, so the estimator's guarantee holds for the refined centres too;
-    ``refine=False`` returns the estimator's centres;
+    :func:`optsolve.kmeans.methods.choose_alphas`; without Lloyd steps to follow, the clusters with
+    more points estimated again on all of them at their alpha, kept when they cost no more on those
+    20,000 points);
+    ``refine``: at most ``lloyd_steps`` Lloyd steps after the estimate (:func:`optsolve.kmeans.lloyd.lloyd`:
+    the predicted labels tried first, bounds that skip the points whose centre cannot change, the points
+    in their own precision; they stop when no point changes centre). A Lloyd step never raises the cost,
+    so the estimator's guarantee holds for the refined centres too; ``refine=False`` returns the
+    estimator's centres (every point then assigned to its nearest);
     ``time_limit``: seconds for the whole solve, certificate included. Past it, the clusters not
     yet estimated get their plain centroid, the alpha grid stops at the values done, the Lloyd
     steps stop, the certificate leaves out what it has no time for (see
