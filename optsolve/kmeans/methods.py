@@ -198,9 +198,7 @@ def _lloyd(job: Job) -> MethodOutput:
                                             "short (the cheapest kept)")
     job.context.update(empty=[], used=None)
     out = MethodOutput(Status.OPTIMAL, None, iterations=steps, stats=stats)
-    job.context["allowed"] = 0  # the assignment to its centres
-    _refine(job, centres, out, None)
-    out.iterations = steps
+    _refine(job, centres, out, None, 0)  # every point to its nearest centre
     return out
 
 
@@ -212,7 +210,7 @@ def _estimator(method: str):
         centres, empty, used, stats, messages = _estimate(job, method)
         job.context.update(empty=empty, used=used)
         out = MethodOutput(Status.OPTIMAL, None, " ".join(messages), iterations=0, stats=stats)
-        _refine(job, centres, out, empty)
+        _refine(job, centres, out, empty, job.context["allowed"])
         return out
 
     return solve_with
@@ -296,13 +294,14 @@ def _estimate(job: Job, method: str):
     return centres, empty, used, stats, messages
 
 
-def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None) -> None:
-    """At most ``job.context["allowed"]`` Lloyd steps from ``centres`` (their count in ``out.iterations``),
+def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None, allowed: int) -> None:
+    """At most ``allowed`` Lloyd steps from ``centres`` (their count in ``out.iterations``),
     the predicted labels tried first (:func:`optsolve.kmeans.lloyd.lloyd`); ``empty``: the predicted
-    clusters without a centre (None: the centres are not the predicted clusters'). Sets the solution (centres, every point's nearest) and the objective."""
+    clusters without a centre (None: the centres are not the predicted clusters'). Sets the solution
+    (centres, every point's nearest) and the objective; ``allowed`` = 0: the assignment alone."""
     from optsolve.kmeans.lloyd import lloyd
 
-    kp, allowed = job.data, job.context["allowed"]
+    kp = job.data
     if allowed and _late(job):
         job.context["timed_out"].append("no Lloyd step of the refinement run")
         allowed = 0
@@ -318,12 +317,13 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
         run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
         out.status = Status.INTERRUPTED
-        out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's.")
+        out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's." if allowed
+                        else "Interrupted during the assignment of the points to the centres.")
         out.solution = {"centres": centres}
         return
     if allowed:
         trace(0, run.start_cost, measure=KMEANS_MEASURE, stage="estimate")
-    out.iterations = run.steps
+        out.iterations = run.steps
     out.stats["distance_rows"] = run.full_rows
     if run.stopped:
         job.context["timed_out"].append(f"{run.steps} of the {allowed} Lloyd steps of the refinement run")
