@@ -99,9 +99,14 @@ class _Lloyd:
         self.ccw = self.cc.astype(self.pts.work)
         self.cmax = float(self.cc.max())
         if self.k > 1:
-            D = np.sqrt(np.maximum(self.cc[:, None] - 2.0 * C @ C.T + self.cc[None, :], 0.0))
-            np.fill_diagonal(D, np.inf)
-            self.half = 0.5 * D.min(axis=1) * (1.0 - 1e-12)
+            self.half = np.empty(self.k)
+            step = max(1, (1 << 22) // self.k)  # rows of the centre-to-centre table at a time
+            for lo in range(0, self.k, step):
+                hi = min(self.k, lo + step)
+                both = self.cc[lo:hi, None] + self.cc[None, :]
+                D2 = both - 2.0 * C[lo:hi] @ C.T - _rounding(self.d, np.float64) * both  # below the exact ones
+                D2[np.arange(hi - lo), np.arange(lo, hi)] = np.inf
+                self.half[lo:hi] = 0.5 * np.sqrt(np.maximum(D2.min(axis=1), 0.0))
         else:
             self.half = np.full(1, np.inf)
 
