@@ -67,7 +67,8 @@ class _Points:
         self.work = np.float32 if X.dtype in (np.float32, np.float16) else np.float64
 
     def rows(self, index) -> tuple[np.ndarray, np.ndarray]:
-        B64 = np.subtract(self.X[index], self.shift, dtype=np.float64)  # a new array: X is never written
+        B64 = self.X[index].astype(np.float64)  # a copy (X is never written), then shifted in place
+        B64 -= self.shift
         return B64, (B64.astype(np.float32) if self.work is np.float32 else B64)
 
 
