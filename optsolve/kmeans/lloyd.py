@@ -247,7 +247,8 @@ def lloyd(X, centres, steps: int, *, start: np.ndarray | None = None, deadline: 
     ``time.perf_counter()`` passes ``deadline`` between steps. ``start``: each point's predicted centre
     (an index into ``centres``, -1 for none), tried first. A centre left without points stays where it is.
     ``X`` is read in blocks of rows (a memory map stays mapped) in its own precision where it is float32;
-    the assignment returned is to a nearest centre in float64 arithmetic."""
+    the assignment returned is to a nearest centre in float64 arithmetic. ``threads``: for the first pass
+    over the points (default: :func:`optsolve.core.blocks.map_blocks`'s, the BLAS limit in effect)."""
     run = _Lloyd(X, centres, threads)
     run.first(start)
     start_cost = run.cost()
