@@ -35,6 +35,25 @@ def test_map_blocks_keeps_the_order_and_uses_at_most_the_threads(threads):
     assert (threading.get_ident() in seen) == (threads == 1)  # one thread: in the caller's
 
 
+@pytest.mark.parametrize("n, rows, per_task, threads", [(0, 4, 2, 1), (1, 4, 2, 2), (97, 7, 3, 2), (97, 7, 100, 1),
+                                                        (97, 200, 1, 2)])
+def test_fold_blocks_folds_every_block_once(n, rows, per_task, threads):
+    seen = []
+
+    def fn(s, e):
+        seen.append((s, e))
+        assert 0 < e - s <= rows
+        return np.arange(s, e).sum(), e - s, [s]
+
+    out = blocks.fold_blocks(fn, n, rows, lambda x, y: (x[0] + y[0], x[1] + y[1], x[2] + y[2]), threads, per_task)
+    if n == 0:
+        assert out is None and not seen
+        return
+    assert out[0] == np.arange(n).sum() and out[1] == n
+    assert sorted(out[2]) == out[2] == list(range(0, n, rows))  # tasks in order, blocks in order within each
+    assert sorted(seen) == [(s, min(n, s + rows)) for s in range(0, n, rows)]
+
+
 def test_blas_threads_follow_the_limit():
     from threadpoolctl import threadpool_info, threadpool_limits
 
