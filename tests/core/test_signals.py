@@ -424,7 +424,8 @@ def test_a_signal_during_a_blocked_write_to_stdout_leaves_the_document_whole(tmp
     import fcntl
 
     rng = np.random.default_rng(5)
-    save_problem(str(tmp_path / "km.npz"), {"X": rng.random((50_000, 2)), "labels": rng.integers(0, 8, 50_000)})
+    # a document of some 450 KB, many times the pipe's capacity
+    save_problem(str(tmp_path / "km.npz"), {"X": rng.random((150_000, 2)), "labels": rng.integers(0, 8, 150_000)})
     args = ["--time-limit", limit] if limit else []
     proc = subprocess.Popen([sys.executable, "-m", "optsolve", "kmeans", "km.npz", "-o", "-", *args], cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -443,5 +444,5 @@ def test_a_signal_during_a_blocked_write_to_stdout_leaves_the_document_whole(tmp
     # a second signal waits until the document is out, then stops the command at once
     assert proc.returncode in (128 + signals[0], 128 + signals[-1]), err
     doc = json.loads(out)  # whole
-    assert doc["command"] == "kmeans" and len(doc["solution"]["assignment"]) == 50_000 and len(out) > 4 * capacity
+    assert doc["command"] == "kmeans" and len(doc["solution"]["assignment"]) == 150_000 and len(out) > 4 * capacity
     assert b"Traceback" not in err
