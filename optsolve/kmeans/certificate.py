@@ -242,7 +242,9 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
         # float32 distances ||c||^2 - 2 x'c, wrong by at most rounding x (||x||^2 + max ||c||^2): the x'c
         # product's d + 2 roundings, those of the sums and of x's conversion (Higham, Accuracy and
         # Stability of Numerical Algorithms, section 3.1), doubled
-        single = (np.ascontiguousarray(-2.0 * Cs.T, dtype=np.float32), (Cs * Cs).sum(axis=1).astype(np.float32))
+        with np.errstate(over="ignore"):
+            single = (np.ascontiguousarray(-2.0 * Cs.T, dtype=np.float32),
+                      (Cs * Cs).sum(axis=1).astype(np.float32))
         rounding = 2.0 * (kp.d + 8) * float(np.finfo(np.float32).eps)
 
     def block(start: int, stop: int):
@@ -256,14 +258,15 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
         excess = 0.0
         open_rows = np.flatnonzero(np.sqrt(own) > half[a[start:stop]])
         if open_rows.size and single is not None:  # float32 points: float32 distances first, with their rounding
-            Bo = B[open_rows]
-            D = (Bo.astype(np.float32) @ single[0] + single[1]).astype(float) + bb[open_rows, None]
+            with np.errstate(over="ignore", invalid="ignore"):  # beyond float32's range: inf or NaN, judged below
+                D = (B[open_rows].astype(np.float32) @ single[0] + single[1]).astype(float) + bb[open_rows, None]
             err = rounding * (bb[open_rows] + cmax)
             rows = np.arange(open_rows.size)
             mine = D[rows, a[start + open_rows]]
             D[rows, a[start + open_rows]] = np.inf
-            # nearest for certain: the exact distance to its centre is below every other exact distance
-            open_rows = open_rows[mine + err > D.min(axis=1) - err]
+            # nearest for certain: the exact distance to its centre is below every other exact distance (a NaN
+            # proves nothing: that row is judged in float64)
+            open_rows = open_rows[~(mine + err <= D.min(axis=1) - err)]
         if open_rows.size:
             G, _ = _distances(B[open_rows], Cs, np.zeros(kp.d))
             got = G[np.arange(open_rows.size), a[start + open_rows]]

@@ -69,7 +69,8 @@ class _Points:
     def rows(self, index) -> tuple[np.ndarray, np.ndarray]:
         B64 = self.X[index].astype(np.float64)  # a copy (X is never written), then shifted in place
         B64 -= self.shift
-        return B64, (B64.astype(np.float32) if self.work is np.float32 else B64)
+        with np.errstate(over="ignore"):
+            return B64, (B64.astype(np.float32) if self.work is np.float32 else B64)
 
 
 class _Lloyd:
@@ -94,10 +95,12 @@ class _Lloyd:
 
     def _centres_changed(self):
         C = self.C
-        self.Cw = C.astype(self.pts.work)
+        with np.errstate(over="ignore"):
+            self.Cw = C.astype(self.pts.work)
         self.CwT = np.ascontiguousarray(-2.0 * self.Cw.T)
         self.cc = (C * C).sum(axis=1)
-        self.ccw = self.cc.astype(self.pts.work)
+        with np.errstate(over="ignore"):  # past float32's range: inf, and the rows it meets are settled in float64
+            self.ccw = self.cc.astype(self.pts.work)
         self.cmax = float(self.cc.max())
         if self.k > 1:
             self.half = np.empty(self.k)
@@ -114,8 +117,9 @@ class _Lloyd:
     def _full(self, B, xx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Nearest centre of each row of B (working precision) and rigorous bounds (u, l) on the
         exact distances to it and to every other centre."""
-        G = B @ self.CwT
-        G += self.ccw
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow: the bounds below say nothing, as they should
+            G = B @ self.CwT
+            G += self.ccw
         rows = np.arange(B.shape[0])
         a = np.argmin(G, axis=1)
         g1 = G[rows, a].astype(np.float64)
@@ -127,13 +131,15 @@ class _Lloyd:
             lo = np.sqrt(np.maximum(g2 + xx - err, 0.0))
         else:
             lo = np.full(B.shape[0], np.inf)
-        return a, u, lo
+        # squares past float32's range: bounds that prove nothing, the point settled in float64 at the end
+        return a, np.where(np.isfinite(u), u, np.inf), np.where(np.isfinite(lo), lo, 0.0)
 
     def _own(self, B, a, xx) -> np.ndarray:
         """Rigorous upper bounds on the exact distances of the rows of B to the centres ``a``."""
-        diff = B - self.Cw[a]
-        own = np.einsum("ij,ij->i", diff, diff).astype(np.float64)
-        return np.sqrt(own + self.gamma * (xx + self.cmax))
+        with np.errstate(over="ignore", invalid="ignore"):
+            diff = B - self.Cw[a]
+            own = np.sqrt(np.einsum("ij,ij->i", diff, diff).astype(np.float64) + self.gamma * (xx + self.cmax))
+        return np.where(np.isfinite(own), own, np.inf)
 
     def _first_block(self, lo: int, hi: int, start: np.ndarray | None):
         """:meth:`first` on rows lo..hi: their slices of the state written, (their sums, norms, full rows) returned."""

@@ -356,3 +356,24 @@ def test_float32_points_a_wrong_centre_is_caught_and_a_tie_is_not():
     cert = certificate.check(problem, sol, method="labels", objective=float(d2[np.arange(900), a].sum()))
     assert not cert["assignment_nearest"].holds
     assert cert["assignment_nearest"].value == pytest.approx(d2[2, second] - d2[2].min(), rel=1e-9)
+
+
+def test_float32_points_beyond_float32_squares_a_wrong_centre_is_still_caught():
+    """Squared distances past float32's range make the float32 comparison say nothing (inf, NaN): those
+    points are judged in float64, so a point given a far centre still fails."""
+    from optsolve.kmeans.problems import SCHEMA
+
+    rng = np.random.default_rng(6)
+    X = np.concatenate([rng.normal(c, 1e18, (100, 3)) for c in (-3e19, 3e19)]).astype(np.float32)
+    labels = np.repeat(np.arange(2), 100)
+    problem = SCHEMA.validate({"X": X, "labels": labels}, source="test")
+    C = np.array([[-3e19] * 3, [3e19] * 3])
+    d2 = ((X.astype(float)[:, None, :] - C[None]) ** 2).sum(axis=2)
+    a = d2.argmin(axis=1)
+    sol = {"centres": C.tolist(), "assignment": a.tolist()}
+    cert = certificate.check(problem, sol, method="labels", objective=float(d2.min(axis=1).sum()))
+    assert cert["assignment_nearest"].holds and cert["objective_matches"].holds
+    a[3] = 1 - a[3]
+    sol = {"centres": C.tolist(), "assignment": a.tolist()}
+    cert = certificate.check(problem, sol, method="labels", objective=float(d2[np.arange(200), a].sum()))
+    assert not cert["assignment_nearest"].holds

@@ -106,3 +106,12 @@ def test_predicted_labels_spare_full_distance_rows():
     run = lloyd(X, centres, 0, start=labels)
     assert run.full_rows < 0.35 * len(X)  # the 20% relabelled points and few more
     check_nearest(X, run)
+
+
+def test_float32_points_whose_squares_overflow_float32_are_assigned_in_float64():
+    rng = np.random.default_rng(2)
+    X = np.concatenate([rng.normal(c, 1e18, (200, 3)) for c in (-3e19, 0.0, 3e19)]).astype(np.float32)
+    X[0] = 3e38  # its squared norm is beyond float32's range
+    labels = np.repeat(np.arange(3), 200)
+    run = lloyd(X, X[[1, 250, 450]].astype(float), 5, start=labels)
+    check_nearest(X.astype(float), run)
