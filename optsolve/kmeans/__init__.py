@@ -11,9 +11,11 @@ n_init = 10, the reference).
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from optsolve.core import threads
 from optsolve.core.errors import ParameterError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
@@ -61,6 +63,14 @@ def _limits(**given) -> dict:
     return out
 
 
+def _block_workers() -> int:
+    """Threads of the passes over the points (blocks of rows, each in one thread, its BLAS calls on one):
+    the user's ``--threads``, else every core. Unlike BLAS threads that share one product, they did not
+    slow the command on a busy machine (see "BLAS threads" in docs/benchmarks.md)."""
+    asked = threads.choose(None)
+    return (os.cpu_count() or 1) if asked == threads.ALL else asked
+
+
 class KMeansSolver(Solver):
     blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "kmeans"
@@ -90,7 +100,8 @@ class KMeansSolver(Solver):
         settings = {"alpha": alpha, "refine": allowed > 0, "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
         if o["time_limit"] is not None:
             settings["time_limit"] = float(o["time_limit"])
-        context = {"allowed": allowed, "max_iter": o["max_iter"], "limits": limits, "timed_out": []}
+        context = {"allowed": allowed, "max_iter": o["max_iter"], "limits": limits, "timed_out": [],
+                   "workers": _block_workers()}
         return Job(method, kp, settings, problem.info(m=kp.m, d=kp.d, k=kp.k), deadline=deadline,
                    progress=progress, context=context)
 
@@ -118,7 +129,7 @@ class KMeansSolver(Solver):
         out.evaluations = out.stats.pop("distance_rows", None)  # the k-means work: a point against every centre
         job.settings["alpha_used"] = used
         out.stats = {"evaluations_of": "distance rows (a point's distances to every centre)", "m": kp.m, "d": kp.d,
-                     "k": kp.k, "dtype": str(kp.X.dtype), **out.stats, "alpha_used": used, "empty_clusters": empty,
+                     "k": kp.k, "dtype": str(kp.X.dtype), "block_threads": job.context["workers"], **out.stats, "alpha_used": used, "empty_clusters": empty,
                      "sizes": np.bincount(assignment, minlength=centres.shape[0])}
         out.solution = {"centres": centres.tolist(), "assignment": assignment}
         return out
@@ -128,6 +139,7 @@ class KMeansSolver(Solver):
 
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
                                  settings=job.settings, limits=job.context["limits"], status=result.status.value,
+                                 workers=job.context["workers"],
                                  deadline=job.deadline)
 
 

@@ -224,7 +224,7 @@ def _half_gaps(Cs: np.ndarray) -> np.ndarray:
     return half
 
 
-def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]:
+def _pass(kp, C: np.ndarray, a: np.ndarray, workers: int | None = None) -> tuple[float, float, float, float]:
     """One pass over the points, a block of rows at a time, in float64: (the cost of the assignment
     ``a`` to the centres C, the largest squared distance to the assigned centre beyond the nearest, the
     largest squared norm of a shifted point, the cost of the predicted labels' clusters about their
@@ -276,7 +276,7 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
     def combine(x, y):
         return x[0] + y[0], max(x[1], y[1]), max(x[2], y[2]), x[3] + y[3], x[4] + y[4]
 
-    cost, excess, norm, label_sums, label_norms = fold_blocks(block, kp.m, _rows(L), combine)
+    cost, excess, norm, label_sums, label_norms = fold_blocks(block, kp.m, _rows(L), combine, workers)
     counts = np.bincount(kp.labels, minlength=kp.k)
     live = counts > 0
     label_cost = label_norms[live] - (label_sums[live] ** 2).sum(axis=1) / counts[live]
@@ -284,11 +284,13 @@ def _pass(kp, C: np.ndarray, a: np.ndarray) -> tuple[float, float, float, float]
 
 
 def check(problem, solution: dict, *, method: str | None, objective, settings: dict | None = None,
-          limits: dict | None = None, status=None, deadline: float | None = None, **extra) -> Certificate:
+          limits: dict | None = None, status=None, deadline: float | None = None, workers: int | None = None,
+          **extra) -> Certificate:
     """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`;
     the defaults for those not given). ``settings`` (the document's, untrusted) only selects the
     guarantee reported as information; ``status`` is the claimed status. ``deadline`` (a
-    ``time.perf_counter()`` value: the solver's time limit): the lower bound is cut short at it."""
+    ``time.perf_counter()`` value: the solver's time limit): the lower bound is cut short at it. ``workers``:
+    threads of the pass over the points (default: :func:`optsolve.core.blocks.fold_blocks`'s)."""
     settings = settings if isinstance(settings, dict) else {}
     lim = resolve(limits)
     kp = prepare(problem)
@@ -307,7 +309,7 @@ def check(problem, solution: dict, *, method: str | None, objective, settings: d
     checks = claim + [Check.require("solution_shape", list(C.shape), True,
                                     f"finite centres (L x {kp.d}, 1 <= L <= {kp.k}) and an assignment of the "
                                     f"{kp.m} points")]
-    cost, excess, norm, label_cost = _pass(kp, C, a)
+    cost, excess, norm, label_cost = _pass(kp, C, a, workers)
     shift = C.mean(axis=0)
     scale = max(norm, float(((C - shift) ** 2).sum(axis=1).max()))
     floor = lim["cost_atol"] * kp.m * scale  # rounding of a sum of m squared distances of this scale

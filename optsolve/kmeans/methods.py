@@ -314,7 +314,7 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
         relabel[live] = np.arange(live.size)
         start = relabel[kp.labels]
     try:
-        run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline)
+        run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline, threads=job.context["workers"])
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
         out.status = Status.INTERRUPTED
         out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's." if allowed
