@@ -288,3 +288,17 @@ def test_choose_alphas_sweeps_as_a_plain_recomputation_does():
         want, want_best = plain(X, candidates)
         assert best == pytest.approx(want_best, rel=1e-9, abs=1e-9), seed
         assert np.array_equal(choice, want), seed
+
+
+def test_block_threads_are_every_core_unless_threads_bounds_them():
+    import os
+
+    from optsolve.core import threads
+
+    X, labels = np.random.default_rng(0).normal(size=(300, 3)), np.arange(300) % 3
+    assert optsolve.kmeans.solve(X, labels).stats["block_threads"] == (os.cpu_count() or 1)
+    with threads.requested(1):
+        res = optsolve.kmeans.solve(X, labels)
+    assert res.stats["block_threads"] == 1 and res.settings["threads"] == 1
+    with threads.requested("all"):
+        assert optsolve.kmeans.solve(X, labels).stats["block_threads"] == (os.cpu_count() or 1)
