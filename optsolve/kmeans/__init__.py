@@ -129,8 +129,9 @@ class KMeansSolver(Solver):
         out.evaluations = out.stats.pop("distance_rows", None)  # the k-means work: a point against every centre
         job.settings["alpha_used"] = used
         out.stats = {"evaluations_of": "distance rows (a point's distances to every centre)", "m": kp.m, "d": kp.d,
-                     "k": kp.k, "dtype": str(kp.X.dtype), "block_threads": job.context["workers"], **out.stats, "alpha_used": used, "empty_clusters": empty,
-                     "sizes": np.bincount(assignment, minlength=centres.shape[0])}
+                     "k": kp.k, "dtype": str(kp.X.dtype), "block_threads": job.context["workers"], **out.stats,
+                     "alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
+                                                                                       minlength=centres.shape[0])}
         out.solution = {"centres": centres.tolist(), "assignment": assignment}
         return out
 

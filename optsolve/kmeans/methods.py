@@ -317,8 +317,8 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
         run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline, threads=job.context["workers"])
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
         out.status = Status.INTERRUPTED
-        out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's." if allowed
-                        else "Interrupted during the assignment of the points to the centres.")
+        out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's."
+                        if allowed else "Interrupted during the assignment of the points to the centres.")
         out.solution = {"centres": centres}
         return
     if allowed:
