@@ -171,7 +171,7 @@ def _gains(cp: CoverProblem, selected) -> tuple[float, np.ndarray]:
     rows = cp.M[np.asarray(selected, dtype=np.int64)]
     if cp.kind == "coverage":
         left = cp.weights.copy()
-        left[np.unique(rows.indices)] = 0.0
+        left[rows.indices] = 0.0  # repeated items set twice: no need to make them unique first
         return float(cp.weights.sum() - left.sum()), np.asarray(cp.M @ left).ravel()
     best = rows.max(axis=0).toarray().ravel() if rows.nnz else np.zeros(cp.M.shape[1])
     coo = cp.M.tocoo()

@@ -202,7 +202,9 @@ def proportions(problem: Problem, balance: float | None = None) -> tuple[np.ndar
 def _reached_columns(M: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
     """M restricted to the columns with a stored entry, and those columns: a column no element
     reaches adds nothing to f, and dropping it keeps every vector at most nnz long."""
-    used = np.unique(M.indices)
+    # unique by a sort (numpy's hashing unique took about 4 s on 4 million incidences), nothing per column
+    ordered = np.sort(M.indices)
+    used = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if ordered.size else ordered
     cols = np.searchsorted(used, M.indices).astype(M.indices.dtype, copy=False)
     return sp.csr_matrix((M.data, cols, M.indptr), shape=(M.shape[0], used.size)), used
 
