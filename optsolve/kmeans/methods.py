@@ -40,6 +40,13 @@ def _per_cluster(alpha, k: int) -> np.ndarray:
     return np.full(k, float(alpha)) if np.ndim(alpha) == 0 else np.asarray(alpha, dtype=float)
 
 
+def centre_of_label(k: int, live) -> np.ndarray:
+    """For each of the k predicted labels, the index of its centre among those of the ``live`` labels (-1: none)."""
+    out = np.full(k, -1)
+    out[live] = np.arange(len(live))
+    return out
+
+
 def sample_centres(kp, alpha, seed) -> tuple[np.ndarray, list]:
     """sample-centre without gathering the clusters: each cluster's start from its samples, then
     the re-centring of all clusters together in passes over X. ``alpha``: one value, or one per
@@ -60,10 +67,8 @@ def sample_centres(kp, alpha, seed) -> tuple[np.ndarray, list]:
                                    alphas[i]))
     C = np.array(starts)
     if np.any(alphas[live] > 0):
-        relabel = np.full(kp.k, -1)
-        relabel[live] = np.arange(len(live))
         keep = np.array([keep_count(alphas[i], groups[i].size) for i in live])
-        C = recentre_all(kp.X, relabel[kp.labels], [groups[i] for i in live], C, keep)
+        C = recentre_all(kp.X, centre_of_label(kp.k, live)[kp.labels], [groups[i] for i in live], C, keep)
     return C, [i for i, idx in enumerate(groups) if idx.size == 0]
 
 
@@ -309,10 +314,7 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
     if empty == []:
         start = kp.labels
     elif empty is not None:  # the predicted labels as indices of the centres kept
-        relabel = np.full(kp.k, -1)
-        live = np.setdiff1d(np.arange(kp.k), empty)
-        relabel[live] = np.arange(live.size)
-        start = relabel[kp.labels]
+        start = centre_of_label(kp.k, np.setdiff1d(np.arange(kp.k), empty))[kp.labels]
     try:
         run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline, threads=job.context["workers"])
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
