@@ -349,16 +349,31 @@ def gen_sbm(rng, n=400, groups=2, skew=0.7, degree=8.0, p_out=0.1, balance=0.5, 
             "tau_frac": float(tau_frac), "family": "sbm"}
 
 
-def gen_bipartite(rng, n=1000, items=5000, groups=3, zipf=2.0, max_size=200, balance=0.5, tau_frac=0.5):
+def gen_bipartite(rng, n=1000, items=5000, groups=3, zipf=2.0, max_size=200, mean_size=0.0, skew=1.0, balance=0.5,
+                  tau_frac=0.5):
     """Random bipartite coverage: element i covers a uniform random set of items whose size is
-    Zipf-distributed (exponent ``zipf``, capped at ``max_size``); groups uniform at random."""
-    sizes = np.minimum(rng.zipf(zipf, n), min(max_size, items))
-    rows = np.repeat(np.arange(n), sizes)
-    cols = rng.integers(0, items, size=int(sizes.sum()))
-    M = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, items))
+    Zipf-distributed (exponent ``zipf``) or, with ``mean_size`` > 0, 1 + Poisson(mean_size - 1), capped at
+    ``max_size``; groups at random, group c with probability proportional to skew^c (uniform at 1)."""
+    cap = min(max_size, items)
+    if mean_size > 0:
+        sizes = np.minimum(1 + rng.poisson(max(mean_size - 1.0, 0.0), n), cap)
+    else:
+        sizes = np.minimum(rng.zipf(zipf, n), cap)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    index = np.int32 if items <= np.iinfo(np.int32).max else np.int64
+    cols = rng.integers(0, items, size=int(indptr[-1])).astype(index, copy=False)
+    # built row by row: the same matrix as from (row, column) pairs, without their index arrays
+    M = sp.csr_matrix((np.ones(cols.size), cols, indptr), shape=(n, items))
+    M.sum_duplicates()
     M.data[:] = 1.0
     weights = rng.uniform(0.5, 1.5, items)
-    return {"cover": M, "weights": weights, "groups": rng.integers(0, groups, n), "balance": float(balance),
+    if skew == 1.0:
+        labels = rng.integers(0, groups, n)
+    else:
+        share = float(skew) ** np.arange(groups)
+        labels = rng.choice(groups, size=n, p=share / share.sum())
+    return {"cover": M, "weights": weights, "groups": labels, "balance": float(balance),
             "tau_frac": float(tau_frac), "family": "bipartite"}
 
 
@@ -394,8 +409,10 @@ def _sbm_bytes(n, degree, **_):
     return 100.0 * n + 100.0 * n * max(float(degree), 0.0)
 
 
-def _bipartite_bytes(n, items, zipf, max_size, **_):
-    return 64.0 * n + 32.0 * items + 96.0 * n * zipf_mean(zipf, min(max_size, items))
+def _bipartite_bytes(n, items, zipf, max_size, mean_size=0.0, **_):
+    cap = min(max_size, items)
+    mean = min(float(mean_size), float(cap)) if mean_size > 0 else zipf_mean(zipf, cap)
+    return 64.0 * n + 32.0 * items + 40.0 * n * mean
 
 
 def _facility_bytes(n, clients, **_):
@@ -420,7 +437,10 @@ FAMILIES = {
     "bipartite": Family("bipartite", "random bipartite coverage with Zipf set sizes and item weights", gen_bipartite,
                         (Param("n", int, 1000, "number of elements"), Param("items", int, 5000, "number of items"),
                          Param("groups", int, 3, "number of groups"), Param("zipf", float, 2.0, "Zipf exponent"),
-                         Param("max_size", int, 200, "largest set")) + _COMMON, _bipartite_bytes),
+                         Param("max_size", int, 200, "largest set"),
+                         Param("mean_size", float, 0.0, "mean set size (1 + Poisson); 0: Zipf sizes"),
+                         Param("skew", float, 1.0, "group c drawn with probability proportional to skew^c")) + _COMMON,
+                        _bipartite_bytes),
     "facility": Family("facility", "facility location on clustered points", gen_facility,
                        (Param("n", int, 300, "candidate sites (elements)"), Param("clients", int, 500, "clients"),
                         Param("groups", int, 3, "number of groups"), Param("clusters", int, 6, "clusters"),
