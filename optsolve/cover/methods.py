@@ -70,7 +70,8 @@ def _function(job: Job):
 def _output(job: Job, found) -> MethodOutput:
     """A greedy, threshold, continuous or unfair-greedy run (:class:`optsolve.cover.greedy.CoverRun`) as a
     method's output."""
-    stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired)
+    stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired,
+                 guesses_skipped=found.skipped)
     out = MethodOutput(found.status, None, found.message, iterations=found.rounds, evaluations=int(found.calls),
                        stats=stats)
     if found.selected:
