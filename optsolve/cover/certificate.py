@@ -45,6 +45,7 @@ LP_SETUP_S_PER_ENTRY = 2e-6  # time kept under a deadline for building the LP an
 EXACT_MAX_ENTRIES = 20_000  # an infeasibility claim is re-derived by the exact MILP up to this size
 EXACT_TIME_LIMIT = 10.0  # seconds the exact re-derivation may take
 PREFIXES = 40  # prefixes of S the submodularity bound tries
+BOUND_MIN_S = 2.0  # the lower bounds may take this long however short the solve (a small LP solves in it)
 BOUND_RTOL = 1e-9  # a prefix within this of tau gives no submodularity bound (its shortfall is rounding)
 VALUE_RTOL = 1e-9
 SMALLEST_COEF = 1e-8  # nonzero coefficients of the LP's threshold row are raised to this (a relaxation)
@@ -70,7 +71,8 @@ def set_value(cp: CoverProblem, selected) -> float:
     """f(S) from scratch."""
     rows = cp.M[np.asarray(selected, dtype=np.int64)]
     if cp.kind == "coverage":
-        covered = np.unique(rows.indices)
+        covered = np.zeros(cp.M.shape[1], dtype=bool)  # M's columns are at most a few per entry
+        covered[rows.indices] = True
         return float(cp.weights[covered].sum())
     if rows.nnz == 0:
         return 0.0
@@ -179,16 +181,17 @@ def _gains(cp: CoverProblem, selected) -> tuple[float, np.ndarray]:
     return float(best.sum()), gain
 
 
-def submodularity_bound(cp: CoverProblem, selected, deadline: float | None = None) -> int:
-    """The largest k + 1 such that some prefix T of S has f(T) + (top k gains w.r.t. T) < tau
-    (prefixes are tried until ``deadline``)."""
+def submodularity_bound(cp: CoverProblem, selected, deadline: float | None = None) -> tuple[int, int]:
+    """The largest k + 1 such that some prefix T of S has f(T) + (top k gains w.r.t. T) < tau, and
+    how many prefixes were tried (the empty one always, the others until ``deadline``)."""
     S = list(selected)
     cuts = sorted(set(np.linspace(0, len(S), num=min(PREFIXES, len(S) + 1)).astype(int).tolist()))
-    best = 0
+    best = tried = 0
     for t in cuts:
         left = _remaining(deadline)
-        if left is not None and left <= 0:
+        if t and left is not None and left <= 0:
             break
+        tried += 1
         value, g = _gains(cp, S[:t])
         top = np.cumsum(np.sort(g)[::-1])
         need = cp.tau - value
@@ -196,14 +199,20 @@ def submodularity_bound(cp: CoverProblem, selected, deadline: float | None = Non
             continue
         k = int(np.searchsorted(top, need * (1 - 1e-12), side="left"))  # top[k-1] < need <= top[k]
         best = max(best, k + 1 if k < top.size else cp.n + 1)
-    return best
+    return best, tried
 
 
-def lower_bounds(cp: CoverProblem, selected, deadline: float | None = None) -> dict:
+def lower_bounds(cp: CoverProblem, selected, deadline: float | None = None, seconds: float | None = None) -> dict:
+    """The lower bounds on |OPT| (see the module), within ``deadline`` and, given ``seconds``, within
+    that many seconds from now: the group count and the empty prefix's submodularity bound always,
+    the other prefixes and the LP relaxation as the time allows."""
+    if seconds is not None:
+        own = time.perf_counter() + seconds
+        deadline = own if deadline is None else min(deadline, own)
     groups_bound = int(np.count_nonzero(cp.p > 1e-9))  # ceil(p_c m - 1e-9) >= 1 for every m >= 1
-    sub = submodularity_bound(cp, selected, deadline)
+    sub, tried = submodularity_bound(cp, selected, deadline)
     lp, lp_note = lp_bound(cp, deadline)
-    out = {"groups": groups_bound, "submodularity": sub, "lp": lp, "lp_note": lp_note}
+    out = {"groups": groups_bound, "submodularity": sub, "lp": lp, "lp_note": lp_note, "prefixes": tried}
     candidates = {"groups": groups_bound, "submodularity": sub}
     if lp is not None and math.isfinite(lp):
         candidates["lp"] = int(lp)
@@ -266,14 +275,17 @@ def _threshold(problem, lim: dict) -> tuple[float | None, float | None]:
 
 def check(problem, solution: dict, *, method: str | None = None, objective=None, settings: dict | None = None,
           limits: dict | None = None, status: str | None = None, deadline: float | None = None,
-          **extra) -> Certificate:
+          bound_seconds: float | None = None, **extra) -> Certificate:
     """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`).
 
     ``settings`` and ``method`` (the document's, untrusted) are not used: the limits decide the
     threshold, the proportions and whether they are required; the claimed ``status`` decides
     whether a set or the problem's infeasibility is checked. ``deadline`` (a perf_counter time)
-    cuts the lower bounds on the optimum short, never a check.
+    cuts the lower bounds on the optimum short, never a check; so does ``bound_seconds``, the time
+    the whole certificate may take, at least BOUND_MIN_S (a solver passes its solve's time: its
+    check costs no more).
     """
+    started = time.perf_counter()
     lim = resolve_limits(limits)
     tau, tau_frac = _threshold(problem, lim)
     cp = prepare(problem, balance=lim["balance"], tau=tau, tau_frac=tau_frac)
@@ -318,10 +330,11 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     same = (isinstance(objective, (int, float)) and not isinstance(objective, bool) and math.isfinite(objective)
             and float(objective) == m)
     checks.append(Check.require("objective_matches", objective, same, f"|S| = {m}", "the objective is the set's size"))
-    bounds = lower_bounds(cp, S, deadline)
+    seconds = None if bound_seconds is None else max(BOUND_MIN_S, bound_seconds) - (time.perf_counter() - started)
+    bounds = lower_bounds(cp, S, deadline, seconds)
     checks.append(Check.info("lower_bound_opt", bounds["best"], f"from the {bounds['which']} bound; lp: "
                              f"{bounds['lp_note']}; groups with p > 0: {bounds['groups']}; submodularity: "
-                             f"{bounds['submodularity']}"))
+                             f"{bounds['submodularity']} ({bounds['prefixes']} prefixes of S)"))
     if m:
         checks.append(Check.info("size_over_opt_at_most", m / bounds["best"], "|S| / lower_bound_opt"))
     return Certificate(checks)

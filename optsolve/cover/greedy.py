@@ -186,13 +186,14 @@ def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | No
 def _lazy_steps(fn, groups, admission: FairAdmission | None = None, taken=(), gains: np.ndarray | None = None):
     """Greedy picks with lazy evaluations from ``fn``'s current set (``taken``), one per ``next()``;
     stops when no admissible element has a positive gain. Updates ``fn`` and ``admission``
-    (``gains``: every element's gain at ``fn``'s current set, when already computed).
+    (``gains``: every element's gain at ``fn``'s current set, when already computed; the array is
+    kept as the queue's upper bounds, 0 for the elements taken or dropped).
 
     Minoux's accelerated greedy: a queue of stale gains, upper bounds by submodularity; the top
     entry is re-evaluated unless it was evaluated at the current set, in which case it is at least
     every other bound and is the greedy choice (ties: the smaller index). An inadmissible element
     is dropped: the FSM constraints only tighten as the set grows."""
-    gains = fn.gains() if gains is None else gains.copy()
+    gains = fn.gains() if gains is None else gains
     tol = GAIN_TOL * float(gains.max(initial=0.0))
     gains[list(taken)] = 0.0
     live = np.flatnonzero(gains > tol)
@@ -206,6 +207,7 @@ def _lazy_steps(fn, groups, admission: FairAdmission | None = None, taken=(), ga
         neg, i = heap[0]
         if evaluated.get(i) == size:
             pop(heap)
+            gains[i] = 0.0
             add(i)
             if admission is not None:
                 admission.add(groups[i])
@@ -214,8 +216,10 @@ def _lazy_steps(fn, groups, admission: FairAdmission | None = None, taken=(), ga
             continue
         if not ok(groups[i]):
             pop(heap)
+            gains[i] = 0.0
             continue
         g = gain(i)
+        gains[i] = g
         if g > tol:
             evaluated[i] = size
             push(heap, (-g, i))
@@ -271,11 +275,27 @@ def lazy_greedy(fn, groups, target: float, admission: FairAdmission | None = Non
             selected.append(i)
     if done():
         return selected
-    for i in _lazy_steps(fn, groups, admission, selected):
+    bounds = fn.gains()
+    every = max(256, max_size // 32)
+    for i in _lazy_steps(fn, groups, admission, selected, bounds):
         selected.append(i)
-        if done():
+        if done() or (len(selected) % every == 0 and _short(fn.value, target, bounds, max_size - len(selected),
+                                                                 groups, admission)):
             break
     return selected
+
+
+def _short(value: float, target: float, bounds: np.ndarray, slots: int, groups, admission) -> bool:
+    """Whether a run at ``value`` with ``slots`` picks left cannot reach the target: each pick adds at
+    most its queued upper bound (submodularity), and the groups the admission test has closed add
+    nothing."""
+    if slots >= bounds.size:
+        return False
+    live = bounds
+    if admission is not None and any(admission.closed):
+        live = np.where(np.asarray(admission.closed)[groups], 0.0, bounds)
+    best = np.partition(live, bounds.size - slots)[bounds.size - slots:]
+    return value + float(best.sum()) < target - VALUE_RTOL * abs(target)
 
 
 def threshold_greedy(fn, groups, target: float, admission: FairAdmission, max_size: int, eps: float,
@@ -479,7 +499,7 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
 
             order_fn = make_function(cp)
             single = order_fn.gains()
-            order = GreedyOrder(order_fn, groups, single)
+            order = GreedyOrder(order_fn, groups, single.copy())
             aux.append(order_fn)
 
             def fsm(fn, admissible, k, target, budget):

@@ -93,7 +93,7 @@ def test_the_submodularity_bound_ignores_a_prefix_that_reaches_tau_to_rounding()
     cp = prepare(problem)
     S = optsolve.cover.solve_problem(problem, method="greedy").solution["selected"]
     assert set_value(cp, S) >= cp.tau * (1 - 1e-12)
-    assert submodularity_bound(cp, S) <= brute_force_opt(cp, cp.tau)
+    assert submodularity_bound(cp, S)[0] <= brute_force_opt(cp, cp.tau)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -275,7 +275,7 @@ def test_certificate_bounds_never_exceed_the_optimum(seed):
         assert certificate.set_value(cp, S) == pytest.approx(f_of(cp, S))
         lp, _ = certificate.lp_bound(cp)
         assert lp is not None and lp <= opt
-        assert certificate.submodularity_bound(cp, S[:3]) <= opt
+        assert certificate.submodularity_bound(cp, S[:3])[0] <= opt
         bounds = certificate.lower_bounds(cp, S)
         assert bounds["best"] <= opt and bounds["best"] == max(bounds["groups"], bounds["submodularity"], lp, 1)
 
