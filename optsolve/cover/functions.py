@@ -78,6 +78,35 @@ class Coverage(_Function):
         self.value += g
         return g
 
+    def covering(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr, elements): the elements covering each item, column by column (CSC), built once."""
+        if getattr(self, "_covering", None) is None:
+            M = self.M
+            pattern = sp.csr_matrix((np.zeros(M.nnz, dtype=np.int8), M.indices, M.indptr), shape=M.shape).tocsc()
+            self._covering = (pattern.indptr, pattern.indices)
+        return self._covering
+
+    def add_updating(self, i: int, gains: np.ndarray) -> float:
+        """Add element i and lower ``gains`` (every element's gain at the current set) by the weight
+        of the items i newly covers, for each element covering them; counts one oracle call per
+        gain updated."""
+        cols = self.M.indices[self.M.indptr[i]:self.M.indptr[i + 1]]
+        w = self.live[cols]
+        fresh = w > 0
+        items, w = cols[fresh], w[fresh]
+        g = float(w.sum())
+        self.live[items] = 0.0
+        self.value += g
+        if items.size:
+            indptr, elements = self.covering()
+            starts, lens = indptr[items], indptr[items + 1] - indptr[items]
+            total = int(lens.sum())
+            offsets = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+            rows = elements[np.repeat(starts, lens) + offsets]
+            np.subtract.at(gains, rows, np.repeat(w, lens))
+            self.calls += total
+        return g
+
 
 class FacilityLocation(_Function):
     def __init__(self, M: sp.csr_matrix):

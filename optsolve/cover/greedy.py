@@ -42,6 +42,7 @@ import numpy as np
 
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
+from optsolve.cover.functions import Coverage
 from optsolve.cover.problems import CoverProblem, fair_counts, fair_sizes
 
 GAIN_TOL = 1e-12  # gains below this, relative to the largest singleton gain (or to f(U)), are zero
@@ -227,6 +228,68 @@ def _lazy_steps(fn, groups, admission: FairAdmission | None = None, taken=(), ga
             pop(heap)
 
 
+CANDIDATES = 4096  # elements of largest gain the coverage greedy searches between two passes over all
+TIE_RTOL = 1e-12  # kept gains within this (relative) of the largest are a tie: their sums of updates round
+
+
+def _coverage_steps(fn, groups, admission: FairAdmission | None = None, taken=(), gains: np.ndarray | None = None):
+    """:func:`_lazy_steps` for weighted coverage, same picks: every element's gain is kept exact (an
+    addition lowers the gains of the elements covering the items it newly covers, found through the
+    item-to-element incidence), so the greedy choice is the largest gain, the smaller index on a tie
+    (to TIE_RTOL).
+    It is searched among about CANDIDATES of the largest: every other gain was at most the smallest
+    of them when they were chosen (and of larger index when equal to it), and gains only fall, so
+    while the candidates' best is at least that level it is the best of all. Taken and refused elements get gain -inf (``gains``, when given,
+    is this array, updated in place)."""
+    g = fn.gains() if gains is None else gains
+    tol = GAIN_TOL * float(g.max(initial=0.0))
+    g[list(taken)] = -np.inf
+    if admission is not None:
+        for c in np.flatnonzero(admission.closed):
+            g[groups == c] = -np.inf
+    n = g.size
+    cand = None
+    while True:
+        if cand is None:
+            top = float(g.max(initial=-np.inf))
+            if not top > tol:
+                return
+            level = float(np.partition(g, n - CANDIDATES)[n - CANDIDATES]) if n > CANDIDATES else -np.inf
+            level = min(max(level, tol), top)
+            near = TIE_RTOL * abs(level)
+            above = np.flatnonzero(g > level + near)
+            ties = np.flatnonzero((g >= level - near) & (g <= level + near))
+            room = max(1, CANDIDATES - above.size)  # the ties at the level of smallest index (they win a tie)
+            first_out = int(ties[room]) if ties.size > room else n  # the smallest index of a tie left out
+            cand = np.sort(np.concatenate([above, ties[:room]]))
+        vals = g[cand]
+        best = float(vals.max())
+        j = int(np.argmax(vals >= best - TIE_RTOL * abs(best)))  # gains equal to rounding: the smaller index
+        best = float(vals[j])
+        if not best > tol:
+            cand = None
+            continue
+        if not (best > level + near or (best >= level - near and int(cand[j]) < first_out)):
+            cand = None  # an element left out may now be as good
+            continue
+        i = int(cand[j])
+        if admission is not None and not admission.ok(groups[i]):
+            g[groups == groups[i]] = -np.inf  # a refused group stays refused in this run
+            continue
+        g[i] = -np.inf
+        fn.add_updating(i, g)
+        if admission is not None:
+            admission.add(groups[i])
+        yield i
+
+
+def _greedy_steps(fn, groups, admission=None, taken=(), gains=None):
+    """The greedy's picks from ``fn``'s current set (:func:`_coverage_steps` for coverage, else
+    :func:`_lazy_steps`)."""
+    steps = _coverage_steps if isinstance(fn, Coverage) else _lazy_steps
+    return steps(fn, groups, admission, taken, gains)
+
+
 class GreedyOrder:
     """The unconstrained greedy order, extended on demand (its own oracle). Every FSM round of
     convert-fair starts with it: until the first element the round's constraints refuse, the
@@ -236,7 +299,7 @@ class GreedyOrder:
     def __init__(self, fn, groups, gains: np.ndarray | None = None):
         self.fn, self.order = fn, []
         fn.reset()
-        self._steps = _lazy_steps(fn, groups, gains=gains)
+        self._steps = _greedy_steps(fn, groups, gains=gains)
 
     def __getitem__(self, t: int):
         while len(self.order) <= t:
@@ -277,7 +340,7 @@ def lazy_greedy(fn, groups, target: float, admission: FairAdmission | None = Non
         return selected
     bounds = fn.gains()
     every = max(256, max_size // 32)
-    for i in _lazy_steps(fn, groups, admission, selected, bounds):
+    for i in _greedy_steps(fn, groups, admission, selected, bounds):
         selected.append(i)
         if done() or (len(selected) % every == 0 and _short(fn.value, target, bounds, max_size - len(selected),
                                                                  groups, admission)):
@@ -291,9 +354,9 @@ def _short(value: float, target: float, bounds: np.ndarray, slots: int, groups, 
     nothing."""
     if slots >= bounds.size:
         return False
-    live = bounds
+    live = np.maximum(bounds, 0.0)  # taken or refused: -inf (coverage) or 0
     if admission is not None and any(admission.closed):
-        live = np.where(np.asarray(admission.closed)[groups], 0.0, bounds)
+        live[np.asarray(admission.closed)[groups]] = 0.0
     best = np.partition(live, bounds.size - slots)[bounds.size - slots:]
     return value + float(best.sum()) < target - VALUE_RTOL * abs(target)
 
@@ -381,6 +444,7 @@ class _RepairAdmission:
         self.counts, self.need, self.cap = counts.tolist(), need.tolist(), cap.tolist()
         self.left = m - int(counts.sum())  # slots still to fill
         self.short = int(np.maximum(need - counts, 0).sum())  # sum of the deficits below the minimum counts
+        self.closed = [False] * counts.size  # no group is refused at the start
 
     def ok(self, c) -> bool:
         c = int(c)
@@ -415,7 +479,7 @@ def repair(fn, cp: CoverProblem, selected: list, budget: _Budget | None = None) 
     if len(out) >= m:
         return out
     admission = _RepairAdmission(counts, need, cap, m)
-    for i in _lazy_steps(fn, groups, admission, out):
+    for i in _greedy_steps(fn, groups, admission, out):
         out.append(i)
         if len(out) >= m:
             return out
