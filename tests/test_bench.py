@@ -88,6 +88,20 @@ def test_bench_cover_quick():
     assert "Lazy against plain greedy" in "\n".join(lines) and "| greedy | 4 |" in "\n".join(lines)
 
 
+def test_bench_cover_scale_quick(tmp_path):
+    lines = quick("bench-cover", "--scale", "--dir", str(tmp_path))
+    assert lines[0].startswith("# bench-cover --scale:")
+    (row,) = rows(lines, "incidences")
+    assert row["incidences"] == "1e7" and row["method"] == "greedy" and row["status"] == "optimal"
+    assert row["fairness violation"] == "0" and float(row["f / tau"]) >= 1 and float(row["S / bound"]) >= 1
+    for column in ("whole command (s)", "solve (s)", "peak RSS (MB)"):
+        assert float(row[column]) > 0, column
+    milp = rows(lines, "instance", "OPT (MILP)")
+    assert len(milp) == 4 and all(float(r["S / OPT"]) >= 1 for r in milp)
+    assert any(line.startswith("MILP-solvable cases: 4;") for line in lines)
+    assert [p.suffix for p in tmp_path.iterdir()] == [".npz"]
+
+
 def test_bench_kmeans_quick():
     lines = quick("bench-kmeans")
     table = rows(lines, "data")
