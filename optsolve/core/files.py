@@ -50,7 +50,7 @@ _SPARSE_PARTS = {
 }
 # Parsing JSON holds each number as a Python object: up to this many bytes per byte of text.
 JSON_EXPANSION = 16
-
+READ_CHUNK = 4 << 20  # bytes of an array member read at a time
 
 def file_label(path: str) -> str:
     return "Problem on stdin" if path == "-" else f"Problem file {path!r}"
@@ -267,8 +267,8 @@ def _read_npy_member(fh, file_size: int, key: str, label: str, account: memory.A
     arr = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
     view = memoryview(arr.reshape(-1, order="A").view(np.uint8)) if nbytes else memoryview(b"")
     got = 0
-    while got < nbytes:
-        n = fh.readinto(view[got:])
+    while got < nbytes:  # in pieces: a zip member's readinto decompresses all it is asked for into a copy first
+        n = fh.readinto(view[got:got + READ_CHUNK])
         if not n:
             break
         got += n
