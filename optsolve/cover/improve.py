@@ -13,10 +13,11 @@ reaches the target (``reached`` of :mod:`optsolve.cover.greedy`).
    stays at the target and the counts are fair for |S| - 1 (the proportions of the smaller size
    allow removals from some groups only). A pass costs the incidences of S's rows.
 2. 2-for-1 exchanges (local search of the 2-opt kind, ours in detail): two elements out, one in,
-   when f stays at the target and the counts are fair for |S| - 1. Pairs are drawn from the
-   cheapest losses; the element brought in is the best one among those reaching a client or item
-   the pair leaves short (found through the column-major copy of the rows they touch), its gain
-   evaluated exactly on S minus the pair. Under a time budget.
+   when f stays at the target and the counts are fair for |S| - 1; or two out and none in, where
+   the proportions refuse every single removal (two groups held at equal shares allow only even
+   sizes). Pairs are drawn from the cheapest losses; the element brought in is the best one among
+   those reaching an item or client the pair leaves short (found through a column-major copy of
+   M), its gain evaluated exactly on S minus the pair. Under a time budget.
 3. Exact polish on small instances: HiGHS's MILP (:func:`optsolve.cover.milp.solve_milp`) asked for
    a fair cover of at most |S| - 1 elements, under a short time limit. Its set replaces the
    heuristic's only after f is recomputed from scratch and the proportions are checked exactly;
@@ -309,94 +310,112 @@ def remove_redundant(cp: CoverProblem, held, fair: _Fairness, S: list, target: f
 
 def exchange(cp: CoverProblem, held, fair: _Fairness, S: list, target: float, reached, until: float,
              budget=None) -> tuple[list, int]:
-    """2-for-1 exchanges (see the module), each followed by a redundancy pass, until none of the
-    tried pairs gives one or the time ``until`` (a perf_counter time) passes. Returns the set and
-    the number of elements the exchanges and their passes removed."""
-    CT = None  # column-major copy of M, built on first use
+    """2-for-1 exchanges, and 2-for-0 where two elements are redundant together (see the module),
+    each followed by a redundancy pass, until none of the tried pairs gives one or the time
+    ``until`` (a perf_counter time) passes. Returns the set and the number of elements the
+    exchanges and their passes removed."""
+    pairs = _Pairs(cp, held, fair, S, target, reached)
     start = len(S)
-    inside = np.zeros(cp.n, dtype=bool)
-    inside[np.asarray(S, dtype=np.int64)] = True
-    tried = set()
     while len(S) > 2 and time.perf_counter() < until and not (budget is not None and budget.out()):
         idx = np.asarray(S, dtype=np.int64)
         cand = idx[np.argsort(held.losses(idx), kind="stable")][:SWAP_PAIRS].tolist()
         found = None
         for x in range(len(cand)):
             for y in range(x + 1, len(cand)):
-                if time.perf_counter() >= until:
-                    break
-                a, b = cand[x], cand[y]
-                key = (min(a, b), max(a, b), len(S))
-                if key in tried:
-                    continue
-                tried.add(key)
-                found = _pair(cp, held, fair, a, b, target, reached, inside, CT)
-                if isinstance(found, sp.csc_matrix):  # the column-major copy it needed
-                    CT = found
-                    found = _pair(cp, held, fair, a, b, target, reached, inside, CT)
-                if found is not None:
+                found = pairs.try_pair(cand[x], cand[y])
+                if found is not None or time.perf_counter() >= until:
                     break
             if found is not None or time.perf_counter() >= until:
                 break
         if found is None:
             break
         a, b, e = found
-        held.add(e)
-        held.remove(a)
-        held.remove(b)
-        fair.counts[cp.groups[e]] += 1
-        fair.counts[cp.groups[a]] -= 1
-        fair.counts[cp.groups[b]] -= 1
-        inside[[a, b]] = False
-        inside[e] = True
-        S = [i for i in S if i not in (a, b)] + [e]
+        out = [a, b]
+        if e is not None:
+            held.add(e)
+            fair.counts[cp.groups[e]] += 1
+            pairs.inside[e] = True
+        for i in out:
+            held.remove(i)
+            fair.counts[cp.groups[i]] -= 1
+            pairs.inside[i] = False
+        S = [i for i in S if i not in out] + ([] if e is None else [e])
         kept = remove_redundant(cp, held, fair, S, target, reached, budget)
-        inside[np.asarray(sorted(set(S) - set(kept)), dtype=np.int64)] = False
+        pairs.inside[np.asarray(sorted(set(S) - set(kept)), dtype=np.int64)] = False
         S = kept
     return S, start - len(S)
 
 
-def _pair(cp, held, fair, a, b, target, reached, inside, CT):
-    """The element e for which S - a - b + e is fair and reaches the target, or None; the
-    column-major copy of M when it is needed and not given."""
-    ga, gb = cp.groups[a], cp.groups[b]
-    counts = fair.counts.copy()
-    counts[ga] -= 1
-    counts[gb] -= 1
-    m = int(counts.sum()) + 1
-    lo, hi = fair.bounds(m)
-    ok_group = (counts + 1 >= lo) & (counts + 1 <= hi)
-    others = (counts >= lo) & (counts <= hi)
-    nbad = int((~others).sum())
-    if nbad > 1:
-        return None
-    if nbad == 1:
-        ok_group &= ~others
-    if not ok_group.any():
-        return None
-    items = held.pair_loss_items(a, b)
-    if items.size == 0:
-        return None
-    if CT is None:
-        return sp.csc_matrix(cp.M)
-    pos, _ = _positions(CT, items.astype(np.int64))
-    cand, hits = np.unique(CT.indices[pos].astype(np.int64), return_counts=True)
-    keep = ok_group[cp.groups[cand]] & ~inside[cand]
-    cand, hits = cand[keep], hits[keep]
-    if cand.size > SWAP_CANDIDATES:
-        cand = cand[np.argsort(-hits, kind="stable")[:SWAP_CANDIDATES]]
-    if cand.size == 0:
-        return None
-    held.remove(a)
-    held.remove(b)
-    try:
-        g = held.gains(cand)
-        best = int(np.argmax(g))
-        ok = reached(held.value + float(g[best]), target)
-    finally:
-        held.add(b)
-        held.add(a)
-    return (a, b, int(cand[best])) if ok else None
+class _Pairs:
+    """The pair trials of :func:`exchange`: S - a - b (+ e) against the target and the proportions."""
+
+    def __init__(self, cp: CoverProblem, held, fair: _Fairness, S: list, target: float, reached):
+        self.cp, self.held, self.fair, self.target, self.reached = cp, held, fair, target, reached
+        self.inside = np.zeros(cp.n, dtype=bool)
+        self.inside[np.asarray(S, dtype=np.int64)] = True
+        self._columns = None
+        self.tried = set()
+
+    @property
+    def columns(self) -> sp.csc_matrix:
+        """M column-major (built once, on the first pair that needs it)."""
+        if self._columns is None:
+            self._columns = sp.csc_matrix(self.cp.M)
+        return self._columns
+
+    def try_pair(self, a: int, b: int):
+        """(a, b, None) when S - a - b is fair and reaches the target; (a, b, e) for the best element
+        e that makes S - a - b + e so; else None. A pair is tried once per size of S."""
+        cp, fair = self.cp, self.fair
+        m = int(fair.counts.sum())
+        key = (min(a, b), max(a, b), m)
+        if key in self.tried:
+            return None
+        self.tried.add(key)
+        counts = fair.counts.copy()
+        counts[cp.groups[a]] -= 1
+        counts[cp.groups[b]] -= 1
+        lo, hi = fair.bounds(m - 2)
+        drop = m > 2 and bool(np.all(counts >= lo) & np.all(counts <= hi))
+        lo, hi = fair.bounds(m - 1)
+        ok_group = (counts + 1 >= lo) & (counts + 1 <= hi)
+        others = (counts >= lo) & (counts <= hi)
+        if int((~others).sum()) > 1:
+            ok_group[:] = False
+        elif not others.all():
+            ok_group &= ~others
+        if not drop and not ok_group.any():
+            return None
+        items = self.held.pair_loss_items(a, b)
+        cand = np.zeros(0, dtype=np.int64)
+        if ok_group.any() and items.size:
+            cand = self._candidates(items, ok_group)
+        self.held.remove(a)
+        self.held.remove(b)
+        try:
+            if drop and self.reached(self.held.value, self.target):
+                return a, b, None
+            if cand.size == 0:
+                return None
+            g = self.held.gains(cand)
+            best = int(np.argmax(g))
+            ok = self.reached(self.held.value + float(g[best]), self.target)
+        finally:
+            self.held.add(b)
+            self.held.add(a)
+        return (a, b, int(cand[best])) if ok else None
+
+    def _candidates(self, items: np.ndarray, ok_group: np.ndarray) -> np.ndarray:
+        """Elements outside S, of the groups that may grow, reaching some of ``items`` (at most
+        SWAP_CANDIDATES: those reaching the most)."""
+        CT = self.columns
+        pos, _ = _positions(CT, items.astype(np.int64))
+        cand, hits = np.unique(CT.indices[pos].astype(np.int64), return_counts=True)
+        keep = ok_group[self.cp.groups[cand]] & ~self.inside[cand]
+        cand, hits = cand[keep], hits[keep]
+        if cand.size > SWAP_CANDIDATES:
+            cand = cand[np.argsort(-hits, kind="stable")[:SWAP_CANDIDATES]]
+        return cand
 
 
 EXCHANGE_MAX_ENTRIES = 20_000_000  # the exchanges need a column-major copy of M: only up to this many entries
