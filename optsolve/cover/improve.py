@@ -35,7 +35,7 @@ import scipy.sparse as sp
 from optsolve.core import memory
 from optsolve.cover.problems import CoverProblem
 
-SWAP_SHARE = 1.0  # the exchanges may take this multiple of the time the cover took to build
+SWAP_SHARE = 0.25  # the exchanges may take this share of the time the cover took to build
 SWAP_MIN_S = 0.05  # ... and at least this long
 SWAP_PAIRS = 40  # cheapest-loss elements whose pairs are tried per size
 SWAP_CANDIDATES = 2000  # elements brought in that a pair tries: those reaching the most of what it leaves short
