@@ -112,9 +112,10 @@ def best_vertex(g: np.ndarray, groups: np.ndarray, k: int, lo: np.ndarray, hi: n
 
 def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.1, beta="auto",
                     bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
-                    seed: int | None = None, delta: float = DELTA, finish=None, progress: Progress = SILENT) -> CoverRun:
-    """convert-fair with the continuous FSM step, rounding, repair and pruning (see the module);
-    ``finish``: convert-fair's, in place of the pruning."""
+                    seed: int | None = None, delta: float = DELTA, finish=None,
+                    progress: Progress = SILENT) -> CoverRun:
+    """convert-fair with the continuous FSM step, rounding, repair and the removal of redundant
+    elements (see the module); ``finish``: convert-fair's, in place of that removal."""
     ml = Multilinear(cp, np.random.default_rng(seed))
     steps = max(1, int(round(1.0 / delta)))
 

@@ -4,9 +4,9 @@ Applied to the repaired cover of convert-fair (:func:`optsolve.cover.greedy.conv
 ``finish``), it never makes the set larger, and every set it returns is fair at its own size and
 reaches the target (``reached`` of :mod:`optsolve.cover.greedy`).
 
-1. Redundancy removal, the reverse-delete pass of set-cover heuristics (Chvatal's greedy followed
-   by the removal of redundant sets, as in Grossman and Wool, "Computational experience with
-   approximation algorithms for the set covering problem", EJOR 1997): the loss of an element,
+1. Redundancy removal, the drop step of set-covering heuristics (the removal of redundant columns
+   in the feasibility operator of Beasley and Chu, "A genetic algorithm for the set covering
+   problem", EJOR 94, 1996; here against a threshold and the proportions): the loss of an element,
    f(S) - f(S - i), is the weight of the items only it covers (coverage: a count of the selected
    elements covering each item) or the margin of the clients it serves best over their
    second-best site (facility location). Elements go cheapest loss first; one is dropped when f
@@ -89,24 +89,25 @@ class _CoverageHeld:
     def _row(self, i):
         return self.M.indices[self.M.indptr[i]:self.M.indptr[i + 1]]
 
-    def losses(self, idx: np.ndarray) -> np.ndarray:
+    def _alone(self, idx: np.ndarray, times: int) -> np.ndarray:
+        """Per element of ``idx``: the weight of its items that ``times`` selected elements cover."""
         pos, rel = _positions(self.M, idx)
         cols = self.M.indices[pos]
-        return np.bincount(rel, weights=self.w[cols] * (self.count[cols] == 1), minlength=idx.size)
+        return np.bincount(rel, weights=self.w[cols] * (self.count[cols] == times), minlength=idx.size)
+
+    def losses(self, idx: np.ndarray) -> np.ndarray:
+        return self._alone(idx, 1)
 
     def loss(self, i: int) -> float:
         cols = self._row(i)
         return float(self.w[cols][self.count[cols] == 1].sum())
 
     def gains(self, idx: np.ndarray) -> np.ndarray:
-        pos, rel = _positions(self.M, idx)
-        cols = self.M.indices[pos]
-        return np.bincount(rel, weights=self.w[cols] * (self.count[cols] == 0), minlength=idx.size)
+        return self._alone(idx, 0)
 
     def remove(self, i: int) -> None:
-        cols = self._row(i)
-        self.value -= float(self.w[cols][self.count[cols] == 1].sum())
-        self.count[cols] -= 1
+        self.value -= self.loss(i)
+        self.count[self._row(i)] -= 1
 
     def add(self, i: int) -> None:
         cols = self._row(i)
