@@ -16,8 +16,9 @@ reaches the target (``reached`` of :mod:`optsolve.cover.greedy`).
    when f stays at the target and the counts are fair for |S| - 1; or two out and none in, where
    the proportions refuse every single removal (two groups held at equal shares allow only even
    sizes). Pairs are drawn from the cheapest losses; the element brought in is the best one among
-   those reaching an item or client the pair leaves short (found through a column-major copy of
-   M), its gain evaluated exactly on S minus the pair. Under a time budget.
+   those reaching an item or client the pair leaves short (found through a column-major index of
+   M's entries at the items the pairs' rows reach, one pass over M's column indices per size of
+   S), its gain evaluated exactly on S minus the pair. Under a time budget.
 3. Exact polish on small instances: HiGHS's MILP (:func:`optsolve.cover.milp.solve_milp`) asked for
    a fair cover of at most |S| - 1 elements, under a short time limit. Its set replaces the
    heuristic's only after f is recomputed from scratch and the proportions are checked exactly;
@@ -27,7 +28,7 @@ reaches the target (``reached`` of :mod:`optsolve.cover.greedy`).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,11 +59,11 @@ class Improvement:
     milp: str = "skipped"
     milp_s: float = 0.0
     time_s: float = 0.0
-    steps: list = field(default_factory=list)
+    interrupted: bool = False  # a signal stopped it: the input cover is returned
 
     def as_stats(self) -> dict:
-        return {"removed": self.removed, "exchanged": self.exchanged, "polished": self.polished,
-                "milp": self.milp}
+        out = {"removed": self.removed, "exchanged": self.exchanged, "polished": self.polished, "milp": self.milp}
+        return dict(out, interrupted=True) if self.interrupted else out
 
 
 def _positions(M: sp.csr_matrix, idx: np.ndarray):
@@ -320,6 +321,7 @@ def exchange(cp: CoverProblem, held, fair: _Fairness, S: list, target: float, re
     while len(S) > 2 and time.perf_counter() < until and not (budget is not None and budget.out()):
         idx = np.asarray(S, dtype=np.int64)
         cand = idx[np.argsort(held.losses(idx), kind="stable")][:SWAP_PAIRS].tolist()
+        pairs.focus(cand)
         found = None
         for x in range(len(cand)):
             for y in range(x + 1, len(cand)):
@@ -354,15 +356,25 @@ class _Pairs:
         self.cp, self.held, self.fair, self.target, self.reached = cp, held, fair, target, reached
         self.inside = np.zeros(cp.n, dtype=bool)
         self.inside[np.asarray(S, dtype=np.int64)] = True
-        self._columns = None
+        self.reached_by = None  # M's entries at the items of the focus rows, column-major
+        self.focus_items = np.zeros(0, dtype=np.int64)
         self.tried = set()
 
-    @property
-    def columns(self) -> sp.csc_matrix:
-        """M column-major (built once, on the first pair that needs it)."""
-        if self._columns is None:
-            self._columns = sp.csc_matrix(self.cp.M)
-        return self._columns
+    def focus(self, elements: np.ndarray) -> None:
+        """Index, column-major, the entries of M at the items (clients) the rows of ``elements``
+        reach: the only ones a pair of them can leave short. One pass over M's column indices,
+        holding only the entries found."""
+        M = self.cp.M
+        pos, _ = _positions(M, np.asarray(elements, dtype=np.int64))
+        items = np.unique(M.indices[pos]).astype(np.int64)
+        mark = np.zeros(M.shape[1], dtype=bool)
+        mark[items] = True
+        at = np.flatnonzero(mark[M.indices])
+        rows = np.searchsorted(M.indptr, at, side="right") - 1
+        local = np.searchsorted(items, M.indices[at])
+        self.reached_by = sp.csc_matrix((np.ones(at.size, dtype=np.int8), (rows, local)),
+                                        shape=(M.shape[0], items.size))
+        self.focus_items = items
 
     def try_pair(self, a: int, b: int):
         """(a, b, None) when S - a - b is fair and reaches the target; (a, b, e) for the best element
@@ -409,17 +421,14 @@ class _Pairs:
     def _candidates(self, items: np.ndarray, ok_group: np.ndarray) -> np.ndarray:
         """Elements outside S, of the groups that may grow, reaching some of ``items`` (at most
         SWAP_CANDIDATES: those reaching the most)."""
-        CT = self.columns
-        pos, _ = _positions(CT, items.astype(np.int64))
+        CT = self.reached_by
+        pos, _ = _positions(CT, np.searchsorted(self.focus_items, items).astype(np.int64))
         cand, hits = np.unique(CT.indices[pos].astype(np.int64), return_counts=True)
         keep = ok_group[self.cp.groups[cand]] & ~self.inside[cand]
         cand, hits = cand[keep], hits[keep]
         if cand.size > SWAP_CANDIDATES:
             cand = cand[np.argsort(-hits, kind="stable")[:SWAP_CANDIDATES]]
         return cand
-
-
-EXCHANGE_MAX_ENTRIES = 20_000_000  # the exchanges need a column-major copy of M: only up to this many entries
 
 
 def improve(cp: CoverProblem, fn, S: list, target: float, *, built_s: float = 0.0, deadline: float | None = None,
@@ -433,22 +442,25 @@ def improve(cp: CoverProblem, fn, S: list, target: float, *, built_s: float = 0.
     budget = _Budget(deadline)
     report = Improvement()
     original = list(S)
-    held, fair = held_set(cp, S), _Fairness(cp, S)
-    S = remove_redundant(cp, held, fair, S, target, reached, budget)
-    report.removed = len(original) - len(S)
-    report.steps.append("remove")
-    if exchanges and cp.M.nnz <= EXCHANGE_MAX_ENTRIES and not budget.out():
-        until = time.perf_counter() + max(SWAP_MIN_S, SWAP_SHARE * built_s)
-        if deadline is not None:
-            until = min(until, deadline)
-        S, report.exchanged = exchange(cp, held, fair, S, target, reached, until, budget)
-        report.steps.append("exchange")
-    if not _holds(cp, fn, S, target, reached):  # rounding of the running value: back to the input
+    try:
+        held, fair = held_set(cp, S), _Fairness(cp, S)
+        S = remove_redundant(cp, held, fair, S, target, reached, budget)
+        report.removed = len(original) - len(S)
+        if exchanges and not budget.out():
+            until = time.perf_counter() + max(SWAP_MIN_S, SWAP_SHARE * built_s)
+            if deadline is not None:
+                until = min(until, deadline)
+            S, report.exchanged = exchange(cp, held, fair, S, target, reached, until, budget)
+        if not _holds(cp, fn, S, target, reached):  # rounding of the running value: back to the input
+            S = original
+            _holds(cp, fn, S, target, reached)
+            report.removed = report.exchanged = 0
+        if polish:
+            S = _polish(cp, fn, S, target, built_s, deadline, report, reached)
+    except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the input cover, still fair
         S = original
         _holds(cp, fn, S, target, reached)
-        report.removed = report.exchanged = 0
-    if polish:
-        S = _polish(cp, fn, S, target, built_s, deadline, report, reached)
+        report = Improvement(interrupted=True)
     report.time_s = time.perf_counter() - t0
     return S, report
 
@@ -485,7 +497,6 @@ def _polish(cp: CoverProblem, fn, S: list, target: float, built_s: float, deadli
         return S
     t = time.perf_counter()
     found = solve_milp(cp, time_limit=limit, tau=target, max_size=len(S) - 1)
-    report.steps.append("milp")
     report.milp_s = time.perf_counter() - t
     if found.status == "infeasible":
         report.milp = "proved"

@@ -93,7 +93,7 @@ def _output(job: Job, found, reports=()) -> MethodOutput:
     stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired)
     if reports:
         stats["improved"] = reports[-1].as_stats()
-        stats["time_s"] = {"improve": reports[-1].time_s}
+        stats["time_s"] = {"improve": reports[-1].time_s, "improve_milp": reports[-1].milp_s}
     out = MethodOutput(found.status, None, found.message, iterations=found.rounds, evaluations=int(found.calls),
                        stats=stats)
     if found.selected:

@@ -205,3 +205,18 @@ def test_command_line_no_improve_and_verify_without_it(cli, tmp_path):
     assert on["objective"] <= off["objective"] and "improve" in on["stats"]["time_s"]
     for doc in (sol, sol_off):
         assert cli("verify", path, doc, "--tau-frac", "0.8").exit_code == 0
+
+
+def test_an_interrupt_returns_the_input_cover(monkeypatch):
+    problem = random_problem(5, n=10, items=14, tau_frac=0.7)
+    cp = prepare(problem)
+    fn = make_function(cp)
+    S0 = list(convert_fair(cp, fn, method="greedy").selected)
+
+    def stop(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(improve_mod, "exchange", stop)
+    S, report = improve(cp, fn, S0, cp.tau)
+    assert S == S0 and report.interrupted and report.as_stats()["interrupted"]
+    assert fn.value == pytest.approx(f_of(cp, S0))
