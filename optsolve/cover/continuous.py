@@ -140,7 +140,7 @@ def _round(fn, cp: CoverProblem, x, admissible, k: int, target: float) -> list:
     """Greedy on the support of x (one vectorised gain pass per addition), while the FSM
     constraints admit the element, until f reaches the target or k elements."""
     fn.reset()
-    counts = np.zeros(cp.G, dtype=np.int64)
+    admissible.reset()
     S = []
     cand = np.flatnonzero(x > 0)
     tol = GAIN_TOL * cp.f_all
@@ -153,11 +153,11 @@ def _round(fn, cp: CoverProblem, x, admissible, k: int, target: float) -> list:
             if gains[j] <= tol:
                 alive[idx[j]] = False
                 continue
-            if not admissible(counts, cp.groups[i]):
+            if not admissible.ok(cp.groups[i]):
                 alive[idx[j]] = False
                 continue
             fn.add(i)
-            counts[cp.groups[i]] += 1
+            admissible.add(cp.groups[i])
             S.append(i)
             alive[idx[j]] = False
             break

@@ -54,7 +54,10 @@ class Coverage(_Function):
         self.reset()
 
     def reset(self):
-        self.live = self.w.copy()  # weight of items not yet covered, 0 once covered
+        if getattr(self, "live", None) is None:
+            self.live = self.w.copy()  # weight of items not yet covered, 0 once covered
+        else:
+            np.copyto(self.live, self.w)  # no new pages: a reset per guess of convert-fair
         self.value = 0.0
 
     def _all_gains(self):
@@ -82,7 +85,10 @@ class FacilityLocation(_Function):
         self.reset()
 
     def reset(self):
-        self.best = np.zeros(self.M.shape[1])
+        if getattr(self, "best", None) is None:
+            self.best = np.zeros(self.M.shape[1])
+        else:
+            self.best.fill(0.0)
         self.value = 0.0
 
     def _all_gains(self):

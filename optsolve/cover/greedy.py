@@ -72,6 +72,7 @@ class CoverRun:
     beta: int | None = None
     rounds: int = 0
     repaired: int = 0
+    skipped: int = 0  # guesses of the optimum's size below the singleton bound, not run
 
 
 class _Budget:
@@ -82,93 +83,156 @@ class _Budget:
         return self.deadline is not None and time.perf_counter() > self.deadline
 
 
-def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | None = None,
-                   ok_sizes: np.ndarray | None = None):
-    """The FSM test as a function ``ok(counts, c)``: may one more element of group c be added?
-    With ``cp`` (ours), also: some fair set of at most the smallest fair size >= k (of any size
-    when there is none; ``ok_sizes``: :func:`fair_sizes`, computed when not given) contains the
-    counts after the addition, so that the repair finishes the set near the budget instead of
-    at the next, possibly twice larger, fair size (both tests only tighten as the set grows). The
-    function carries the extended bounds it tests as ``ok.lo`` and ``ok.hi``."""
-    sizes = None if cp is None else cp.group_sizes()
-    limit = None
-    if cp is not None:
-        ok_sizes = fair_sizes(sizes, cp.p, cp.q, cp.n) if ok_sizes is None else ok_sizes
-        above = np.flatnonzero(ok_sizes[k:]) if k < ok_sizes.size else np.zeros(0, dtype=np.int64)
-        limit = int(k + above[0]) if above.size else cp.n
-    memo = {}  # group -> (counts it was decided for, answer): counts change only when an element is added
+class FairAdmission:
+    """The FSM test of one run, kept with the run's group counts: may one more element of group c be
+    added (:meth:`ok`), and the addition (:meth:`add`).
 
-    def ok(counts, c):
-        if counts[c] + 1 > hi[c]:
+    FSM: |S n U_c| + 1 <= hi_c and sum_c max(|S n U_c|, lo_c) <= k after the addition. With ``cp``
+    (ours), also: some fair set of at most the smallest fair size >= k (of any size when there is
+    none; ``ok_sizes``: :func:`fair_sizes`, computed when not given) contains the counts after the
+    addition, so that the repair finishes the set near the budget instead of at the next, possibly
+    twice larger, fair size.
+
+    Every test only tightens as the set grows, so a group refused once stays refused. The smallest
+    fair size m containing the counts, with its per-group minimum and maximum counts, is kept: an
+    addition that fits them leaves m unchanged, so a test costs no array work unless it needs a
+    larger m. ``lo`` and ``hi`` are the extended bounds tested (arrays)."""
+
+    def __init__(self, k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | None = None,
+                 ok_sizes: np.ndarray | None = None):
+        self.k, self.lo, self.hi = k, lo, hi
+        self._lo, self._hi = lo.tolist(), hi.tolist()
+        self.G = lo.shape[0]
+        self.sizes = self.limit = None
+        if cp is not None:
+            self.sizes, self.p, self.q = cp.group_sizes(), cp.p, cp.q
+            ok_sizes = fair_sizes(self.sizes, cp.p, cp.q, cp.n) if ok_sizes is None else ok_sizes
+            above = np.flatnonzero(ok_sizes[k:]) if k < ok_sizes.size else np.zeros(0, dtype=np.int64)
+            self.limit = int(k + above[0]) if above.size else cp.n
+        self.reset()
+
+    def reset(self) -> None:
+        self.counts = [0] * self.G
+        self.total = 0
+        self.filled = float(sum(max(v, 0.0) for v in self._lo))  # sum_c max(counts_c, lo_c)
+        self.closed = [False] * self.G
+        self._plan = None  # [m, need, cap, sum of need] of the current counts; None: not computed
+        self._found = None  # (group, fair_target of the counts plus one of it) from the last slow test
+
+    def _current_plan(self):
+        if self._plan is None:
+            found = fair_target(np.asarray(self.counts, dtype=np.int64), self.sizes, self.p, self.q, self.total)
+            if found is None:
+                return None
+            m, need, cap = found
+            self._plan = [m, need.tolist(), cap.tolist(), int(need.sum())]
+        return self._plan
+
+    def _fits(self, c: int) -> bool:
+        """Whether the counts plus one of group c fit the kept plan (its m within the limit)."""
+        plan = self._current_plan()
+        if plan is None:
             return False
-        filled = np.maximum(counts, lo).sum() + (1 if counts[c] >= lo[c] else 0)
-        if filled > k:
+        m, need, cap, total_need = plan
+        after = self.counts[c] + 1
+        return m <= self.limit and after <= cap[c] and (after <= need[c] or total_need + 1 <= m)
+
+    def ok(self, c) -> bool:
+        c = int(c)
+        if self.closed[c]:
             return False
-        if sizes is None:
+        cc = self.counts[c]
+        if cc + 1 > self._hi[c] or self.filled + (1 if cc >= self._lo[c] else 0) > self.k:
+            self.closed[c] = True
+            return False
+        if self.sizes is None or self._fits(c):
             return True
-        key = counts.tobytes()
-        if c in memo and memo[c][0] == key:
-            return memo[c][1]
-        after = counts.copy()
+        after = np.asarray(self.counts, dtype=np.int64)
         after[c] += 1
-        found = fair_target(after, sizes, cp.p, cp.q, int(after.sum()))
-        answer = found is not None and found[0] <= limit
-        memo[c] = (key, answer)
-        return answer
+        found = fair_target(after, self.sizes, self.p, self.q, self.total + 1)
+        if found is None or found[0] > self.limit:
+            self.closed[c] = True
+            return False
+        self._found = (c, found)
+        return True
 
-    ok.lo, ok.hi = lo, hi
-    return ok
+    def add(self, c) -> None:
+        c = int(c)
+        cc = self.counts[c]
+        if self.sizes is not None:
+            if self._plan is not None and self._fits(c):
+                plan = self._plan
+                if cc + 1 > plan[1][c]:
+                    plan[1][c] = cc + 1
+                    plan[3] += 1
+            elif self._found is not None and self._found[0] == c:
+                m, need, cap = self._found[1]
+                self._plan = [m, need.tolist(), cap.tolist(), int(need.sum())]
+            else:
+                self._plan = None
+            self._found = None
+        if cc >= self._lo[c]:
+            self.filled += 1
+        self.counts[c] = cc + 1
+        self.total += 1
 
 
-LAZY_BATCH = 32  # stale entries re-evaluated together (one vectorised call) in the lazy greedy
+def fsm_admissible(k: int, lo: np.ndarray, hi: np.ndarray, cp: CoverProblem | None = None,
+                   ok_sizes: np.ndarray | None = None) -> FairAdmission:
+    """The FSM test of a run with budget k and extended bounds lo, hi (see :class:`FairAdmission`)."""
+    return FairAdmission(k, lo, hi, cp, ok_sizes)
 
 
-def _lazy_steps(fn, groups, counts, admissible=None, taken=()):
-    """Greedy picks with lazy evaluations from ``fn``'s current set (``taken``, group ``counts``),
-    one per ``next()``; stops when no admissible element has a positive gain. Updates ``fn``
-    and ``counts``.
+def _lazy_steps(fn, groups, admission: FairAdmission | None = None, taken=(), gains: np.ndarray | None = None):
+    """Greedy picks with lazy evaluations from ``fn``'s current set (``taken``), one per ``next()``;
+    stops when no admissible element has a positive gain. Updates ``fn`` and ``admission``
+    (``gains``: every element's gain at ``fn``'s current set, when already computed).
 
-    The stale gains of the top LAZY_BATCH entries of the queue are refreshed in one vectorised
-    call; the best refreshed one is taken when it is at least every remaining stale gain (an
-    upper bound), so the choice is the greedy one. An inadmissible element is dropped: the FSM
-    constraints only tighten as the set grows."""
-    gains = fn.gains()
+    Minoux's accelerated greedy: a queue of stale gains, upper bounds by submodularity; the top
+    entry is re-evaluated unless it was evaluated at the current set, in which case it is at least
+    every other bound and is the greedy choice (ties: the smaller index). An inadmissible element
+    is dropped: the FSM constraints only tighten as the set grows."""
+    gains = fn.gains() if gains is None else gains.copy()
     tol = GAIN_TOL * float(gains.max(initial=0.0))
     gains[list(taken)] = 0.0
-    heap = [(-g, int(i)) for i, g in enumerate(gains) if g > tol]
+    live = np.flatnonzero(gains > tol)
+    heap = list(zip((-gains[live]).tolist(), live.tolist()))
     heapq.heapify(heap)
+    ok = (lambda c: True) if admission is None else admission.ok
+    gain, add, pop, push = fn.gain, fn.add, heapq.heappop, heapq.heapreplace
+    evaluated = {}  # element -> the set size at which its queued gain was computed
+    size = 0
     while heap:
-        batch = []
-        while heap and len(batch) < LAZY_BATCH:
-            _, i = heapq.heappop(heap)
-            if admissible is None or admissible(counts, groups[i]):
-                batch.append(i)
-        if not batch:
-            return
-        fresh = fn.gains(batch)
-        best = int(np.argmax(fresh))
-        bound = -heap[0][0] if heap else -np.inf
-        take = fresh[best] > tol and fresh[best] >= bound
-        for j, (i, g) in enumerate(zip(batch, fresh)):
-            if g > tol and not (take and j == best):
-                heapq.heappush(heap, (-float(g), i))
-        if take:
-            i = batch[best]
-            fn.add(i)
-            counts[groups[i]] += 1
+        neg, i = heap[0]
+        if evaluated.get(i) == size:
+            pop(heap)
+            add(i)
+            if admission is not None:
+                admission.add(groups[i])
+            size += 1
             yield i
+            continue
+        if not ok(groups[i]):
+            pop(heap)
+            continue
+        g = gain(i)
+        if g > tol:
+            evaluated[i] = size
+            push(heap, (-g, i))
+        else:
+            pop(heap)
 
 
 class GreedyOrder:
     """The unconstrained greedy order, extended on demand (its own oracle). Every FSM round of
     convert-fair starts with it: until the first element the round's constraints refuse, the
     constrained greedy makes the same choices (the global best is admissible), so only the
-    rest is searched again."""
+    rest is searched again. ``gains``: the singleton values, when already computed."""
 
-    def __init__(self, fn, groups, G: int):
+    def __init__(self, fn, groups, gains: np.ndarray | None = None):
         self.fn, self.order = fn, []
         fn.reset()
-        self._steps = _lazy_steps(fn, groups, np.zeros(G, dtype=np.int64))
+        self._steps = _lazy_steps(fn, groups, gains=gains)
 
     def __getitem__(self, t: int):
         while len(self.order) <= t:
@@ -179,14 +243,15 @@ class GreedyOrder:
         return self.order[t]
 
 
-def lazy_greedy(fn, groups, G: int, target: float, admissible=None, max_size: int | None = None,
+def lazy_greedy(fn, groups, target: float, admission: FairAdmission | None = None, max_size: int | None = None,
                 budget: _Budget | None = None, order: GreedyOrder | None = None, into: list | None = None) -> list:
     """Greedy with lazy evaluations from the empty set: add the admissible element of largest
     marginal gain until f reaches ``target``, ``max_size`` elements, or no positive gain is left
     (``order``: the unconstrained greedy order, replayed while it is admissible; ``into``: an
     empty list the picks are appended to, which the caller keeps when interrupted)."""
     fn.reset()
-    counts = np.zeros(G, dtype=np.int64)
+    if admission is not None:
+        admission.reset()
     selected = [] if into is None else into
     max_size = fn.n if max_size is None else max_size
 
@@ -198,21 +263,22 @@ def lazy_greedy(fn, groups, G: int, target: float, admissible=None, max_size: in
             i = order[len(selected)]
             if i is None:
                 return selected  # no element has a positive gain left
-            if admissible is not None and not admissible(counts, groups[i]):
-                break
+            if admission is not None:
+                if not admission.ok(groups[i]):
+                    break
+                admission.add(groups[i])
             fn.add(i)
-            counts[groups[i]] += 1
             selected.append(i)
     if done():
         return selected
-    for i in _lazy_steps(fn, groups, counts, admissible, selected):
+    for i in _lazy_steps(fn, groups, admission, selected):
         selected.append(i)
         if done():
             break
     return selected
 
 
-def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: int, eps: float,
+def threshold_greedy(fn, groups, target: float, admission: FairAdmission, max_size: int, eps: float,
                      budget: _Budget | None = None) -> list:
     """threshold-fairness-bi's FSM pass: thresholds from the largest singleton gain down by
     (1 - eps) to eps d / max_size; at each, add every admissible element whose gain passes it
@@ -223,7 +289,7 @@ def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: in
     tol = GAIN_TOL * d0
     if d0 <= tol:
         return []
-    counts = np.zeros(G, dtype=np.int64)
+    admission.reset()
     taken = np.zeros(fn.n, dtype=bool)
     selected = []
     d, d_min = d0, eps * d0 / max(1, max_size)
@@ -232,7 +298,7 @@ def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: in
             break
         for i in np.flatnonzero((ub >= d) & ~taken):
             c = groups[i]
-            if not admissible(counts, c):
+            if not admission.ok(c):
                 ub[i] = -1.0  # never admissible again in this run
                 continue
             g = fn.gain(i)
@@ -241,7 +307,7 @@ def threshold_greedy(fn, groups, G: int, target: float, admissible, max_size: in
                 fn.add(i)
                 selected.append(int(i))
                 taken[i] = True
-                counts[c] += 1
+                admission.add(c)
                 if reached(fn.value, target) or len(selected) >= max_size:
                     break
         d = _next_threshold(d, eps, ub[~taken])
@@ -266,8 +332,16 @@ def _next_threshold(d: float, eps: float, ub: np.ndarray) -> float:
 def fair_target(counts: np.ndarray, sizes: np.ndarray, p: np.ndarray, q: np.ndarray, m0: int):
     """The smallest size m >= m0 (with its per-group minimum and maximum counts) at which a fair
     set containing the given counts exists, or None."""
-    start, end = max(m0, 1), int(sizes.sum())
-    width = 64  # the first sizes first: the answer is almost always close to m0
+    end = int(sizes.sum())
+    counts = np.asarray(counts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # a count c_g fits floor(q_g m) only from m >= c_g / q_g on: no smaller size needs a look
+        reach = np.where(counts > 0, np.ceil((counts - 1e-9) / np.asarray(q, dtype=float)), 0.0)
+    first = float(reach.max(initial=0.0))
+    if not first <= end:  # some count exceeds every size's upper bound (q_g = 0, or beyond |U|)
+        return None
+    start = max(m0, 1, int(first) - 2)
+    width = 64  # the first sizes first: the answer is almost always close to the start
     while start <= end:
         ms = np.arange(start, min(end, start + width - 1) + 1)
         ok, need, cap = fair_counts(ms, counts, sizes, p, q)
@@ -278,13 +352,38 @@ def fair_target(counts: np.ndarray, sizes: np.ndarray, p: np.ndarray, q: np.ndar
     return None
 
 
+class _RepairAdmission:
+    """Which groups the repair may grow: all below their maximum count, or only those below their
+    minimum once the remaining slots are all needed there. Both only shrink as elements are
+    added, so a refused element stays refused (what :func:`_lazy_steps` assumes)."""
+
+    def __init__(self, counts: np.ndarray, need: np.ndarray, cap: np.ndarray, m: int):
+        self.counts, self.need, self.cap = counts.tolist(), need.tolist(), cap.tolist()
+        self.left = m - int(counts.sum())  # slots still to fill
+        self.short = int(np.maximum(need - counts, 0).sum())  # sum of the deficits below the minimum counts
+
+    def ok(self, c) -> bool:
+        c = int(c)
+        if self.short >= self.left:
+            return self.counts[c] < self.need[c]
+        return self.counts[c] < self.cap[c]
+
+    def add(self, c) -> None:
+        c = int(c)
+        if self.counts[c] < self.need[c]:
+            self.short -= 1
+        self.counts[c] += 1
+        self.left -= 1
+
+
 def repair(fn, cp: CoverProblem, selected: list, budget: _Budget | None = None) -> list | None:
     """Add elements until the set is fair (None when no fair superset exists): the target is the
     smallest size m at which a fair superset exists (the proportions can leave sizes with no
     fair set at all: five groups with p = 0.1, q = 0.3 allow 5 and 10 but not 6 to 9); each
     addition is the element of best marginal gain among the groups below their maximum count,
-    restricted to the groups below their minimum when the remaining slots are all needed there.
-    ``fn`` holds the state of ``selected``."""
+    restricted to the groups below their minimum when the remaining slots are all needed there
+    (lazy evaluations; elements of zero gain last, by index). ``fn`` holds the state of
+    ``selected``."""
     groups = cp.groups
     sizes = cp.group_sizes()
     counts = np.bincount(groups[selected], minlength=cp.G) if selected else np.zeros(cp.G, dtype=np.int64)
@@ -292,24 +391,34 @@ def repair(fn, cp: CoverProblem, selected: list, budget: _Budget | None = None) 
     if found is None:
         return None
     m, need, cap = found
-    inside = np.zeros(cp.n, dtype=bool)
-    inside[selected] = True
     out = list(selected)
-    while len(out) < m:
+    if len(out) >= m:
+        return out
+    admission = _RepairAdmission(counts, need, cap, m)
+    for i in _lazy_steps(fn, groups, admission, out):
+        out.append(i)
+        if len(out) >= m:
+            return out
         if budget is not None and budget.out():
             return None
-        deficit = np.maximum(need - counts, 0)
-        pick = deficit > 0 if deficit.sum() >= m - len(out) else counts < cap
-        cand = np.flatnonzero(pick[groups] & ~inside)
-        if cand.size == 0:  # cannot happen when the target exists; kept as a guard
-            return None
-        g = fn.gains(cand)
-        i = int(cand[int(np.argmax(g))])
-        fn.add(i)
-        out.append(i)
-        inside[i] = True
-        counts[groups[i]] += 1
-    return out
+    inside = np.zeros(cp.n, dtype=bool)
+    inside[out] = True
+    for i in np.flatnonzero(~inside):  # no gain left: any element of a group that may grow, by index
+        if len(out) >= m:
+            break
+        if admission.ok(groups[i]):
+            fn.add(int(i))
+            admission.add(groups[i])
+            out.append(int(i))
+    return out if len(out) >= m else None
+
+
+def smallest_reaching(single: np.ndarray, target: float) -> int:
+    """The fewest elements whose singleton values ``single`` sum to the target (n + 1 when all of them
+    fall short): by submodularity f(S) <= the sum of S's singleton values, so no smaller set reaches
+    it. The target is lowered by a relative 1e-9 against the rounding of the sums."""
+    top = np.cumsum(np.sort(np.asarray(single, dtype=float))[::-1])
+    return int(np.searchsorted(top, target * (1.0 - 1e-9), side="left")) + 1
 
 
 def _betas(beta, eps: float) -> list:
@@ -360,18 +469,25 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
     def total_calls():
         return fn.calls + sum(f.calls for f in aux)
 
+    single = None
     if fsm is None:
         if method == "threshold":
             def fsm(fn, admissible, k, target, budget):
-                return threshold_greedy(fn, groups, cp.G, target, admissible, k, eps, budget)
+                return threshold_greedy(fn, groups, target, admissible, k, eps, budget)
         else:
             from optsolve.cover.functions import make_function
 
-            order = GreedyOrder(make_function(cp), groups, cp.G)
-            aux.append(order.fn)
+            order_fn = make_function(cp)
+            single = order_fn.gains()
+            order = GreedyOrder(order_fn, groups, single)
+            aux.append(order_fn)
 
             def fsm(fn, admissible, k, target, budget):
-                return lazy_greedy(fn, groups, cp.G, target, admissible, k, budget, order)
+                return lazy_greedy(fn, groups, target, admissible, k, budget, order)
+    if single is None:
+        fn.reset()
+        single = fn.gains()
+    smallest = smallest_reaching(single, target)
     run = CoverRun([], 0.0, 0)
     try:
         for b in _betas(beta, eps):
@@ -383,7 +499,10 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                 lo = np.floor(cp.p * kap + 1e-9) * float(b)
                 hi = np.ceil(cp.q * kap - 1e-9) * float(b)
                 key = (k, lo.tobytes(), hi.tobytes())
-                if key != seen:
+                if key != seen and k * b < smallest:  # no set of k * b elements reaches the target
+                    seen = key
+                    run.skipped += 1
+                elif key != seen:
                     seen = key
                     run.rounds += 1
                     S = fsm(fn, fsm_admissible(k * b, lo, hi, cp, ok_sizes), k * b, target, budget)
@@ -431,7 +550,7 @@ def unfair_greedy(cp: CoverProblem, fn, deadline: float | None = None) -> CoverR
     """The classic greedy submodular cover (no fairness), with lazy evaluations."""
     S, interrupted = [], False
     try:
-        lazy_greedy(fn, cp.groups, cp.G, cp.tau, None, cp.n, _Budget(deadline), into=S)
+        lazy_greedy(fn, cp.groups, cp.tau, None, cp.n, _Budget(deadline), into=S)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the set so far is the iterate
         interrupted = True
     run = CoverRun(S, fn.value, fn.calls)

@@ -90,7 +90,8 @@ def _function(job: Job):
 def _output(job: Job, found, reports=()) -> MethodOutput:
     """A greedy, threshold, continuous or unfair-greedy run (:class:`optsolve.cover.greedy.CoverRun`) as a
     method's output; ``reports``: what the improvement of its cover did."""
-    stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired)
+    stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired,
+                 guesses_skipped=found.skipped)
     if reports:
         stats["improved"] = reports[-1].as_stats()
         stats["time_s"] = {"improve": reports[-1].time_s, "improve_milp": reports[-1].milp_s}

@@ -199,30 +199,58 @@ def proportions(problem: Problem, balance: float | None = None) -> tuple[np.ndar
     return p, q
 
 
-def _reached_columns(M: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
-    """M restricted to the columns with a stored entry, and those columns: a column no element
-    reaches adds nothing to f, and dropping it keeps every vector at most nnz long."""
-    # unique by a sort (numpy's hashing unique took about 4 s on 4 million incidences), nothing per column
+WIDE_COLUMNS_PER_ENTRY = 4  # more columns than this per stored entry (plus 2^16): only the reached ones are kept
+
+
+def _reached_columns(M: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray | None]:
+    """M with the columns no element reaches dropped where there are many more columns than entries
+    (then every vector stays at most nnz long), and the kept columns (None: all are kept, and a
+    column no element reaches adds nothing to f)."""
+    if M.shape[1] <= WIDE_COLUMNS_PER_ENTRY * M.nnz + (1 << 16):
+        return M, None
+    # unique by a sort (numpy's hashing unique is slower), nothing per column
     ordered = np.sort(M.indices)
     used = ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if ordered.size else ordered
     cols = np.searchsorted(used, M.indices).astype(M.indices.dtype, copy=False)
     return sp.csr_matrix((M.data, cols, M.indptr), shape=(M.shape[0], used.size)), used
 
 
+def _pattern(A) -> sp.csr_matrix:
+    """The incidence pattern of A as a float CSR matrix of ones, A itself where it already is one
+    (a file's 1e8 entries are not copied)."""
+    if sp.issparse(A) and A.format == "csr" and A.dtype == np.float64 and A.has_canonical_format \
+            and bool((A.data == 1.0).all()):
+        return A
+    M = sp.csr_matrix(A, copy=True)
+    M.eliminate_zeros()
+    M.sum_duplicates()
+    return sp.csr_matrix((np.ones(M.nnz), M.indices, M.indptr), shape=M.shape)
+
+
 def function_of(problem: Problem) -> tuple[str, sp.csr_matrix, np.ndarray | None, float]:
-    """(kind, M, weights, f(U)) of a validated problem, M restricted to the reached columns."""
+    """(kind, M, weights, f(U)) of a validated problem, computed once per problem (its arrays are
+    read, never written). Coverage: M is the incidence pattern (ones), the weights are zero on the
+    items no element covers; both may keep columns no element reaches (see :func:`_reached_columns`)."""
+    cached = getattr(problem, "_cover_function", None)
+    if cached is not None:
+        return cached
     if "cover" in problem:
-        M = sp.csr_matrix(problem["cover"], dtype=float)
-        M.data = (M.data != 0).astype(float)
-        M.eliminate_zeros()
-        M, used = _reached_columns(M)
-        w = np.asarray(problem["weights"], dtype=float)[used] if "weights" in problem else np.ones(used.size)
+        M, used = _reached_columns(_pattern(problem["cover"]))
+        if "weights" in problem:
+            w = np.asarray(problem["weights"], dtype=float)
+            w = w[used] if used is not None else w.copy()
+        else:
+            w = np.ones(M.shape[1])
+        if used is None:
+            reached = np.zeros(M.shape[1], dtype=bool)
+            reached[M.indices] = True
+            w[~reached] = 0.0
         with np.errstate(over="ignore"):
             f_all = float(w.sum())
         kind, weights = "coverage", w
         what = "the weights of the covered items"
     else:
-        M = sp.csr_matrix(problem["sim"], dtype=float)
+        M = sp.csr_matrix(problem["sim"], dtype=float, copy=True)
         M.eliminate_zeros()
         M, _ = _reached_columns(M)
         with np.errstate(over="ignore"):
@@ -232,8 +260,10 @@ def function_of(problem: Problem) -> tuple[str, sp.csr_matrix, np.ndarray | None
     if not np.isfinite(f_all):
         raise problem.error(f"f(U), the sum of {what}, overflows the largest float (1.8e308); scale the "
                             f"{'weights' if kind == 'coverage' else 'similarities'} down.")
-    M.sort_indices()
-    return kind, M, weights, f_all
+    if not M.has_sorted_indices:
+        M = M.sorted_indices()  # a copy: the problem's own arrays stay as read
+    problem._cover_function = (kind, M, weights, f_all)
+    return problem._cover_function
 
 
 def file_threshold(problem: Problem) -> tuple[float | None, float | None]:

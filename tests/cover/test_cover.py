@@ -173,7 +173,7 @@ def test_lazy_greedy_same_set_far_fewer_calls():
     cp = prepare(SCHEMA.validate(data, source="test"))
     plain, lazy = Coverage(cp.M, cp.weights), Coverage(cp.M, cp.weights)
     want = plain_greedy(plain, cp.tau)
-    got = lazy_greedy(lazy, cp.groups, cp.G, cp.tau)
+    got = lazy_greedy(lazy, cp.groups, cp.tau)
     assert f_of(cp, got) == pytest.approx(f_of(cp, want))
     assert len(got) == len(want)
     assert lazy.calls * 10 <= plain.calls
@@ -292,7 +292,7 @@ def test_replaying_the_unconstrained_order_changes_nothing(family, kw):
     cp = prepare(SCHEMA.validate(data, source="test"), balance=0.2)
 
     def scratch(fn, admissible, k, target, budget):
-        return lazy_greedy(fn, cp.groups, cp.G, target, admissible, k, budget)
+        return lazy_greedy(fn, cp.groups, target, admissible, k, budget)
 
     fast = convert_fair(cp, make_function(cp))
     slow = convert_fair(cp, make_function(cp), fsm=scratch)
