@@ -40,7 +40,7 @@ def _beta(beta):
 
 
 def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed,
-                     unfair=False, value_rtol=VALUE_RTOL):
+                     unfair=False, value_rtol=VALUE_RTOL, improve=True):
     if unfair and method != "unfair-greedy":
         raise ParameterError(f"The '--unfair' flag drops the proportions, which '--method {method}' enforces; "
                              "use it with '--method unfair-greedy' (which sets it).")
@@ -68,7 +68,7 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
     return {"eps": float(eps), "alpha": float(alpha), "beta": _beta(beta), "bicriteria": bool(bicriteria),
             "balance": balance, "tau": tau, "tau_frac": tau_frac, "max_iter": max_iter, "time_limit": time_limit,
             "seed": 0 if seed is None else int(seed), "unfair": method == "unfair-greedy",
-            "value_rtol": float(value_rtol)}
+            "value_rtol": float(value_rtol), "improve": bool(improve)}
 
 
 class CoverSolver(Solver):
@@ -122,18 +122,21 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
                   bicriteria: bool = False, balance: float | None = None, tau: float | None = None,
                   tau_frac: float | None = None, max_iter: int | None = None, time_limit: float | None = None,
                   device: str = "auto", seed: int | None = None, unfair: bool = False,
-                  value_rtol: float = VALUE_RTOL, progress: Progress = SILENT) -> Result:
+                  value_rtol: float = VALUE_RTOL, improve: bool = True, progress: Progress = SILENT) -> Result:
     """Solve a validated problem (see :data:`optsolve.cover.problems.SCHEMA`); the certificate is attached.
 
     ``balance``, ``tau``, ``tau_frac`` override the file's; ``max_iter`` bounds convert-fair's
     guesses of the optimum's size; ``time_limit`` (seconds) bounds the whole solve, certificate
     included (milp: default 60 s, then the incumbent and HiGHS's dual bound are reported);
     ``value_rtol``: f(S) within this of tau, relative to max(tau, f(U)), reaches it (as the
-    certificate judges); ``unfair``: set by ``method='unfair-greedy'``, refused with the others.
+    certificate judges); ``unfair``: set by ``method='unfair-greedy'``, refused with the others;
+    ``improve``: greedy, threshold and continuous improve their cover (:mod:`optsolve.cover.improve`:
+    redundant elements removed, 2-for-1 exchanges, an exact MILP polish on small instances); off, the
+    convert-fair cover is returned as repaired (continuous still drops redundant elements).
     """
     return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress, eps=eps,
                alpha=alpha, beta=beta, bicriteria=bicriteria, balance=balance, tau=tau, tau_frac=tau_frac,
-               max_iter=max_iter, seed=seed, unfair=unfair, value_rtol=value_rtol)
+               max_iter=max_iter, seed=seed, unfair=unfair, value_rtol=value_rtol, improve=improve)
 
 
 def solve(*, groups, cover=None, weights=None, sim=None, p=None, q=None, balance=None, tau=None, tau_frac=None,

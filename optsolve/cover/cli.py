@@ -37,6 +37,10 @@ OUTPUT_OPTIONS = ()
 @click.option("--value-rtol", type=float, default=1e-9, show_default=True,
               help="f(S) within this of tau, relative to max(tau, f(U)), reaches it (and f(U) short of tau by "
                    "more proves infeasibility); 'optsolve verify' takes the same option.")
+@click.option("--improve/--no-improve", default=True, show_default=True,
+              help="greedy, threshold and continuous: improve the cover (redundant elements removed, 2-for-1 "
+                   "exchanges under a time budget, an exact MILP polish of a few seconds on small instances); "
+                   "off: the convert-fair cover as repaired.")
 def command(problem, **params):
     """Fair submodular cover: a small set S with f(S) >= tau whose groups are in proportion.
 

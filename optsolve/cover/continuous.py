@@ -18,9 +18,10 @@ Ours, where the paper is silent:
   u_c, up to k. Steps of size ``delta`` from x = 0 to time 1, coordinates capped at 1.
 * Rounding: greedy restricted to the support of x (the elements continuous greedy moved),
   while the FSM constraints admit the element, until f reaches the target; then the exact
-  repair of :mod:`optsolve.cover.greedy`, and a pruning pass that drops elements (latest
-  first) whose removal keeps the set fair and f at the target. (Ordering by x, or by gain
-  times x, gave larger sets on facility location: 49 and 38 against 36.)
+  repair of :mod:`optsolve.cover.greedy`, and the removal of redundant elements of
+  :mod:`optsolve.cover.improve` (cheapest loss first, while the set stays fair and f at the
+  target), or its whole improvement when asked. (Rounding in the order of x, or of gain times x,
+  gave larger sets on facility location.)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import scipy.sparse as sp
 
 from optsolve.core.progress import SILENT, Progress
 from optsolve.cover.greedy import GAIN_TOL, CoverRun, convert_fair, reached
+from optsolve.cover.improve import improve
 from optsolve.cover.problems import CoverProblem
 
 DELTA = 0.02  # step of the continuous greedy (50 steps to time 1)
@@ -108,32 +110,12 @@ def best_vertex(g: np.ndarray, groups: np.ndarray, k: int, lo: np.ndarray, hi: n
     return v.astype(float)
 
 
-def _prune(fn, cp: CoverProblem, S: list, target: float) -> list:
-    """Drop elements, latest first, while the set stays fair and f stays at the target (each
-    trial rebuilds f on ``fn``: |S| oracle calls). ``fn`` holds the state of the result."""
-    S = list(S)
-    for i in reversed(list(S)):
-        trial = [e for e in S if e != i]
-        counts = np.bincount(cp.groups[trial], minlength=cp.G)
-        m = len(trial)
-        if not trial or np.any(counts < np.ceil(cp.p * m - 1e-9)) or np.any(counts > np.floor(cp.q * m + 1e-9)):
-            continue
-        fn.reset()
-        for e in trial:
-            fn.add(e)
-        fn.calls += m
-        if reached(fn.value, target):
-            S = trial
-    fn.reset()
-    for e in S:
-        fn.add(e)
-    return S
-
-
 def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.1, beta="auto",
                     bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
-                    seed: int | None = None, delta: float = DELTA, progress: Progress = SILENT) -> CoverRun:
-    """convert-fair with the continuous FSM step, rounding, repair and pruning (see the module)."""
+                    seed: int | None = None, delta: float = DELTA, finish=None,
+                    progress: Progress = SILENT) -> CoverRun:
+    """convert-fair with the continuous FSM step, rounding, repair and the removal of redundant
+    elements (see the module); ``finish``: convert-fair's, in place of that removal."""
     ml = Multilinear(cp, np.random.default_rng(seed))
     steps = max(1, int(round(1.0 / delta)))
 
@@ -146,8 +128,9 @@ def continuous_fair(cp: CoverProblem, fn, *, eps: float = 0.1, alpha: float = 0.
                 break
         return _round(fn, cp, x, admissible, k, target)
 
-    def finish(fn, S, target):
-        return _prune(fn, cp, S, target)
+    if finish is None:
+        def finish(fn, S, target):
+            return improve(cp, fn, S, target, deadline=deadline, polish=False, exchanges=False)[0]
 
     return convert_fair(cp, fn, eps=eps, alpha=alpha, beta=beta, bicriteria=bicriteria, deadline=deadline,
                         max_rounds=max_rounds, fsm=fsm, finish=finish, oracles=(ml,), progress=progress)

@@ -20,10 +20,11 @@ def _convert(method):
         from optsolve.cover.greedy import convert_fair
 
         settings = job.settings
+        finish, reports = _improver(job)
         found = convert_fair(job.data, _function(job), method=method, eps=settings["eps"], alpha=settings["alpha"],
                              beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
-                             max_rounds=settings["max_iter"], progress=job.progress)
-        return _output(job, found)
+                             max_rounds=settings["max_iter"], finish=finish, progress=job.progress)
+        return _output(job, found, reports)
     return solve_with
 
 
@@ -31,10 +32,29 @@ def _continuous(job: Job) -> MethodOutput:
     from optsolve.cover.continuous import continuous_fair
 
     settings = job.settings
+    finish, reports = _improver(job)
     found = continuous_fair(job.data, _function(job), eps=settings["eps"], alpha=settings["alpha"],
                             beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
-                            max_rounds=settings["max_iter"], seed=settings["seed"], progress=job.progress)
-    return _output(job, found)
+                            max_rounds=settings["max_iter"], seed=settings["seed"], finish=finish,
+                            progress=job.progress)
+    return _output(job, found, reports)
+
+
+def _improver(job: Job):
+    """convert-fair's ``finish`` that improves the repaired cover (:mod:`optsolve.cover.improve`), and the
+    list its report goes to; (None, []) with ``improve`` off."""
+    reports = []
+    if not job.settings["improve"]:
+        return None, reports
+    from optsolve.cover.improve import improve
+
+    started = time.perf_counter()
+
+    def finish(fn, S, target):
+        S, report = improve(job.data, fn, S, target, built_s=time.perf_counter() - started, deadline=job.deadline)
+        reports.append(report)
+        return S
+    return finish, reports
 
 
 def _unfair(job: Job) -> MethodOutput:
@@ -67,11 +87,14 @@ def _function(job: Job):
     return make_function(job.data)
 
 
-def _output(job: Job, found) -> MethodOutput:
+def _output(job: Job, found, reports=()) -> MethodOutput:
     """A greedy, threshold, continuous or unfair-greedy run (:class:`optsolve.cover.greedy.CoverRun`) as a
-    method's output."""
+    method's output; ``reports``: what the improvement of its cover did."""
     stats = dict(job.context["stats"], kappa=found.kappa, beta=found.beta, repaired=found.repaired,
                  guesses_skipped=found.skipped)
+    if reports:
+        stats["improved"] = reports[-1].as_stats()
+        stats["time_s"] = {"improve": reports[-1].time_s, "improve_milp": reports[-1].milp_s}
     out = MethodOutput(found.status, None, found.message, iterations=found.rounds, evaluations=int(found.calls),
                        stats=stats)
     if found.selected:

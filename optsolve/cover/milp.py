@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, milp
 
 from optsolve.core import memory
@@ -33,13 +34,18 @@ class MILPRun:
 
 
 def solve_milp(cp: CoverProblem, *, time_limit: float | None = 60.0, tau: float | None = None,
-               label: str = "Problem") -> MILPRun:
+               label: str = "Problem", max_size: int | None = None) -> MILPRun:
     """The exact fair cover (threshold ``tau``, default the problem's); the system's size is checked
-    against the memory budget first (``label`` names the problem in the refusal)."""
+    against the memory budget first (``label`` names the problem in the refusal). ``max_size``: only
+    sets of at most this many elements (infeasible: none of them is a fair cover)."""
     entries = lp_entries(cp)
     memory.require(label, f"the MILP of about {entries} constraint entries ('--method milp' is for small instances)",
                    entries * MILP_BYTES_PER_ENTRY)
     c, A, b, bounds, n = lp_system(cp, tau)
+    if max_size is not None:
+        A = sp.vstack([A, sp.csr_matrix((np.ones(n), (np.zeros(n, dtype=np.int64), np.arange(n))),
+                                        shape=(1, A.shape[1]))], format="csr")
+        b = np.append(b, float(max_size))
     lo = np.array([bd[0] for bd in bounds])
     hi = np.array([bd[1] for bd in bounds])
     integrality = np.concatenate([np.ones(n), np.zeros(c.size - n)])
@@ -55,7 +61,9 @@ def solve_milp(cp: CoverProblem, *, time_limit: float | None = 60.0, tau: float 
     dual = None if dual is None or not math.isfinite(dual) else float(dual)
     nodes = getattr(res, "mip_node_count", None)
     if res.status == 2:
-        return MILPRun(None, "infeasible", None, "HiGHS proves that no fair set reaches the threshold.", nodes)
+        within = "" if max_size is None else f" with at most {max_size} elements"
+        return MILPRun(None, "infeasible", None, f"HiGHS proves that no fair set{within} reaches the threshold.",
+                       nodes)
     if res.x is None:
         return MILPRun(None, "time_limit", dual, f"HiGHS found no fair cover within the time limit ({res.message})",
                        nodes)
