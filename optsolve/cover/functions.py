@@ -15,6 +15,20 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def positions(indptr: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the rows (CSR; columns of a CSC) ``idx`` in a compressed matrix of index pointer
+    ``indptr``, and the index into ``idx`` of each position's row."""
+    idx = np.asarray(idx, dtype=np.int64)
+    starts = indptr[idx].astype(np.int64)
+    lens = indptr[idx + 1] - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    rel = np.repeat(np.arange(idx.size), lens)
+    offs = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
+    return np.repeat(starts, lens) + offs, rel
+
+
 class _Function:
     def __init__(self, M: sp.csr_matrix):
         self.M = M
@@ -37,15 +51,8 @@ class _Function:
         return self._gain(int(i))
 
     def _rows(self, idx):
-        """The CSR positions of the rows ``idx``, and the row of each position (relative)."""
-        starts, ends = self.M.indptr[idx], self.M.indptr[idx + 1]
-        lens = ends - starts
-        total = int(lens.sum())
-        if total == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        rel = np.repeat(np.arange(idx.size), lens)
-        offs = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
-        return np.repeat(starts, lens) + offs, rel
+        return positions(self.M.indptr, idx)
+
 
 class Coverage(_Function):
     def __init__(self, M: sp.csr_matrix, weights: np.ndarray):
@@ -99,12 +106,9 @@ class Coverage(_Function):
         self.value += g
         if items.size:
             indptr, elements = self.covering()
-            starts, lens = indptr[items], indptr[items + 1] - indptr[items]
-            total = int(lens.sum())
-            offsets = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
-            rows = elements[np.repeat(starts, lens) + offsets]
-            np.subtract.at(gains, rows, np.repeat(w, lens))
-            self.calls += total
+            pos, rel = positions(indptr, items)
+            np.subtract.at(gains, elements[pos], w[rel])
+            self.calls += pos.size
         return g
 
 

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from optsolve.core import memory
+from optsolve.cover.functions import positions
 from optsolve.cover.problems import CoverProblem
 
 SWAP_SHARE = 0.25  # the exchanges may take this share of the time the cover took to build
@@ -66,24 +67,12 @@ class Improvement:
         return dict(out, interrupted=True) if self.interrupted else out
 
 
-def _positions(M: sp.csr_matrix, idx: np.ndarray):
-    """The CSR positions of the rows ``idx`` and the index (into ``idx``) of each position's row."""
-    starts, ends = M.indptr[idx], M.indptr[idx + 1]
-    lens = (ends - starts).astype(np.int64)
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    rel = np.repeat(np.arange(idx.size), lens)
-    offs = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
-    return np.repeat(starts.astype(np.int64), lens) + offs, rel
-
-
 class _CoverageHeld:
     """A selected set of a coverage function: per item, how many selected elements cover it."""
 
     def __init__(self, cp: CoverProblem, S):
         self.M, self.w = cp.M, np.asarray(cp.weights, dtype=float)
-        pos, _ = _positions(self.M, np.asarray(S, dtype=np.int64))
+        pos, _ = positions(self.M.indptr, np.asarray(S, dtype=np.int64))
         self.count = np.bincount(self.M.indices[pos], minlength=self.M.shape[1]).astype(np.int64)
         self.value = float(self.w[self.count > 0].sum())
 
@@ -92,7 +81,7 @@ class _CoverageHeld:
 
     def _alone(self, idx: np.ndarray, times: int) -> np.ndarray:
         """Per element of ``idx``: the weight of its items that ``times`` selected elements cover."""
-        pos, rel = _positions(self.M, idx)
+        pos, rel = positions(self.M.indptr, idx)
         cols = self.M.indices[pos]
         return np.bincount(rel, weights=self.w[cols] * (self.count[cols] == times), minlength=idx.size)
 
@@ -157,7 +146,7 @@ class _FacilityHeld:
     def _entries(self, clients: np.ndarray):
         """(element, client, value) of every entry of a selected element at the given clients."""
         sub = self.sub
-        pos, rel = _positions(sub, clients)
+        pos, rel = positions(sub.indptr, clients)
         rows, cl, vals = self.rows[sub.indices[pos]], clients[rel], sub.data[pos]
         if self.extra:
             mark = np.zeros(self.M.shape[1], dtype=bool)
@@ -192,7 +181,7 @@ class _FacilityHeld:
         return self.M.indices[a:b], self.M.data[a:b]
 
     def losses(self, idx: np.ndarray) -> np.ndarray:
-        pos, rel = _positions(self.M, idx)
+        pos, rel = positions(self.M.indptr, idx)
         cols = self.M.indices[pos]
         lost = np.where(self.arg[cols] == idx[rel], self.best[cols] - self.second[cols], 0.0)
         return np.bincount(rel, weights=lost, minlength=idx.size)
@@ -203,7 +192,7 @@ class _FacilityHeld:
         return float((self.best[cols][mine] - self.second[cols][mine]).sum())
 
     def gains(self, idx: np.ndarray) -> np.ndarray:
-        pos, rel = _positions(self.M, idx)
+        pos, rel = positions(self.M.indptr, idx)
         excess = np.maximum(self.M.data[pos] - self.best[self.M.indices[pos]], 0.0)
         return np.bincount(rel, weights=excess, minlength=idx.size)
 
@@ -365,7 +354,7 @@ class _Pairs:
         reach: the only ones a pair of them can leave short. One pass over M's column indices,
         holding only the entries found."""
         M = self.cp.M
-        pos, _ = _positions(M, np.asarray(elements, dtype=np.int64))
+        pos, _ = positions(M.indptr, np.asarray(elements, dtype=np.int64))
         items = np.unique(M.indices[pos]).astype(np.int64)
         mark = np.zeros(M.shape[1], dtype=bool)
         mark[items] = True
@@ -422,7 +411,7 @@ class _Pairs:
         """Elements outside S, of the groups that may grow, reaching some of ``items`` (at most
         SWAP_CANDIDATES: those reaching the most)."""
         CT = self.reached_by
-        pos, _ = _positions(CT, np.searchsorted(self.focus_items, items).astype(np.int64))
+        pos, _ = positions(CT.indptr, np.searchsorted(self.focus_items, items).astype(np.int64))
         cand, hits = np.unique(CT.indices[pos].astype(np.int64), return_counts=True)
         keep = ok_group[self.cp.groups[cand]] & ~self.inside[cand]
         cand, hits = cand[keep], hits[keep]
