@@ -28,7 +28,13 @@ Ours, where the paper is silent:
   exactly.
 * Lazy evaluations (Minoux's accelerated greedy): a priority queue of stale gains, which
   are upper bounds by submodularity. An element whose group cannot be added is dropped for
-  the rest of the run: the FSM constraints only tighten as S grows.
+  the rest of the run: the FSM constraints only tighten as S grows. For weighted coverage the
+  same picks come from gains kept exact, each addition lowering those of the elements that
+  share its new items (:func:`_coverage_steps`).
+* A guess whose FSM budget k beta is below the fewest elements whose singleton values sum to
+  the target is not run (no set that small reaches it, by submodularity), nor is a run
+  continued once f(S) plus its largest remaining upper bounds, one per slot left, falls short:
+  both would fail, so the answer is the same.
 """
 
 from __future__ import annotations
@@ -205,7 +211,7 @@ def _lazy_steps(fn, groups, admission: FairAdmission | None = None, taken=(), ga
     evaluated = {}  # element -> the set size at which its queued gain was computed
     size = 0
     while heap:
-        neg, i = heap[0]
+        _, i = heap[0]
         if evaluated.get(i) == size:
             pop(heap)
             gains[i] = 0.0
@@ -236,11 +242,10 @@ def _coverage_steps(fn, groups, admission: FairAdmission | None = None, taken=()
     """:func:`_lazy_steps` for weighted coverage, same picks: every element's gain is kept exact (an
     addition lowers the gains of the elements covering the items it newly covers, found through the
     item-to-element incidence), so the greedy choice is the largest gain, the smaller index on a tie
-    (to TIE_RTOL).
-    It is searched among about CANDIDATES of the largest: every other gain was at most the smallest
-    of them when they were chosen (and of larger index when equal to it), and gains only fall, so
-    while the candidates' best is at least that level it is the best of all. Taken and refused elements get gain -inf (``gains``, when given,
-    is this array, updated in place)."""
+    (to TIE_RTOL). It is searched among about CANDIDATES of the largest: every other gain was at most
+    the smallest of them when they were chosen (and of larger index when equal to it), and gains only
+    fall, so while the candidates' best is at least that level it is the best of all. Taken and
+    refused elements get gain -inf (``gains``, when given, is this array, updated in place)."""
     g = fn.gains() if gains is None else gains
     tol = GAIN_TOL * float(g.max(initial=0.0))
     g[list(taken)] = -np.inf
