@@ -225,6 +225,8 @@ def _coerce(problem: Problem, f: Field, value):
         else:
             _check_ndim_shape(problem, f, value.shape)
             _check_values(problem, f, value.data, sparse=True)
+            if value.format == "coo" and f.dtype == "float" and value.dtype != np.float64:
+                value = value.tocsr()  # the same matrix: COO's astype sums its duplicates by a sort, CSR's by rows
             if f.dtype == "float" and value.dtype != np.float64:
                 value = value.astype(np.float64)
             return value

@@ -46,6 +46,7 @@ EXACT_MAX_ENTRIES = 20_000  # an infeasibility claim is re-derived by the exact 
 EXACT_TIME_LIMIT = 10.0  # seconds the exact re-derivation may take
 PREFIXES = 40  # prefixes of S the submodularity bound tries
 BOUND_MIN_S = 2.0  # the lower bounds may take this long however short the solve (a small LP solves in it)
+BOUND_SHARE = 0.25  # ... and, when a solver certifies its answer, this share of its solve's time
 BOUND_RTOL = 1e-9  # a prefix within this of tau gives no submodularity bound (its shortfall is rounding)
 VALUE_RTOL = 1e-9
 SMALLEST_COEF = 1e-8  # nonzero coefficients of the LP's threshold row are raised to this (a relaxation)

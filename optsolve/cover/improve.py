@@ -1,4 +1,5 @@
-"""Improvement of a fair cover: redundant elements removed, 2-for-1 exchanges, and an exact polish.
+"""Improvement of a fair cover: redundant elements removed, one-for-one swaps that make room for
+more removals (coverage), 2-for-1 exchanges, and an exact polish.
 
 Applied to the repaired cover of convert-fair (:func:`optsolve.cover.greedy.convert_fair`'s
 ``finish``), it never makes the set larger, and every set it returns is fair at its own size and
@@ -12,14 +13,19 @@ reaches the target (``reached`` of :mod:`optsolve.cover.greedy`).
    second-best site (facility location). Elements go cheapest loss first; one is dropped when f
    stays at the target and the counts are fair for |S| - 1 (the proportions of the smaller size
    allow removals from some groups only). A pass costs the incidences of S's rows.
-2. 2-for-1 exchanges (local search of the 2-opt kind, ours in detail): two elements out, one in,
+2. Coverage: one-for-one swaps, a member of least loss out and an outside element of largest gain
+   in, whenever that raises f with the counts fair, each followed by the removals the raised f
+   allows (:func:`swap_and_remove`), until no swap among the shortlists raises f or a time budget
+   (the time the cover took) runs out. Gains and losses are kept exact through the
+   item-to-element incidence the greedy built.
+3. 2-for-1 exchanges (local search of the 2-opt kind, ours in detail): two elements out, one in,
    when f stays at the target and the counts are fair for |S| - 1; or two out and none in, where
    the proportions refuse every single removal (two groups held at equal shares allow only even
    sizes). Pairs are drawn from the cheapest losses; the element brought in is the best one among
    those reaching an item or client the pair leaves short (found through a column-major index of
    M's entries at the items the pairs' rows reach, one pass over M's column indices per size of
    S), its gain evaluated exactly on S minus the pair. Under a time budget.
-3. Exact polish on small instances: HiGHS's MILP (:func:`optsolve.cover.milp.solve_milp`) asked for
+4. Exact polish on small instances: HiGHS's MILP (:func:`optsolve.cover.milp.solve_milp`) asked for
    a fair cover of at most |S| - 1 elements, under a short time limit. Its set replaces the
    heuristic's only after f is recomputed from scratch and the proportions are checked exactly;
    when HiGHS proves there is none, S is optimal.
@@ -39,6 +45,10 @@ from optsolve.cover.problems import CoverProblem
 
 SWAP_SHARE = 0.25  # the exchanges may take this share of the time the cover took to build
 SWAP_MIN_S = 0.05  # ... and at least this long
+MOVES_SHARE = 1.0  # the one-for-one swaps and their removals (coverage) may take as long as the build took
+MOVES_MIN_S = 0.25  # ... and at least this long (they stop earlier when no swap raises f)
+SWAP_SHORTLIST = 64  # per group, the members of least loss and the outside elements of largest gain a swap considers
+SWAP_REFRESH = 64  # swaps or removals between two choices of the shortlists
 SWAP_PAIRS = 40  # cheapest-loss elements whose pairs are tried per size
 SWAP_CANDIDATES = 2000  # elements brought in that a pair tries: those reaching the most of what it leaves short
 REMOVAL_PASSES = 8  # passes of the redundancy removal at most
@@ -53,6 +63,7 @@ class Improvement:
     """What :func:`improve` did: elements removed by each step, the MILP's verdict, the time."""
 
     removed: int = 0
+    swapped: int = 0  # one-for-one swaps made (coverage), which leave the size as it is
     exchanged: int = 0
     polished: int = 0
     # skipped; proved (no smaller fair cover exists); optimal or incumbent (HiGHS's set replaced S);
@@ -63,7 +74,8 @@ class Improvement:
     interrupted: bool = False  # a signal stopped it: the input cover is returned
 
     def as_stats(self) -> dict:
-        out = {"removed": self.removed, "exchanged": self.exchanged, "polished": self.polished, "milp": self.milp}
+        out = {"removed": self.removed, "swapped": self.swapped, "exchanged": self.exchanged,
+               "polished": self.polished, "milp": self.milp}
         return dict(out, interrupted=True) if self.interrupted else out
 
 
@@ -338,6 +350,144 @@ def exchange(cp: CoverProblem, held, fair: _Fairness, S: list, target: float, re
     return S, start - len(S)
 
 
+class _CoverageSwaps:
+    """One-for-one swaps on a coverage cover (see :func:`swap_and_remove`): every outside element's
+    gain w.r.t. S and every member's loss, kept exact through the item-to-element incidence."""
+
+    def __init__(self, cp: CoverProblem, fn, held: "_CoverageHeld", S: list):
+        self.cp, self.held, self.w = cp, held, held.w
+        self.covering = fn.covering()
+        self.inside = np.zeros(cp.n, dtype=bool)
+        self.inside[np.asarray(S, dtype=np.int64)] = True
+        self.gain = np.asarray(cp.M @ (self.w * (held.count == 0))).ravel()
+        self.gain[self.inside] = -np.inf
+        self.loss = np.full(cp.n, np.inf)
+        self.loss[np.asarray(S, dtype=np.int64)] = held.losses(np.asarray(S, dtype=np.int64))
+        self.members = [np.flatnonzero(cp.groups == c) for c in range(cp.G)]
+        self.added = []  # elements swapped in, in order
+        self.calls = 0
+
+    def _shift_losses(self, items: np.ndarray, sign: float, moved: int) -> None:
+        """Add ``sign`` times each item's weight to the loss of the members covering it (but ``moved``):
+        the items whose coverage by one member alone began or ended."""
+        indptr, elements = self.covering
+        pos, rel = positions(indptr, items)
+        who = elements[pos]
+        keep = self.inside[who] & (who != moved)
+        np.add.at(self.loss, who[keep], sign * self.w[items][rel[keep]])
+
+    def add(self, e: int) -> None:
+        held = self.held
+        cols = held._row(e)
+        new = cols[held.count[cols] == 0]
+        held.add(e)
+        self.inside[e] = True
+        self.added.append(e)
+        indptr, elements = self.covering
+        pos, rel = positions(indptr, new)
+        np.subtract.at(self.gain, elements[pos], self.w[new][rel])
+        self.gain[e] = -np.inf
+        self._shift_losses(cols[held.count[cols] == 2], -1.0, e)  # their other coverer no longer covers them alone
+        self.loss[e] = float(held.loss(e))
+
+    def remove(self, i: int) -> None:
+        held = self.held
+        cols = held._row(i)
+        freed = cols[held.count[cols] == 1]
+        held.remove(i)
+        self.inside[i] = False
+        self.loss[i] = np.inf
+        indptr, elements = self.covering
+        pos, rel = positions(indptr, freed)
+        np.add.at(self.gain, elements[pos], self.w[freed][rel])  # members stay at -inf
+        self.gain[i] = float(held.gains(np.array([i]))[0])
+        self._shift_losses(cols[held.count[cols] == 1], 1.0, i)  # now covered by one member alone
+
+    def extremes(self, fresh: bool = False):
+        """Per group: the member of least loss and the outside element of largest gain (-1: none), with
+        the loss and the gain, among SWAP_SHORTLIST candidates per group chosen again every
+        SWAP_REFRESH calls (or when ``fresh``): between two choices a loss or gain outside them may
+        pass theirs, so a move is good, not always the best."""
+        if fresh or self.calls % SWAP_REFRESH == 0:
+            self.short_loss = [_least(self.loss, idx, SWAP_SHORTLIST) for idx in self.members]
+            self.short_gain = [_least(-self.gain, idx, SWAP_SHORTLIST) for idx in self.members]
+        self.calls += 1
+        out = []
+        for lidx, gidx in zip(self.short_loss, self.short_gain):
+            loss, gain = self.loss[lidx], self.gain[gidx]
+            a = int(np.argmin(loss)) if lidx.size else -1
+            b = int(np.argmax(gain)) if gidx.size else -1
+            i, li = (int(lidx[a]), float(loss[a])) if a >= 0 and np.isfinite(loss[a]) else (-1, np.inf)
+            e, ge = (int(gidx[b]), float(gain[b])) if b >= 0 and np.isfinite(gain[b]) else (-1, -np.inf)
+            out.append((i, li, e, ge))
+        return out
+
+
+def _least(values: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
+    """The (about) k entries of ``idx`` of least ``values`` (all when fewer)."""
+    if idx.size <= k:
+        return idx
+    part = np.argpartition(values[idx], k)[:k]
+    return idx[part]
+
+
+def swap_and_remove(cp: CoverProblem, fn, held: "_CoverageHeld", fair: _Fairness, S: list, target: float, reached,
+                    until: float, budget=None) -> tuple[list, int, int]:
+    """Coverage only: remove the member of least loss whenever f stays at the target and the counts
+    stay fair at |S| - 1; otherwise make the one-for-one swap (a member out, an outside element in,
+    the counts fair at |S|) of largest gain minus loss when it raises f: the swap local search of
+    maximum coverage (Nemhauser, Wolsey and Fisher, "An analysis of approximations for maximizing
+    submodular set functions", Math. Programming 14, 1978), here to make room for removals. Each
+    move costs the incidences of the items it changes, and a pass over the elements' losses and
+    gains per group. Until the time ``until``. Returns the set, the swaps and the removals."""
+    state = _CoverageSwaps(cp, fn, held, S)
+    swaps = removed = 0
+    tol = 1e-9 * max(abs(target), 1e-300)
+    refreshed = False
+    while time.perf_counter() < until and not (budget is not None and budget.out()):
+        best = state.extremes(fresh=refreshed)
+        m = int(fair.counts.sum())
+        removable = fair.removable()
+        out = [(loss, i) for c, (i, loss, _, _) in enumerate(best) if i >= 0 and removable[c]]
+        if out:
+            _, i = min(out)
+            loss = held.loss(i)  # exact: the kept losses are sums of updates
+            if reached(held.value - loss, target):
+                state.remove(i)
+                fair.counts[cp.groups[i]] -= 1
+                removed += 1
+                continue
+        lo, hi = fair.bounds(m)
+        move = None
+        for a, (i, loss, _, _) in enumerate(best):
+            if i < 0:
+                continue
+            for b, (_, _, e, gain) in enumerate(best):
+                if e < 0 or gain - loss <= tol or (move is not None and gain - loss <= move[0]):
+                    continue
+                counts = fair.counts.copy()
+                counts[a] -= 1
+                counts[b] += 1
+                if np.all(counts >= lo) and np.all(counts <= hi):
+                    move = (gain - loss, i, e)
+        if move is None:
+            if not refreshed:
+                refreshed = True  # the shortlists may be stale: choose them again before giving up
+                continue
+            break
+        refreshed = False
+        _, i, e = move
+        state.remove(i)
+        state.add(e)
+        fair.counts[cp.groups[i]] -= 1
+        fair.counts[cp.groups[e]] += 1
+        swaps += 1
+    kept = [i for i in S if state.inside[i]]
+    seen = set(kept)
+    kept += [e for e in state.added if state.inside[e] and not (e in seen or seen.add(e))]
+    return kept, swaps, removed
+
+
 class _Pairs:
     """The pair trials of :func:`exchange`: S - a - b (+ e) against the target and the proportions."""
 
@@ -435,6 +585,12 @@ def improve(cp: CoverProblem, fn, S: list, target: float, *, built_s: float = 0.
         held, fair = held_set(cp, S), _Fairness(cp, S)
         S = remove_redundant(cp, held, fair, S, target, reached, budget)
         report.removed = len(original) - len(S)
+        if exchanges and cp.kind == "coverage" and not budget.out():
+            until = time.perf_counter() + max(MOVES_MIN_S, MOVES_SHARE * built_s)
+            if deadline is not None:
+                until = min(until, deadline)
+            S, report.swapped, dropped = swap_and_remove(cp, fn, held, fair, S, target, reached, until, budget)
+            report.removed += dropped
         if exchanges and not budget.out():
             until = time.perf_counter() + max(SWAP_MIN_S, SWAP_SHARE * built_s)
             if deadline is not None:
@@ -443,7 +599,7 @@ def improve(cp: CoverProblem, fn, S: list, target: float, *, built_s: float = 0.
         if not _holds(cp, fn, S, target, reached):  # rounding of the running value: back to the input
             S = original
             _holds(cp, fn, S, target, reached)
-            report.removed = report.exchanged = 0
+            report.removed = report.exchanged = report.swapped = 0
         if polish:
             S = _polish(cp, fn, S, target, built_s, deadline, report, reached)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the input cover, still fair
