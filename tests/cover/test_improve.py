@@ -7,9 +7,11 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import optsolve.cover
 from optsolve.cover import improve as improve_mod
+from optsolve.cover.certificate import set_value
 from optsolve.cover.functions import make_function
 from optsolve.cover.greedy import convert_fair, reached
 from optsolve.cover.improve import _Fairness, exchange, held_set, improve, remove_redundant
@@ -220,3 +222,68 @@ def test_an_interrupt_returns_the_input_cover(monkeypatch):
     S, report = improve(cp, fn, S0, cp.tau)
     assert S == S0 and report.interrupted and report.as_stats()["interrupted"]
     assert fn.value == pytest.approx(f_of(cp, S0))
+
+
+def planted(seed, blocks=100, size=100, noise=1000, mean=90):
+    """Items split into ``blocks`` random disjoint blocks of ``size`` (the planted sets) and ``noise`` random
+    sets of 1 + Poisson(mean) items, in a random order, no proportions; the threshold half the items, which
+    half the blocks cover. The greedy takes the largest noise sets first and overshoots the planted size."""
+    rng = np.random.default_rng(seed)
+    items = blocks * size
+    perm = rng.permutation(items)
+    rows = [perm[b * size:(b + 1) * size] for b in range(blocks)]
+    rows += [rng.choice(items, size=int(np.clip(rng.poisson(mean), 1, 2 * size)), replace=False) for _ in range(noise)]
+    rows = [np.sort(rows[k]) for k in rng.permutation(len(rows))]
+    indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])])
+    inc = sp.csr_matrix((np.ones(indptr[-1]), np.concatenate(rows), indptr), shape=(len(rows), items))
+    return problem_of({"cover": inc, "groups": rng.integers(0, 2, len(rows)), "p": [0.0, 0.0], "q": [1.0, 1.0],
+                       "tau": float(items // 2)})
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_swaps_reach_the_planted_size_where_the_greedy_overshoots(seed):
+    from optsolve.cover.improve import _CoverageSwaps, swap_and_remove
+
+    cp = planted(seed)
+    fn = make_function(cp)
+    S = convert_fair(cp, fn).selected
+    assert len(S) > 50  # the planted cover: half the 100 blocks
+    held, fairness = state(cp, S)
+    out, swaps, removed = swap_and_remove(cp, fn, held, fairness, S, cp.tau, reached, float("inf"))
+    assert len(out) == len(S) - removed <= 50 and swaps > 0 and len(set(out)) == len(out)
+    value = set_value(cp, out)
+    assert reached(value, cp.tau) and held.value == pytest.approx(value)
+    # the kept gains and losses at the end are the definitions
+    moved = _CoverageSwaps(cp, fn, held_set(cp, out), out)
+    for e in np.random.default_rng(seed).choice(cp.n, 40, replace=False).tolist():
+        if e in out:
+            assert moved.loss[e] == pytest.approx(value - set_value(cp, [i for i in out if i != e]))
+        else:
+            assert moved.gain[e] == pytest.approx(set_value(cp, out + [e]) - value)
+
+
+def test_kept_gains_and_losses_follow_swaps_and_removals():
+    from optsolve.cover.improve import _CoverageSwaps
+
+    cp = planted(1, blocks=6, size=5, noise=10, mean=4)
+    fn = make_function(cp)
+    rng = np.random.default_rng(0)
+    S = sorted(rng.choice(cp.n, 12, replace=False).tolist())
+    held = held_set(cp, S)
+    fn.covering()
+    moves = _CoverageSwaps(cp, fn, held, S)
+    for step in range(20):
+        out = [e for e in range(cp.n) if e not in S]
+        if step % 2:
+            e = int(rng.choice(out))
+            moves.add(e)
+            S.append(e)
+        else:
+            i = int(rng.choice(S))
+            moves.remove(i)
+            S.remove(i)
+        for i in S:
+            assert moves.loss[i] == pytest.approx(f_of(cp, S) - f_of(cp, [e for e in S if e != i]), abs=1e-9)
+        for e in range(cp.n):
+            if e not in S:
+                assert moves.gain[e] == pytest.approx(f_of(cp, S + [e]) - f_of(cp, S), abs=1e-9)
