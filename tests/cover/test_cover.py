@@ -184,9 +184,9 @@ def test_lazy_greedy_same_set_far_fewer_calls():
 def test_coverage_greedy_with_kept_gains_makes_the_lazy_queues_picks(seed, candidates, monkeypatch):
     """The coverage greedy that keeps every gain exact picks what Minoux's queue picks, with and without
     the FSM test, on float and integer weights (many ties), whether its candidates run out or not."""
-    from optsolve.cover import greedy
+    from optsolve.cover import picks
 
-    monkeypatch.setattr(greedy, "CANDIDATES", candidates)
+    monkeypatch.setattr(picks, "CANDIDATES", candidates)
     rng = np.random.default_rng(seed)
     n, items = int(rng.integers(5, 200)), int(rng.integers(5, 300))
     inc = (rng.random((n, items)) < rng.uniform(0.01, 0.3)).astype(float)
@@ -194,14 +194,14 @@ def test_coverage_greedy_with_kept_gains_makes_the_lazy_queues_picks(seed, candi
     raw = {"cover": sp.csr_matrix(inc), "weights": w, "groups": rng.integers(0, 3, n), "balance": 0.5, "tau_frac": 0.7}
     cp = prepare(SCHEMA.validate(raw, source="test"))
     for fsm in (False, True):
-        picks = []
-        for steps in (greedy._lazy_steps, greedy._coverage_steps):
+        chosen = []
+        for steps in (picks.lazy_steps, picks.coverage_steps):
             fn = Coverage(cp.M, cp.weights)
             k = max(2, n // 5)
-            admission = greedy.fsm_admissible(k, np.floor(cp.p * k), np.ceil(cp.q * k), cp) if fsm else None
-            picks.append(list(steps(fn, cp.groups, admission)))
-            assert fn.value == pytest.approx(f_of(cp, picks[-1]))
-        assert picks[0] == picks[1]
+            admission = picks.fsm_admissible(k, np.floor(cp.p * k), np.ceil(cp.q * k), cp) if fsm else None
+            chosen.append(list(steps(fn, cp.groups, admission)))
+            assert fn.value == pytest.approx(f_of(cp, chosen[-1]))
+        assert chosen[0] == chosen[1]
 
 
 def test_beta_auto_gives_small_covers_where_the_extension_doubles_them():

@@ -242,7 +242,7 @@ def planted(seed, blocks=100, size=100, noise=1000, mean=90):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_swaps_reach_the_planted_size_where_the_greedy_overshoots(seed):
-    from optsolve.cover.improve import _CoverageSwaps, swap_and_remove
+    from optsolve.cover.swaps import CoverageSwaps, swap_and_remove
 
     cp = planted(seed)
     fn = make_function(cp)
@@ -254,7 +254,7 @@ def test_swaps_reach_the_planted_size_where_the_greedy_overshoots(seed):
     value = set_value(cp, out)
     assert reached(value, cp.tau) and held.value == pytest.approx(value)
     # the kept gains and losses at the end are the definitions
-    moved = _CoverageSwaps(cp, fn, held_set(cp, out), out)
+    moved = CoverageSwaps(cp, fn, held_set(cp, out), out)
     for e in np.random.default_rng(seed).choice(cp.n, 40, replace=False).tolist():
         if e in out:
             assert moved.loss[e] == pytest.approx(value - set_value(cp, [i for i in out if i != e]))
@@ -263,7 +263,7 @@ def test_swaps_reach_the_planted_size_where_the_greedy_overshoots(seed):
 
 
 def test_kept_gains_and_losses_follow_swaps_and_removals():
-    from optsolve.cover.improve import _CoverageSwaps
+    from optsolve.cover.swaps import CoverageSwaps
 
     cp = planted(1, blocks=6, size=5, noise=10, mean=4)
     fn = make_function(cp)
@@ -271,7 +271,7 @@ def test_kept_gains_and_losses_follow_swaps_and_removals():
     S = sorted(rng.choice(cp.n, 12, replace=False).tolist())
     held = held_set(cp, S)
     fn.covering()
-    moves = _CoverageSwaps(cp, fn, held, S)
+    moves = CoverageSwaps(cp, fn, held, S)
     for step in range(20):
         out = [e for e in range(cp.n) if e not in S]
         if step % 2:
