@@ -25,6 +25,19 @@ def problem_of(raw):
     return prepare(SCHEMA.validate(raw, source="test"))
 
 
+def random_move(rng, held, S: list, out, add: bool) -> None:
+    """Add a random element of ``out`` (when ``add`` and there is one) or remove a random one of S, in
+    ``held`` and in S."""
+    if add and len(out):
+        e = int(rng.choice(out))
+        held.add(e)
+        S.append(e)
+    else:
+        i = int(rng.choice(S))
+        held.remove(i)
+        S.remove(i)
+
+
 def state(cp, S):
     return held_set(cp, S), _Fairness(cp, S)
 
@@ -43,14 +56,7 @@ def test_losses_and_gains_follow_the_set_through_removals_and_additions(facility
         assert [held.loss(i) for i in S] == pytest.approx(want, abs=1e-9)
         out = np.asarray([e for e in range(cp.n) if e not in S])
         assert held.gains(out) == pytest.approx([f_of(cp, S + [e]) - f_of(cp, S) for e in out], abs=1e-9)
-        if step % 3 == 2 and out.size:
-            e = int(rng.choice(out))
-            held.add(e)
-            S.append(e)
-        else:
-            i = int(rng.choice(S))
-            held.remove(i)
-            S.remove(i)
+        random_move(rng, held, S, out, step % 3 == 2)
 
 
 def test_a_redundant_element_is_removed_and_a_needed_one_kept():
@@ -273,15 +279,7 @@ def test_kept_gains_and_losses_follow_swaps_and_removals():
     fn.covering()
     moves = CoverageSwaps(cp, fn, held, S)
     for step in range(20):
-        out = [e for e in range(cp.n) if e not in S]
-        if step % 2:
-            e = int(rng.choice(out))
-            moves.add(e)
-            S.append(e)
-        else:
-            i = int(rng.choice(S))
-            moves.remove(i)
-            S.remove(i)
+        random_move(rng, moves, S, [e for e in range(cp.n) if e not in S], step % 2 == 1)
         for i in S:
             assert moves.loss[i] == pytest.approx(f_of(cp, S) - f_of(cp, [e for e in S if e != i]), abs=1e-9)
         for e in range(cp.n):
