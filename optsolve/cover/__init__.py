@@ -131,7 +131,8 @@ def solve_problem(problem, *, method: str | None = None, eps: float = 0.1, alpha
     ``value_rtol``: f(S) within this of tau, relative to max(tau, f(U)), reaches it (as the
     certificate judges); ``unfair``: set by ``method='unfair-greedy'``, refused with the others;
     ``improve``: greedy, threshold and continuous improve their cover (:mod:`optsolve.cover.improve`:
-    redundant elements removed, 2-for-1 exchanges, an exact MILP polish on small instances); off, the
+    redundant elements removed, one-for-one swaps (coverage), 2-for-1 exchanges, an exact MILP polish
+    on small instances); off, the
     convert-fair cover is returned as repaired (continuous still drops redundant elements).
     """
     return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress, eps=eps,

@@ -38,9 +38,10 @@ OUTPUT_OPTIONS = ()
               help="f(S) within this of tau, relative to max(tau, f(U)), reaches it (and f(U) short of tau by "
                    "more proves infeasibility); 'optsolve verify' takes the same option.")
 @click.option("--improve/--no-improve", default=True, show_default=True,
-              help="greedy, threshold and continuous: improve the cover (redundant elements removed, 2-for-1 "
-                   "exchanges under a time budget, an exact MILP polish of a few seconds on small instances); "
-                   "off: the convert-fair cover as repaired.")
+              help="greedy, threshold and continuous: improve the cover (redundant elements removed, one-for-one "
+                   "swaps that raise f and make room for removals (coverage), 2-for-1 exchanges, both under a time "
+                   "budget, an exact MILP polish of 2-3 s on small instances); off: the convert-fair cover as "
+                   "repaired.")
 def command(problem, **params):
     """Fair submodular cover: a small set S with f(S) >= tau whose groups are in proportion.
 

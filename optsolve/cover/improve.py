@@ -52,7 +52,7 @@ REMOVAL_PASSES = 8  # passes of the redundancy removal at most
 POLISH_MAX_ENTRIES = 200_000  # the MILP polish runs only on systems up to this many constraint entries
 POLISH_CAP_S = 3.0  # seconds the MILP polish may take at most
 POLISH_SHARE = 20.0  # ... and at most this multiple of the time the cover took to build,
-POLISH_MIN_S = 0.25  # ... but at least this long (a small system is solved in a fraction of it)
+POLISH_MIN_S = 2.0  # ... but at least this long (the optimum of a system of 1e4 entries can take a second)
 
 
 @dataclass
