@@ -283,8 +283,8 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     threshold, the proportions and whether they are required; the claimed ``status`` decides
     whether a set or the problem's infeasibility is checked. ``deadline`` (a perf_counter time)
     cuts the lower bounds on the optimum short, never a check; so does ``bound_seconds``, the time
-    the whole certificate may take, at least BOUND_MIN_S (a solver passes its solve's time: its
-    check costs no more).
+    the whole certificate may take, at least BOUND_MIN_S (a solver passes BOUND_SHARE of its solve's
+    time, so that its check costs less than the solve).
     """
     started = time.perf_counter()
     lim = resolve_limits(limits)
