@@ -105,11 +105,20 @@ class Coverage(_Function):
         self.live[items] = 0.0
         self.value += g
         if items.size:
-            indptr, elements = self.covering()
-            pos, rel = positions(indptr, items)
-            np.subtract.at(gains, elements[pos], w[rel])
-            self.calls += pos.size
+            self.calls += self.spread(gains, items, -1.0)
         return g
+
+    def spread(self, values: np.ndarray, items: np.ndarray, sign: float, keep=None) -> int:
+        """Add ``sign`` times each item's weight to ``values`` at every element covering the item (those
+        ``keep(elements)`` marks, when given); returns how many entries changed."""
+        indptr, elements = self.covering()
+        pos, rel = positions(indptr, items)
+        who, amount = elements[pos], sign * self.w[items][rel]
+        if keep is not None:
+            mask = keep(who)
+            who, amount = who[mask], amount[mask]
+        np.add.at(values, who, amount)
+        return who.size
 
 
 class FacilityLocation(_Function):

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from optsolve.cover.functions import positions
 from optsolve.cover.problems import CoverProblem
+
+if TYPE_CHECKING:
+    from optsolve.cover.improve import _Fairness
 
 MOVES_SHARE = 1.0  # the one-for-one swaps and their removals (coverage) may take as long as the build took
 MOVES_MIN_S = 0.25  # ... and at least this long (they stop earlier when no swap raises f)
@@ -21,11 +24,10 @@ class CoverageSwaps:
     gain w.r.t. S and every member's loss, kept exact through the item-to-element incidence."""
 
     def __init__(self, cp: CoverProblem, fn, held, S: list):
-        self.cp, self.held, self.w = cp, held, held.w
-        self.covering = fn.covering()
+        self.cp, self.fn, self.held = cp, fn, held
         self.inside = np.zeros(cp.n, dtype=bool)
         self.inside[np.asarray(S, dtype=np.int64)] = True
-        self.gain = np.asarray(cp.M @ (self.w * (held.count == 0))).ravel()
+        self.gain = np.asarray(cp.M @ (held.w * (held.count == 0))).ravel()
         self.gain[self.inside] = -np.inf
         self.loss = np.full(cp.n, np.inf)
         self.loss[np.asarray(S, dtype=np.int64)] = held.losses(np.asarray(S, dtype=np.int64))
@@ -36,11 +38,7 @@ class CoverageSwaps:
     def _shift_losses(self, items: np.ndarray, sign: float, moved: int) -> None:
         """Add ``sign`` times each item's weight to the loss of the members covering it (but ``moved``):
         the items whose coverage by one member alone began or ended."""
-        indptr, elements = self.covering
-        pos, rel = positions(indptr, items)
-        who = elements[pos]
-        keep = self.inside[who] & (who != moved)
-        np.add.at(self.loss, who[keep], sign * self.w[items][rel[keep]])
+        self.fn.spread(self.loss, items, sign, keep=lambda who: self.inside[who] & (who != moved))
 
     def add(self, e: int) -> None:
         held = self.held
@@ -49,9 +47,7 @@ class CoverageSwaps:
         held.add(e)
         self.inside[e] = True
         self.added.append(e)
-        indptr, elements = self.covering
-        pos, rel = positions(indptr, new)
-        np.subtract.at(self.gain, elements[pos], self.w[new][rel])
+        self.fn.spread(self.gain, new, -1.0)
         self.gain[e] = -np.inf
         self._shift_losses(cols[held.count[cols] == 2], -1.0, e)  # their other coverer no longer covers them alone
         self.loss[e] = float(held.loss(e))
@@ -63,9 +59,7 @@ class CoverageSwaps:
         held.remove(i)
         self.inside[i] = False
         self.loss[i] = np.inf
-        indptr, elements = self.covering
-        pos, rel = positions(indptr, freed)
-        np.add.at(self.gain, elements[pos], self.w[freed][rel])  # members stay at -inf
+        self.fn.spread(self.gain, freed, 1.0)  # members stay at -inf
         self.gain[i] = float(held.gains(np.array([i]))[0])
         self._shift_losses(cols[held.count[cols] == 1], 1.0, i)  # now covered by one member alone
 
