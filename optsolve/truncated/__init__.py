@@ -61,14 +61,15 @@ def _check_options(tol, radius, max_evals, bootstrap, holdout, max_iter, objecti
 
 def _check_sizes(tp, method, tol, bootstrap) -> None:
     """Refuse, before any draw, options whose draws or resamples would pass the memory budget."""
-    from optsolve.truncated.newton import FINAL_ESS, pool_bytes
+    from optsolve.truncated.newton import FINAL_ESS, KEPT_PER_EFFECTIVE, kept_target, pool_bytes
 
     if method == "newton":
         target = tp.n * (FINAL_ESS if tol is None else 1.0 / tol)
-        if pool_bytes(target, tp.d) > memory.budget_bytes():
+        kept = KEPT_PER_EFFECTIVE * kept_target(tp.family.p, target)
+        if pool_bytes(kept, tp.d) > memory.budget_bytes():
             raise memory.refusal(f"The '--tol' option ({tol if tol is not None else 1.0 / FINAL_ESS:g})",
-                                 f"n / tol = {target:.3g} kept draws of the estimate in d = {tp.d}",
-                                 pool_bytes(target, tp.d))
+                                 f"{kept:.3g} kept draws of the estimate in d = {tp.d} (for n / tol = {target:.3g} "
+                                 "effective draws)", pool_bytes(kept, tp.d))
     if bootstrap:
         nbytes = 8.0 * bootstrap * (tp.d + tp.d * tp.d)
         memory.require(f"The '--bootstrap' option ({bootstrap})", f"{bootstrap} resampled estimates in d = {tp.d}",
@@ -114,7 +115,7 @@ class TruncatedSolver(Solver):
                     "objective_rtol": o["objective_rtol"], "objective_atol": o["objective_atol"],
                     "max_evals": max_evals, "seed": seed, "bootstrap": o["bootstrap"], "oracle": o["oracle"]}
         # the estimate and the bootstrap stop at their share of the time limit, the certificate's draws at the limit
-        context = {"Z": tp.Z[fit_rows], "fit_rows": fit_rows, "held": held, "rng": rng, "counter": counter,
+        context = {"fit_rows": fit_rows, "held": held, "rng": rng, "counter": counter,
                    "alpha0": alpha0, "deadline": clock.deadline(o["time_limit"], share=1.0 - CERTIFICATE_TIME_SHARE)}
         return Job(method, tp, settings, problem.info(n=tp.n, d=tp.d), deadline=deadline, progress=progress,
                    context=context)
@@ -162,11 +163,10 @@ class TruncatedSolver(Solver):
         if draws is not None and draws.hits:
             solution["alpha_hat"] = draws.alpha
             solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals))
-            Z, theta = c["Z"], c["found"]["theta"]
-            n = Z.shape[0]
-            Tbar = tp.family.moments(Z, np.full(n, 1.0 / n))
+            theta, found = c["found"]["theta"], c["found"]
+            Tbar = found["Tbar"] if "Tbar" in found else tp.mean_statistics(c["fit_rows"])
             logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
-            result.objective = float(-theta @ Tbar + tp.family.A(theta) - tp.family.log_h(Z).mean() + logdet
+            result.objective = float(-theta @ Tbar + tp.family.A(theta) - tp.mean_log_h(c["fit_rows"]) + logdet
                                      + math.log(draws.alpha))
         else:
             solution["alpha_hat"] = None

@@ -22,6 +22,12 @@ import math
 import numpy as np
 
 LOG_2PI = math.log(2.0 * math.pi)
+ROWS = 8192  # rows per block of a product over draws: its temporaries stay small, whatever N
+
+
+def blocks(N: int):
+    """Row slices of at most ROWS rows covering range(N)."""
+    return (slice(a, min(a + ROWS, N)) for a in range(0, N, ROWS))
 
 
 class Gaussian:
@@ -34,22 +40,68 @@ class Gaussian:
         self.p = d + self.iu[0].size
 
     def split(self, theta):
-        d = self.d
-        P = np.zeros((d, d))
-        P[self.iu] = theta[d:]
-        P = P + P.T - np.diag(np.diag(P))
-        return theta[:d], P
+        return theta[:self.d], self._symmetric(theta[self.d:])
 
     def join(self, h, P):
         return np.concatenate([h, P[self.iu]])
 
     def dot(self, Y, theta):
         h, P = self.split(theta)
-        return Y @ h - 0.5 * np.einsum("ij,ij->i", Y @ P, Y)
+        out = Y @ h
+        if P.any():
+            for b in blocks(Y.shape[0]):
+                out[b] -= 0.5 * np.einsum("ij,ij->i", Y[b] @ P, Y[b])
+        return out
+
+    def second_moment(self, Y, w):
+        """sum_i w_i y_i y_i' (d x d), by blocks of rows."""
+        S2 = np.zeros((self.d, self.d))
+        for b in blocks(Y.shape[0]):
+            S2 += (Y[b] * w[b, None]).T @ Y[b]
+        return S2
 
     def moments(self, Y, w):
-        S2 = (Y * w[:, None]).T @ Y
-        return np.concatenate([w @ Y, self.coef * S2[self.iu]])
+        return self.moments_from(w @ Y, self.second_moment(Y, w))
+
+    def moments_from(self, m1, m2):
+        """E[T] from the mean m1 and the second moment m2 = E[y y'] (d x d)."""
+        return np.concatenate([m1, self.coef * m2[self.iu]])
+
+    def inverse_fisher(self, m):
+        """v -> J v, J the Jacobian of :meth:`from_moments` at the moments m: the inverse Fisher
+        information of the Gaussian whose E[T] is m (d^3 per product, no p x p matrix). Newton's
+        systems use it as their preconditioner: the Fisher information of p_theta | S differs from
+        it only where the set makes p_theta | S non-Gaussian.
+
+        Notes
+        -----
+        With Sigma = E[y y'] - mu mu' and P = Sigma^-1, theta = (P mu, P); a change (dmu, dS2) of the
+        moments moves Sigma by dS = dS2 - dmu mu' - mu dmu', P by dP = -P dS P and h by dP mu + P dmu.
+        J is the Hessian of the convex conjugate of A: symmetric positive definite in the flat
+        coordinates.
+        """
+        d = self.d
+        mu = m[:d]
+        P = np.linalg.inv(self._symmetric(m[d:] / self.coef) - np.outer(mu, mu))
+        P = 0.5 * (P + P.T)
+
+        def apply(v):
+            dmu = v[:d]
+            dS = self._symmetric(v[d:] / self.coef) - np.outer(dmu, mu) - np.outer(mu, dmu)
+            dP = -P @ dS @ P
+            return self.join(dP @ mu + P @ dmu, 0.5 * (dP + dP.T))
+
+        return apply
+
+    def _symmetric(self, upper):
+        M = np.zeros((self.d, self.d))
+        M[self.iu] = upper
+        return M + M.T - np.diag(np.diag(M))
+
+    def shifted(self, theta, mean):
+        """The member with theta's covariance and the given mean (a proposal for importance draws)."""
+        h, P = self.split(theta)
+        return self.join(P @ mean, P)
 
     def log_h(self, Y):
         return np.full(Y.shape[0], -0.5 * self.d * LOG_2PI)
@@ -82,16 +134,18 @@ class Gaussian:
         # the small factor (scipy's triangular solve cost milliseconds per call on busy machines)
         return mu + Z @ np.linalg.inv(L)
 
+    def affine(self, theta):
+        """(mu, M): the draws of p_theta are mu + z M for standard normal rows z."""
+        h, P = self.split(theta)
+        L = np.linalg.cholesky(P)
+        return np.linalg.solve(P, h), np.linalg.inv(L)
+
     def logpdf(self, theta, Y):
         return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)
 
     def from_moments(self, m):
-        d = self.d
-        mu = m[:d]
-        S2 = np.zeros((d, d))
-        S2[self.iu] = m[d:] / self.coef
-        S2 = S2 + S2.T - np.diag(np.diag(S2))
-        Sigma = S2 - np.outer(mu, mu)
+        mu = m[:self.d]
+        Sigma = self._symmetric(m[self.d:] / self.coef) - np.outer(mu, mu)
         P = np.linalg.inv(Sigma)
         P = 0.5 * (P + P.T)
         return self.join(P @ mu, P)
@@ -130,6 +184,13 @@ class _Linear:
     def matrix_gradient(self, g):
         return g
 
+    def second_moment(self, Y, w):
+        return 0.0
+
+    def moments_from(self, m1, m2):
+        """E[T] from the mean m1 (and the second moment m2, unused)."""
+        return np.asarray(m1, dtype=float)
+
 
 class GaussianMean(_Linear):
     name = "gaussian-mean"
@@ -149,8 +210,18 @@ class GaussianMean(_Linear):
     def transform(self, theta, Z):
         return theta + Z
 
+    def affine(self, theta):
+        return np.array(theta, dtype=float), np.eye(self.d)
+
     def from_moments(self, m):
         return np.array(m, dtype=float)
+
+    def inverse_fisher(self, m):
+        """The inverse Fisher information (the identity: T(y) = y has covariance I)."""
+        return lambda v: np.array(v, dtype=float)
+
+    def shifted(self, theta, mean):
+        return np.array(mean, dtype=float)
 
     def params(self, theta) -> dict:
         return {"mean": np.array(theta), "covariance": np.eye(self.d)}
@@ -174,6 +245,9 @@ class Exponential(_Linear):
     def sample(self, theta, N, rng):
         return rng.exponential(1.0 / -theta, size=(N, self.d))
 
+    def affine(self, theta):
+        return None
+
     def transform(self, theta, Z):
         """Draws from standard normal rows Z (through the normal CDF)."""
         from scipy.special import log_ndtr
@@ -182,6 +256,16 @@ class Exponential(_Linear):
 
     def from_moments(self, m):
         return -1.0 / np.asarray(m, dtype=float)
+
+    def inverse_fisher(self, m):
+        """The inverse Fisher information at the means m: diag(m^2) (the variance of T(y) = y is
+        1 / rate^2)."""
+        m2 = np.asarray(m, dtype=float) ** 2
+        return lambda v: m2 * v
+
+    def shifted(self, theta, mean):
+        """None: the exponential's draws stay those of p_theta."""
+        return None
 
     def params(self, theta) -> dict:
         rates = -np.asarray(theta)

@@ -20,21 +20,23 @@ STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": 
          "runoff": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
 
 
-def estimate(tp, Z, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
-    """One run of ``method`` on whitened samples Z: a dict with theta, stop, reason and counts.
-    ``alpha0``: (accepted, proposals) of the samples' own fit on the set, measured already."""
+def estimate(tp, rows, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
+    """One run of ``method`` on the samples' rows ``rows`` (whitened): a dict with theta, stop, reason and
+    counts. ``alpha0``: (accepted, proposals) of the samples' own fit on the set, measured already."""
     from optsolve.truncated import newton, sgd
 
-    if method == "naive":
-        n = Z.shape[0]
-        theta0 = tp.family.from_moments(tp.family.moments(Z, np.full(n, 1.0 / n)))
-        return {"theta": theta0, "theta0": theta0, "stop": "converged", "reason": "", "samples_drawn": 0}
-    if method == "newton":
-        return newton.fit(tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius,
+    if method in ("naive", "newton"):
+        every = rows.size == tp.n and bool((rows == np.arange(tp.n)).all())
+        Tbar = tp.mean_statistics(None if every else rows)
+        if method == "naive":
+            theta0 = tp.family.from_moments(Tbar)
+            return {"theta": theta0, "theta0": theta0, "Tbar": Tbar, "stop": "converged", "reason": "",
+                    "samples_drawn": 0}
+        return newton.fit(tp.family, Tbar, rows.size, oracle, rng, max_calls=max_calls, radius=radius,
                           final_ess=None if tol is None else 1.0 / tol, deadline=deadline, progress=progress,
                           alpha0=alpha0)
-    return sgd.run(method, tp.family, Z, oracle, rng, max_calls=max_calls, radius=radius, deadline=deadline,
-                   progress=progress, alpha0=alpha0)
+    return sgd.run(method, tp.family, tp.Z[rows], oracle, rng, max_calls=max_calls, radius=radius,
+                   deadline=deadline, progress=progress, alpha0=alpha0)
 
 
 def _method(name: str):
@@ -43,7 +45,7 @@ def _method(name: str):
     def solve_with(job: Job) -> MethodOutput:
         tp, settings, c = job.data, job.settings, job.context
         try:
-            found = estimate(tp, c["Z"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
+            found = estimate(tp, c["fit_rows"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
                              max_calls=settings["max_evals"], deadline=c["deadline"], progress=job.progress,
                              oracle=c["counter"], alpha0=c["alpha0"])
         except np.linalg.LinAlgError as exc:
@@ -86,7 +88,7 @@ def bootstrap_intervals(tp, rows, method, rng, B, *, tol, radius, deadline, orac
             break
         pick = rows[rng.integers(0, rows.size, size=rows.size)]
         try:
-            run = estimate(tp, tp.Z[pick], method, rng, tol=tol, radius=radius, max_calls=None, deadline=deadline,
+            run = estimate(tp, pick, method, rng, tol=tol, radius=radius, max_calls=None, deadline=deadline,
                            progress=None, oracle=oracle)
         except np.linalg.LinAlgError:  # a resample with repeated rows can be singular: it is skipped
             continue

@@ -21,7 +21,11 @@ coordinates whitened by theta0:
   convex in theta, whose gradient E_w[T] - Tbar and Hessian Cov_w[T] are the Monte-Carlo
   gradient and Fisher information of l_S (self-normalised importance weights w).
 * Newton on f: the step solves Cov_w[T] delta = -grad by conjugate gradients (Hessian-vector
-  products cost O(N d^2) for the Gaussian; the d^4 Hessian is never formed); backtracking
+  products cost O(N d^2) for the Gaussian; the d^4 Hessian is never formed), preconditioned by
+  the inverse Fisher information of the untruncated member with the weights' moments (for the
+  Gaussian the Jacobian of the moments-to-parameters map, applied in O(d^3)), to a relative
+  residual of 1e-2 far from the optimum and sqrt(decrement) near it, down to 1e-8 (inexact
+  Newton: Dembo, Eisenstat and Steihaug, SIAM J. Numer. Anal. 19, 1982); backtracking
   halves the step until theta stays in D (covariance positive definite), the weights keep an
   effective sample size (ESS) of at least half of what they had at the start and the survival
   mass p_theta(S) stays above a quarter of its start (a trust region: beyond it the draws no
@@ -33,8 +37,21 @@ coordinates whitened by theta0:
 * Batch sizes (in accepted draws, the proposals from the estimated survival mass) grow: the
   first holds max(2,000, 10 p); once the steps converge, the next adds what the ESS lacks of
   FINAL_ESS x n (``final_ess``; the command's --tol is its inverse), at most 4 times the ESS
-  so far. Batches drawn before the estimate settled are dropped. With independent draws the estimate would have a Monte-Carlo
-  variance of about 1/FINAL_ESS of the data's own; with Sobol points it is smaller still.
+  so far. Batches drawn before the estimate settled are dropped. With independent draws the
+  estimate would have a Monte-Carlo variance of about 1/FINAL_ESS of the data's own; with
+  Sobol points it is smaller still.
+* Importance proposals: once the steps on a pool converge, the next batch is drawn from the
+  member with theta's covariance whose mean is moved toward the mean of p_theta | S (by the
+  shares SHIFTS, the best kept), when that gives more effective draws per oracle call (N
+  alpha / E_{p_theta|S}[p_theta / q] against N alpha for rejection from p_theta); on a
+  halfspace of mass 0.05 in d = 30 this took the oracle calls from 4.4 million to 0.7
+  million. The balance-heuristic weights treat a shifted batch like any other.
+* Streamed final step: the kept pool grows to an effective size of
+  max(STREAM_FROM, sqrt(POOL_FACTOR p FINAL_ESS n)) (all of FINAL_ESS n when that is smaller);
+  the last step's gradient then comes from FINAL_ESS n effective draws summed as they are
+  drawn, never kept, and its Hessian from the pool (an error e in the Hessian moves the step by
+  about e times the step, already of the order of the pool's own Monte-Carlo error). Memory
+  then grows with sqrt(n), not n.
 * R = log(1/alpha_0) + 2, alpha_0 the acceptance of p_theta0 (measured); when the steps of
   two batches in a row stall at the bound (the constrained optimum lies on it, not a noisy
   step), R doubles and they go on (reported), at most MAX_DOUBLINGS times.
@@ -47,7 +64,8 @@ coordinates whitened by theta0:
   some direction of the set, which no Gaussian has), so the truncated MLE does not exist in
   the family, or lies where each accepted draw costs thousands of oracle calls.
 * Every batch is checked before it is drawn: against the oracle budget, the length of one
-  Sobol sequence (2^30 points), the memory budget (its accepted draws are kept) and the
+  Sobol sequence (2^30 points), the memory budget (its accepted draws are kept, at most
+  KEPT_PER_EFFECTIVE per effective draw wanted) and the
   deadline (looked at between chunks of 2^16 proposals and between Newton steps).
 """
 
@@ -62,7 +80,8 @@ from scipy.special import logsumexp
 
 from optsolve.core import memory
 from optsolve.core.history import trace
-from optsolve.truncated.sampling import STOPPED, DrawLimit, PoolSet, Sampler, TimeUp, check_time, stop_of
+from optsolve.truncated.sampling import (STOPPED, AcceptanceCollapse, DrawLimit, PoolSet, Sampler, check_time,
+                                         stop_of)
 
 FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125)
 START_ACCEPTED = 2000
@@ -72,7 +91,13 @@ TRUST_ESS = 0.5  # Newton steps on a pool keep the weights' ESS above this share
 TRUST_MASS = 4.0  # ... and the survival mass p_theta(S) above 1 / TRUST_MASS of what it was
 MAX_DOUBLINGS = 2  # R up to 4 R_0 (see the module's notes)
 ALPHA0_DRAWS = (4000, 1 << 16)  # proposals of p_theta0 measuring alpha_0; the second when the first has no hit
-KEEP_COPIES = 3  # bytes of the kept draws, in multiples of the draws themselves (the pool stacks them)
+KEEP_COPIES = 2  # bytes of the kept draws, in multiples of the draws themselves (the pool and the next batch)
+CG_RTOL = 1e-8  # relative residual of a Newton system near the optimum
+CG_RTOL_FIRST = 1e-2  # ... and far from it
+SHIFTS = (0.25, 0.5, 0.75, 1.0)  # proposal means tried, as shares of the way to the mean of p_theta | S
+STREAM_FROM = 200_000  # effective size beyond which the final draws are streamed, not kept
+KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
+POOL_FACTOR = 10.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target)
 
 
 def pool_bytes(accepted: float, d: int) -> float:
@@ -106,6 +131,23 @@ def alpha0_and_radius(family, theta0, sampler: Sampler, measured: tuple[int, int
     return a0, math.log(1.0 / a0) + 2.0
 
 
+def _solve(family, Y, w, g, rtol=CG_RTOL):
+    """The Newton direction on a pool: Cov_w[T] delta = -g by conjugate gradients, preconditioned by
+    the inverse Fisher information of the Gaussian (or member) with the draws' weighted moments
+    (Hessian-vector products cost O(N d^2); no p x p matrix is formed). Returns delta."""
+    p = g.size
+    m = family.moments(Y, w)
+
+    def hv(v):
+        u = family.dot(Y, v)
+        return family.moments(Y, w * (u - w @ u))
+
+    H = LinearOperator((p, p), matvec=hv, dtype=float)
+    M = LinearOperator((p, p), matvec=family.inverse_fisher(m), dtype=float)
+    delta, _ = cg(H, -g, rtol=rtol, atol=0.0, maxiter=max(50, 2 * p), M=M)
+    return delta
+
+
 def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
     """Newton steps on the pool's sample-average objective from theta, inside L(theta) <= bound and
     inside the pool's trust region (the weights' ESS at least TRUST_ESS of the accepted draws).
@@ -113,7 +155,6 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
     bound and the decrement stalled there), 'trust' (a step was cut by the trust region: draw
     a new pool there) or 'stalled'."""
     Y = pool.Y
-    p = theta.size
 
     def evaluate(th):
         s = family.dot(Y, th) + pool.base
@@ -129,13 +170,9 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
         if deadline is not None and time.perf_counter() > deadline:
             return theta, dec, steps - 1, "time"
         g = family.moments(Y, w) - Tbar
-
-        def hv(v, w=w):
-            u = family.dot(Y, v)
-            return family.moments(Y, w * (u - w @ u))
-
-        H = LinearOperator((p, p), matvec=hv, dtype=float)
-        delta, _ = cg(H, -g, rtol=1e-8, atol=0.0, maxiter=max(50, 2 * p))
+        # inexact Newton: the system's tolerance follows the last decrement (superlinear convergence)
+        delta = _solve(family, Y, w, g, rtol=min(CG_RTOL_FIRST, max(CG_RTOL, math.sqrt(dec))) if dec < np.inf
+                       else CG_RTOL_FIRST)
         dec = float(-g @ delta)
         if not np.isfinite(dec) or dec <= 0:
             delta, dec = -g, float(g @ g)
@@ -164,13 +201,87 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
     return theta, dec, steps, why
 
 
-def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, deadline=None, progress=None,
-        alpha0=None):
-    """The Newton estimate for whitened samples Z. Returns a dict: theta, ``stop`` ('converged',
-    'budget', 'time_limit', 'collapse', 'runoff', 'limit' or 'max_batches'), its reason, counts and the
-    history. ``alpha0``: (accepted, proposals) of p_theta0 on S when measured already."""
-    n = Z.shape[0]
-    Tbar = family.moments(Z, np.full(n, 1.0 / n))
+def proposal(family, pool, theta, rate: float) -> tuple[np.ndarray, float]:
+    """The proposal for the next draws at theta, and its effective draws per proposal (the pool
+    should describe p_theta | S: drawn near theta, with some batch from p_theta itself).
+
+    Candidates: members with theta's covariance and a mean moved from theta's toward the mean of
+    p_theta | S (the pool's weighted mean) by SHIFTS; each keeps an effective sample size of
+    N alpha / E_{p_theta|S}[p_theta / q] for N proposals (alpha = p_theta(S) = ``rate``), the
+    expectation taken over the pool. Where S holds little of p_theta, a proposal centred nearer
+    S spends far fewer oracle calls per effective draw (importance sampling by a mean shift)."""
+    best = (np.asarray(theta), rate)
+    if family.shifted(theta, np.zeros(family.d)) is None or not rate > 0:
+        return best
+    w = pool.weights(family, theta)
+    mu = family.params(theta)["mean"]
+    target = w @ pool.Y
+    A = family.A(theta)
+    for c in SHIFTS:
+        q = family.shifted(theta, mu + c * (target - mu))
+        r = family.dot(pool.Y, theta - q) - A + family.A(q)  # log p_theta / q
+        ratio = float(w @ np.exp(r))
+        mass = rate * float(w @ np.exp(-r))  # q(S), which bounds the effective draws per proposal
+        eff = min(rate / ratio, mass, 1.0) if np.isfinite(ratio) and ratio > 0 else 0.0
+        if eff > best[1]:
+            best = (q, eff)
+    return best
+
+
+def stream_step(family, pools, pool, theta, Tbar, L, bound, need: float, deadline=None):
+    """One Newton step from theta whose gradient comes from fresh draws, summed as they come (no
+    draw is kept): proposals are drawn until the weights' effective size reaches ``need``, and the
+    step's Hessian is the pool's (its error then changes the step only by the pool's Monte-Carlo
+    error times the step). Returns (theta, effective size, proposals)."""
+    q, eff = proposal(family, pool, theta, pool.survival(family, theta)[0])
+    d = family.d
+    A_diff = family.A(q) - family.A(theta)
+    top, W, W2, S1, S2 = -np.inf, 0.0, 0.0, np.zeros(d), 0.0
+    drawn = 0
+    ess = 0.0
+    while ess < need:
+        N = 1 << int(math.ceil(math.log2(max(1.2 * (need - ess) / max(eff, 1e-12), 2.0))))
+        for Yc in pools.accepted(q, N):
+            if not Yc.shape[0]:
+                continue
+            s = family.dot(Yc, theta - q) + A_diff  # log p_theta / q
+            m = float(s.max())
+            if m > top:  # keep the sums' scale at the largest log weight so far
+                scale = math.exp(top - m) if np.isfinite(top) else 0.0
+                W, W2, S1, S2, top = W * scale, W2 * scale * scale, S1 * scale, S2 * scale, m
+            wc = np.exp(s - top)
+            W, W2 = W + float(wc.sum()), W2 + float(wc @ wc)
+            S1 += wc @ Yc
+            S2 += family.second_moment(Yc, wc)
+            pools.sampler.accepted += Yc.shape[0]
+        drawn += N
+        ess = W * W / W2 if W2 > 0 else 0.0
+        if ess < 2:
+            raise AcceptanceCollapse(f"none of {drawn} proposals of the final draws fell in the set")
+        eff = max(ess / drawn, 1e-12)
+    m = family.moments_from(S1 / W, S2 / W)
+    g = m - Tbar
+    w = pool.weights(family, theta)
+    delta = _solve(family, pool.Y, w, g)
+    t = 1.0
+    while t > 1e-6 and not (family.valid(theta + t * delta) and L(theta + t * delta) <= bound):
+        t *= 0.5
+    return (theta + t * delta if t > 1e-6 else theta), ess, drawn
+
+
+def kept_target(p: int, target: float) -> float:
+    """The effective size the kept pool grows to before the final streamed step (all of ``target``
+    when that is small): large enough that the pool's Hessian error moves the final step by a
+    small share of the final draws' own Monte-Carlo error."""
+    return min(target, max(STREAM_FROM, math.sqrt(POOL_FACTOR * p * target)))
+
+
+def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=None, deadline=None,
+        progress=None, alpha0=None):
+    """The Newton estimate for whitened samples with mean statistics Tbar (n of them). Returns a dict:
+    theta, ``stop`` ('converged', 'budget', 'time_limit', 'collapse', 'runoff', 'limit' or
+    'max_batches'), its reason, counts and the history. ``alpha0``: (accepted, proposals) of
+    p_theta0 on S when measured already."""
     theta0 = family.from_moments(Tbar)
 
     def L(th):
@@ -189,44 +300,51 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
     R0 = R
     tol = 1e-12  # Newton decrement (see the module's notes)
     target = (final_ess or FINAL_ESS) * n
+    keep = kept_target(family.p, target)
     theta = theta0.copy()
-    need = max(START_ACCEPTED, 10 * family.p)  # accepted draws wanted in the next batch
+    need = max(START_ACCEPTED, 10 * family.p)  # effective draws wanted in the next batch
     rate = alpha0
     pools = PoolSet(family, sampler)
     history, notes = [], []
-    doubled, ess, dec, settled, bound_hits = 0, 0.0, np.inf, 0, 0
+    doubled, ess, dec, bound_hits = 0, 0.0, np.inf, 0
     stop, reason = "max_batches", f"stopped after {MAX_POOLS} batches"
-    pool = None
+    pool, q, eff = None, theta, alpha0
     try:
         for k in range(MAX_POOLS):
-            # Sobol points come in powers of 2
-            N = 1 << int(math.ceil(math.log2(1.2 * need / max(rate, sampler.floor))))
+            N = 1 << int(math.ceil(math.log2(1.2 * need / max(eff, sampler.floor))))  # Sobol points: powers of 2
             try:
                 check_time(deadline)
-                kept = sum(b[2].shape[0] for b in pools.batches[settled:]) + 1.5 * need
+                kept = sum(b[2].shape[0] for b in pools.batches) + KEPT_PER_EFFECTIVE * need
                 if pool_bytes(kept, family.d) > memory.budget_bytes():
                     raise DrawLimit(f"the next batch would keep {int(kept)} accepted draws in d = {family.d}, "
                                     f"{memory.human_bytes(pool_bytes(kept, family.d))}, more than the memory budget "
                                     f"of {memory.human_bytes(memory.budget_bytes())} (raise it with --memory-limit "
                                     "or loosen --tol)")
-                pools.draw(theta, N)
+                pools.draw(q, N)
+                unshifted = q is theta
             except STOPPED as exc:
                 stop, reason = stop_of(exc)
                 break
-            pool = pools.pool(len(pools.batches) - settled)
+            pool = pools.pool(len(pools.batches))
             theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol, deadline)
             if why == "time":
                 stop, reason = "time_limit", "the time limit was reached"
                 break
             ess = pool.ess(family, theta)
-            rate = max(pool.survival(family, theta)[0], 0.25 * pools.batches[-1][2].shape[0] / N)
-            history.append({"batch": k, "proposals": N, "accepted": int(pools.batches[-1][2].shape[0]), "ess": ess,
+            rate = pool.survival(family, theta)[0]
+            if unshifted:  # floored by the last batch's own acceptance, when it was drawn from p_theta
+                rate = max(rate, 0.25 * pools.batches[-1][2].shape[0] / N)
+            # a shifted proposal only from a pool that describes theta (its estimate from a pool drawn
+            # elsewhere can be far off); after a move, the next batch is drawn from p_theta itself
+            q, eff = proposal(family, pool, theta, rate) if why == "converged" else (theta, rate)
+            accepted = int(pools.batches[-1][2].shape[0])
+            history.append({"batch": k, "proposals": N, "accepted": accepted, "ess": ess,
                             "newton_steps": steps, "decrement": dec, "stop": why, "oracle_calls": oracle.calls})
             trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
-                  evaluations_of="membership oracle", ess=float(ess), accepted=int(pools.batches[-1][2].shape[0]))
+                  evaluations_of="membership oracle", ess=float(ess), accepted=accepted)
             if progress is not None:
-                progress.update(k, proposals=N, accepted=int(pools.batches[-1][2].shape[0]), ess=float(ess),
-                                newton_steps=steps, decrement=float(dec), stop=why)
+                progress.update(k, proposals=N, accepted=accepted, ess=float(ess), newton_steps=steps,
+                                decrement=float(dec), stop=why)
             bound_hits = bound_hits + 1 if why == "bound" else 0
             if bound_hits == 2 and doubled == MAX_DOUBLINGS and radius is None:
                 stop, reason = "runoff", runoff_reason(family, theta, R0, R, L(theta) - L0, alpha0, rate)
@@ -237,17 +355,26 @@ def fit(family, Z, oracle, rng, *, max_calls=None, radius=None, final_ess=None, 
                 bound_hits = 0
                 notes.append(f"the bound L(theta) <= L(theta0) + R was active: R doubled to {R:.3g}")
             if why != "converged":
-                settled = len(pools.batches)  # the estimate moved: the batches so far describe another theta
+                pools.forget(0)  # the estimate moved: the batches so far describe another theta
                 continue
             if ess >= target:
                 stop, reason = "converged", ""
                 break
-            need = int(min(4.0 * ess, max(need, target - ess)))
+            if ess >= keep:
+                check_time(deadline)
+                theta, ess, drawn = stream_step(family, pools, pool, theta, Tbar, L, L0 + R, target, deadline)
+                history.append({"batch": k + 1, "proposals": drawn, "accepted": None, "ess": ess, "newton_steps": 1,
+                                "decrement": None, "stop": "streamed", "oracle_calls": oracle.calls})
+                stop, reason = "converged", ""
+                break
+            need = int(min(4.0 * ess, max(need, 1.25 * (target - ess), 0.25 * ess), max(1.25 * (keep - ess), 1.0)))
+    except STOPPED as exc:
+        stop, reason = stop_of(exc)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate so far
         stop, reason = "interrupted", "interrupted"
-    return {"theta": theta, "theta0": theta0, "alpha0": alpha0, "radius": R, "radius_doublings": doubled,
-            "ess": ess, "decrement": dec, "batches": history, "samples_drawn": sampler.accepted, "notes": notes,
-            "stop": stop, "reason": reason}
+    return {"theta": theta, "theta0": theta0, "Tbar": Tbar, "alpha0": alpha0, "radius": R,
+            "radius_doublings": doubled, "ess": ess, "decrement": dec, "batches": history,
+            "samples_drawn": sampler.accepted, "notes": notes, "stop": stop, "reason": reason}
 
 
 EDGES = {"gaussian": "a density flat or log-convex along some direction of the set, which no Gaussian has",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from optsolve.core import memory
 from optsolve.core.errors import InputError
@@ -25,6 +26,7 @@ from optsolve.truncated.sets import Oracle, SetError, load_oracle, parse_set
 FAMILY_NAMES = tuple(fam.FAMILIES)
 
 
+STAT_ROWS = 8192  # rows of samples whitened at once
 # Largest magnitude of a sample: its square (a sufficient statistic) stays finite, with room for sums.
 MAX_ABS_SAMPLE = 1e150
 
@@ -129,8 +131,8 @@ class TruncatedProblem:
     membership: object  # N x d -> bools, original coordinates
     shift: np.ndarray  # whitening: x = shift + z @ scale.T
     scale: np.ndarray
-    Z: np.ndarray  # the samples, whitened
     known_cov: np.ndarray | None
+    _Z: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -139,6 +141,38 @@ class TruncatedProblem:
     @property
     def d(self) -> int:
         return self.X.shape[1]
+
+    @property
+    def Z(self) -> np.ndarray:
+        """The samples, whitened (formed on first use: only the SGD baselines and the bootstrap need them)."""
+        if self._Z is None:
+            self._Z = self.whiten(self.X)
+        return self._Z
+
+    def whiten(self, X) -> np.ndarray:
+        return solve_triangular(self.scale, (X - self.shift).T, lower=True).T
+
+    def mean_statistics(self, rows=None) -> np.ndarray:
+        """The mean of T over the given rows (all by default) in whitened coordinates, by blocks of rows
+        (no n x d copy)."""
+        fam = self.family
+        count = self.n if rows is None else rows.size
+        s1 = np.zeros(self.d)
+        s2 = 0.0
+        for a in range(0, count, STAT_ROWS):
+            Zb = self.whiten(self.X[a:a + STAT_ROWS] if rows is None else self.X[rows[a:a + STAT_ROWS]])
+            s1 += Zb.sum(axis=0)
+            s2 = s2 + fam.second_moment(Zb, np.ones(Zb.shape[0]))
+        return fam.moments_from(s1 / count, s2 / count)
+
+    def mean_log_h(self, rows) -> float:
+        """The mean of log h over the given rows, whitened (a constant for the Gaussian family)."""
+        if self.family.name == "gaussian":
+            return float(self.family.log_h(self.X[:1])[0])
+        total = 0.0
+        for a in range(0, rows.size, STAT_ROWS):
+            total += float(self.family.log_h(self.whiten(self.X[rows[a:a + STAT_ROWS]])).sum())
+        return total / rows.size
 
     def oracle(self) -> Oracle:
         """A fresh counted oracle on whitened points."""
@@ -153,6 +187,21 @@ class TruncatedProblem:
         out = {"mean": self.shift + self.scale @ p["mean"]}
         out["covariance"] = self.known_cov if self.known_cov is not None else self.scale @ p["covariance"] @ self.scale.T
         return out
+
+
+def mean_and_covariance(X) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' mean and (biased) covariance, by blocks of rows with the mean taken out first (no
+    n x d copy)."""
+    n, d = X.shape
+    mean = np.zeros(d)
+    for a in range(0, n, STAT_ROWS):
+        mean += X[a:a + STAT_ROWS].sum(axis=0)
+    mean /= n
+    cov = np.zeros((d, d))
+    for a in range(0, n, STAT_ROWS):
+        B = X[a:a + STAT_ROWS] - mean
+        cov += B.T @ B
+    return mean, cov / n
 
 
 def membership_of(problem: Problem, oracle_spec: str | None):
@@ -178,8 +227,8 @@ def prepare(problem: Problem, oracle_spec: str | None = None) -> TruncatedProble
         check_inside(problem, inside, f"the set of '--oracle {oracle_spec}'")
     known = None
     if name == "gaussian":
-        shift = X.mean(axis=0)
-        scale = np.linalg.cholesky(np.cov(X, rowvar=False, bias=True).reshape(d, d))
+        shift, cov = mean_and_covariance(X)
+        scale = np.linalg.cholesky(cov)
     elif name == "gaussian-mean":
         known = np.asarray(problem["cov"], dtype=float)
         shift = X.mean(axis=0)
@@ -187,8 +236,7 @@ def prepare(problem: Problem, oracle_spec: str | None = None) -> TruncatedProble
     else:
         shift = np.zeros(d)
         scale = np.diag(np.maximum(X.mean(axis=0), 1e-300))
-    Z = np.linalg.solve(scale, (X - shift).T).T
-    return TruncatedProblem(X, family, membership, shift, scale, Z, known)
+    return TruncatedProblem(X, family, membership, shift, scale, known)
 
 
 # --------------------------------------------------------------------------- generators

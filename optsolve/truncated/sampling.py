@@ -156,23 +156,40 @@ def sobol_normals(N: int, d: int, rng):
 
 
 class PoolSet:
-    """Batches of rejection draws at successive parameters, combined into one :class:`Pool`."""
+    """Batches of rejection draws at successive proposals (members of the family), combined into one
+    :class:`Pool`."""
 
     def __init__(self, family, sampler: Sampler):
         self.family = family
         self.sampler = sampler
         self.batches = []  # (theta_k, N_k, accepted Y_k)
 
-    def draw(self, theta, N: int) -> None:
+    def accepted(self, theta, N: int):
+        """The accepted draws of N proposals of p_theta, chunk by chunk (scrambled Sobol points, one
+        oracle call each; the budget is checked for all N first, the deadline between chunks).
+        Where the family's draws are affine in the normals, each chunk goes to the oracle in the
+        original coordinates by one matrix product, and only the accepted rows are whitened."""
         if N > SOBOL_MAX:
             raise DrawLimit(f"the next batch needs {N} proposals, more than the {SOBOL_MAX} of one Sobol sequence")
         self.sampler.afford(N)
-        kept = []
+        oracle = self.sampler.oracle
+        affine = self.family.affine(theta) if hasattr(oracle, "original") else None
+        if affine is not None:
+            mu, M = affine
+            scale = oracle.scale if oracle.scale is not None else np.eye(self.family.d)
+            Mo, co = M @ scale.T, scale @ mu + (oracle.shift if oracle.shift is not None else 0.0)
         for Zc in sobol_normals(N, self.family.d, self.sampler.rng):
             check_time(self.sampler.deadline)
-            Y = self.family.transform(theta, Zc)
-            kept.append(Y[self.sampler.ask(Y)])
-        Y = np.vstack(kept)
+            if affine is None:
+                Y = self.family.transform(theta, Zc)
+                yield Y[self.sampler.ask(Y)]
+            else:
+                Xc = Zc @ Mo
+                Xc += co
+                yield mu + Zc[oracle.original(Xc)] @ M
+
+    def draw(self, theta, N: int) -> None:
+        Y = np.vstack(list(self.accepted(theta, N)))
         if Y.shape[0] < 2:
             raise AcceptanceCollapse(f"{Y.shape[0]} of {N} proposals of the current estimate fell in the set")
         if Y.shape[0] / N < self.sampler.floor:
@@ -182,12 +199,22 @@ class PoolSet:
         self.batches.append((np.array(theta), N, Y))
 
     def pool(self, keep: int | None = None) -> Pool:
-        """The last ``keep`` batches (all by default) as one pool."""
-        batches = self.batches[-keep:] if keep else self.batches
-        Y = np.vstack([b[2] for b in batches])
+        """The last ``keep`` batches (all by default) as one pool; those batches then hold views of
+        the pool's rows (one copy of the draws is kept)."""
+        first = len(self.batches) - keep if keep else 0
+        batches = self.batches[first:]
+        Y = np.vstack([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
         N = sum(b[1] for b in batches)
         logq = logsumexp(np.stack([math.log(b[1] / N) + self.family.logpdf(b[0], Y) for b in batches]), axis=0)
+        a = 0
+        for i, (th, Nk, Yk) in enumerate(batches):
+            self.batches[first + i] = (th, Nk, Y[a:a + Yk.shape[0]])
+            a += Yk.shape[0]
         return Pool(Y, self.family.log_h(Y) - logq, N)
+
+    def forget(self, keep: int) -> None:
+        """Drop all but the last ``keep`` batches (those drawn before the estimate settled)."""
+        del self.batches[:len(self.batches) - keep]
 
 
 def clopper_pearson(k: int, N: int, level: float = 0.95) -> tuple[float, float]:

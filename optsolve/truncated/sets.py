@@ -177,6 +177,10 @@ class Oracle:
         X = Z if self.scale is None else Z @ self.scale.T
         if self.shift is not None:
             X = X + self.shift
+        return self.original(X)
+
+    def original(self, X: np.ndarray) -> np.ndarray:
+        """The answers for points already in the original coordinates (counted alike)."""
         out = np.empty(X.shape[0], dtype=bool)
         for a in range(0, X.shape[0], BATCH):
             block = X[a:a + BATCH]

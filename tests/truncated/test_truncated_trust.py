@@ -238,8 +238,11 @@ def test_memory_budget_refuses_large_dimensions_and_options(cli, tmp_path):
     r = cli("truncated", path, "--memory-limit", "10M")
     assert r.exit_code == 7 and "d = 40" in r.stderr and "sufficient statistics" in r.stderr
     small = _write(tmp_path, "q.npz", _gaussian(n=50))
-    r = cli("truncated", small, "--tol", "1e-9")
+    # the final draws are streamed: a tiny --tol needs kept draws of order sqrt(p n / tol) only
+    r = cli("truncated", small, "--tol", "1e-9", "--memory-limit", "50M")
     assert r.exit_code == 7 and "'--tol'" in r.stderr and "memory budget" in r.stderr
+    r = cli("truncated", small, "--tol", "1e-9")
+    assert r.exit_code == 5 and "proposals" in r.stderr
     r = cli("truncated", small, "--bootstrap", str(10 ** 15))
     assert r.exit_code == 7 and "'--bootstrap'" in r.stderr and "memory budget" in r.stderr
 
