@@ -46,22 +46,25 @@ class Gaussian:
         return np.concatenate([h, P[self.iu]])
 
     def dot(self, Y, theta):
+        """theta . T(y) per row, in the precision of Y (single precision rows: the Newton systems')."""
         h, P = self.split(theta)
-        out = Y @ h
+        out = Y @ h.astype(Y.dtype, copy=False)
         if P.any():
+            P = P.astype(Y.dtype, copy=False)
             for b in blocks(Y.shape[0]):
                 out[b] -= 0.5 * np.einsum("ij,ij->i", Y[b] @ P, Y[b])
         return out
 
     def second_moment(self, Y, w):
-        """sum_i w_i y_i y_i' (d x d), by blocks of rows."""
+        """sum_i w_i y_i y_i' (d x d), by blocks of rows (in Y's precision, summed in double)."""
         S2 = np.zeros((self.d, self.d))
+        w = w.astype(Y.dtype, copy=False)
         for b in blocks(Y.shape[0]):
             S2 += (Y[b] * w[b, None]).T @ Y[b]
         return S2
 
     def moments(self, Y, w):
-        return self.moments_from(w @ Y, self.second_moment(Y, w))
+        return self.moments_from((w.astype(Y.dtype, copy=False) @ Y).astype(float), self.second_moment(Y, w))
 
     def moments_from(self, m1, m2):
         """E[T] from the mean m1 and the second moment m2 = E[y y'] (d x d)."""
@@ -173,10 +176,10 @@ class _Linear:
         self.p = d
 
     def dot(self, Y, theta):
-        return Y @ theta
+        return Y @ theta.astype(Y.dtype, copy=False)
 
     def moments(self, Y, w):
-        return w @ Y
+        return (w.astype(Y.dtype, copy=False) @ Y).astype(float)
 
     def logpdf(self, theta, Y):
         return self.dot(Y, theta) - self.A(theta) + self.log_h(Y)

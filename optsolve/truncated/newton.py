@@ -25,7 +25,8 @@ coordinates whitened by theta0:
   the inverse Fisher information of the untruncated member with the weights' moments (for the
   Gaussian the Jacobian of the moments-to-parameters map, applied in O(d^3)), to a relative
   residual of 1e-2 far from the optimum and sqrt(decrement) near it, down to 1e-8 (inexact
-  Newton: Dembo, Eisenstat and Steihaug, SIAM J. Numer. Anal. 19, 1982); backtracking
+  Newton: Dembo, Eisenstat and Steihaug, SIAM J. Numer. Anal. 19, 1982), the products in
+  single precision from SINGLE_FROM_P statistics on; backtracking
   halves the step until theta stays in D (covariance positive definite), the weights keep an
   effective sample size (ESS) of at least half of what they had at the start and the survival
   mass p_theta(S) stays above a quarter of its start (a trust region: beyond it the draws no
@@ -81,7 +82,7 @@ from scipy.special import logsumexp
 from optsolve.core import memory
 from optsolve.core.history import trace
 from optsolve.truncated.sampling import (STOPPED, AcceptanceCollapse, DrawLimit, PoolSet, Sampler, check_time,
-                                         stop_of)
+                                         sobol_count, stop_of)
 
 FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125)
 START_ACCEPTED = 2000
@@ -94,15 +95,17 @@ ALPHA0_DRAWS = (4000, 1 << 16)  # proposals of p_theta0 measuring alpha_0; the s
 KEEP_COPIES = 2  # bytes of the kept draws, in multiples of the draws themselves (the pool and the next batch)
 CG_RTOL = 1e-8  # relative residual of a Newton system near the optimum
 CG_RTOL_FIRST = 1e-2  # ... and far from it
+CG_RTOL_STREAM = 1e-4  # of the streamed step (its Hessian, the pool's, has a larger error)
 SHIFTS = (0.25, 0.5, 0.75, 1.0)  # proposal means tried, as shares of the way to the mean of p_theta | S
 STREAM_FROM = 200_000  # effective size beyond which the final draws are streamed, not kept
 KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
+SINGLE_FROM_P = 200  # statistics from which the Newton systems' products run in single precision
 POOL_FACTOR = 10.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target)
 
 
 def pool_bytes(accepted: float, d: int) -> float:
     """Memory that ``accepted`` kept draws in d dimensions take (with the pool's copies)."""
-    return float(accepted) * max(d, 1) * 8.0 * KEEP_COPIES
+    return float(accepted) * max(d, 1) * 8.0 * (KEEP_COPIES + 0.5)  # and the single-precision copy
 
 
 class ZeroMass(RuntimeError):
@@ -131,11 +134,15 @@ def alpha0_and_radius(family, theta0, sampler: Sampler, measured: tuple[int, int
     return a0, math.log(1.0 / a0) + 2.0
 
 
-def _solve(family, Y, w, g, rtol=CG_RTOL):
+def _solve(family, pool, w, g, rtol=CG_RTOL):
     """The Newton direction on a pool: Cov_w[T] delta = -g by conjugate gradients, preconditioned by
     the inverse Fisher information of the Gaussian (or member) with the draws' weighted moments
-    (Hessian-vector products cost O(N d^2); no p x p matrix is formed). Returns delta."""
+    (Hessian-vector products cost O(N d^2); no p x p matrix is formed). From SINGLE_FROM_P
+    statistics on, the products run on the draws in single precision (twice as fast; their
+    relative error, about 1e-6, only makes the direction inexact: the gradient stays double).
+    Returns delta."""
     p = g.size
+    Y = pool.single() if p >= SINGLE_FROM_P else pool.Y
     m = family.moments(Y, w)
 
     def hv(v):
@@ -171,8 +178,10 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
             return theta, dec, steps - 1, "time"
         g = family.moments(Y, w) - Tbar
         # inexact Newton: the system's tolerance follows the last decrement (superlinear convergence)
-        delta = _solve(family, Y, w, g, rtol=min(CG_RTOL_FIRST, max(CG_RTOL, math.sqrt(dec))) if dec < np.inf
-                       else CG_RTOL_FIRST)
+        # (a decrement near tol announces the checking solve: a rough solve measures the decrement within
+        # about condition x rtol^2, and a step still taken from it converges linearly)
+        rtol = CG_RTOL_FIRST if dec < 10 * tol or dec == np.inf else min(CG_RTOL_FIRST, max(CG_RTOL, math.sqrt(dec)))
+        delta = _solve(family, pool, w, g, rtol=rtol)
         dec = float(-g @ delta)
         if not np.isfinite(dec) or dec <= 0:
             delta, dec = -g, float(g @ g)
@@ -240,8 +249,9 @@ def stream_step(family, pools, pool, theta, Tbar, L, bound, need: float, deadlin
     drawn = 0
     ess = 0.0
     while ess < need:
-        N = 1 << int(math.ceil(math.log2(max(1.2 * (need - ess) / max(eff, 1e-12), 2.0))))
-        for Yc in pools.accepted(q, N):
+        N = sobol_count(1.2 * (need - ess) / max(eff, 1e-12))
+        for Yc, count in pools.accepted(q, N):
+            drawn += count
             if not Yc.shape[0]:
                 continue
             s = family.dot(Yc, theta - q) + A_diff  # log p_theta / q
@@ -254,7 +264,9 @@ def stream_step(family, pools, pool, theta, Tbar, L, bound, need: float, deadlin
             S1 += wc @ Yc
             S2 += family.second_moment(Yc, wc)
             pools.sampler.accepted += Yc.shape[0]
-        drawn += N
+            ess = W * W / W2
+            if ess >= need:  # each scrambled Sobol point is N(0, I): a prefix averages without bias
+                break
         ess = W * W / W2 if W2 > 0 else 0.0
         if ess < 2:
             raise AcceptanceCollapse(f"none of {drawn} proposals of the final draws fell in the set")
@@ -262,7 +274,7 @@ def stream_step(family, pools, pool, theta, Tbar, L, bound, need: float, deadlin
     m = family.moments_from(S1 / W, S2 / W)
     g = m - Tbar
     w = pool.weights(family, theta)
-    delta = _solve(family, pool.Y, w, g)
+    delta = _solve(family, pool, w, g, rtol=CG_RTOL_STREAM)
     t = 1.0
     while t > 1e-6 and not (family.valid(theta + t * delta) and L(theta + t * delta) <= bound):
         t *= 0.5
@@ -311,7 +323,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
     pool, q, eff = None, theta, alpha0
     try:
         for k in range(MAX_POOLS):
-            N = 1 << int(math.ceil(math.log2(1.2 * need / max(eff, sampler.floor))))  # Sobol points: powers of 2
+            N = sobol_count(1.2 * need / max(eff, sampler.floor))
             try:
                 check_time(deadline)
                 kept = sum(b[2].shape[0] for b in pools.batches) + KEPT_PER_EFFECTIVE * need

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import logsumexp
@@ -118,6 +118,13 @@ class Pool:
     Y: np.ndarray
     base: np.ndarray
     proposals: int  # N, all proposals (accepted or not)
+    _single: np.ndarray | None = field(default=None, repr=False)
+
+    def single(self) -> np.ndarray:
+        """The draws in single precision (made once): the rows of the Newton systems' products."""
+        if self._single is None:
+            self._single = self.Y.astype(np.float32)
+        return self._single
 
     def log_weights(self, family, theta):
         return family.dot(self.Y, theta) + self.base
@@ -142,6 +149,15 @@ class Pool:
 SOBOL_CHUNK = 1 << 16
 
 
+def sobol_count(x: float) -> int:
+    """The number of Sobol points to draw for at least x: a power of 2 up to SOBOL_CHUNK, a multiple
+    of it beyond (each chunk of a scrambled sequence is a net of its own; rounding up to a power
+    of 2 would draw up to twice what is needed)."""
+    if x <= SOBOL_CHUNK:
+        return 1 << max(1, int(math.ceil(math.log2(max(x, 2.0)))))
+    return SOBOL_CHUNK * int(math.ceil(x / SOBOL_CHUNK))
+
+
 def sobol_normals(N: int, d: int, rng):
     """N standard normal rows from one scrambled Sobol sequence, in chunks of at most 2^16 rows
     (randomised quasi-Monte Carlo: each row is N(0, I), and averages over the N rows vary far
@@ -152,7 +168,7 @@ def sobol_normals(N: int, d: int, rng):
     engine = qmc.Sobol(d, scramble=True, seed=rng)
     for a in range(0, N, SOBOL_CHUNK):
         U = engine.random(min(SOBOL_CHUNK, N - a))
-        yield ndtri(np.clip(U, 1e-16, 1 - 1e-16))
+        yield ndtri(np.clip(U, 1e-16, 1 - 1e-16, out=U), out=U)
 
 
 class PoolSet:
@@ -165,8 +181,9 @@ class PoolSet:
         self.batches = []  # (theta_k, N_k, accepted Y_k)
 
     def accepted(self, theta, N: int):
-        """The accepted draws of N proposals of p_theta, chunk by chunk (scrambled Sobol points, one
-        oracle call each; the budget is checked for all N first, the deadline between chunks).
+        """The accepted draws of N proposals of p_theta, chunk by chunk, with the chunk's proposals
+        (scrambled Sobol points, one oracle call each; the budget is checked for all N first, the
+        deadline between chunks).
         Where the family's draws are affine in the normals, each chunk goes to the oracle in the
         original coordinates by one matrix product, and only the accepted rows are whitened."""
         if N > SOBOL_MAX:
@@ -182,14 +199,14 @@ class PoolSet:
             check_time(self.sampler.deadline)
             if affine is None:
                 Y = self.family.transform(theta, Zc)
-                yield Y[self.sampler.ask(Y)]
+                yield Y[self.sampler.ask(Y)], Zc.shape[0]
             else:
                 Xc = Zc @ Mo
                 Xc += co
-                yield mu + Zc[oracle.original(Xc)] @ M
+                yield mu + Zc[oracle.original(Xc)] @ M, Zc.shape[0]
 
     def draw(self, theta, N: int) -> None:
-        Y = np.vstack(list(self.accepted(theta, N)))
+        Y = np.vstack([Y for Y, _ in self.accepted(theta, N)])
         if Y.shape[0] < 2:
             raise AcceptanceCollapse(f"{Y.shape[0]} of {N} proposals of the current estimate fell in the set")
         if Y.shape[0] / N < self.sampler.floor:
