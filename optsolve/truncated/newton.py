@@ -49,8 +49,8 @@ coordinates whitened by theta0:
   million. The balance-heuristic weights treat a shifted batch like any other.
 * Streamed final step: the kept pool grows to an effective size of
   max(STREAM_FROM, sqrt(POOL_FACTOR p FINAL_ESS n)) (all of FINAL_ESS n when that is smaller);
-  the last step's gradient then comes from FINAL_ESS n effective draws summed as they are
-  drawn, never kept, and its Hessian from the pool (an error e in the Hessian moves the step by
+  the last step's gradient then comes from the pool and fresh draws summed as they are drawn,
+  never kept, FINAL_ESS n effective draws together, and its Hessian from the pool (an error e in the Hessian moves the step by
   about e times the step, already of the order of the pool's own Monte-Carlo error). Memory
   then grows with sqrt(n), not n.
 * R = log(1/alpha_0) + 2, alpha_0 the acceptance of p_theta0 (measured); when the steps of
@@ -92,7 +92,7 @@ TRUST_ESS = 0.5  # Newton steps on a pool keep the weights' ESS above this share
 TRUST_MASS = 4.0  # ... and the survival mass p_theta(S) above 1 / TRUST_MASS of what it was
 MAX_DOUBLINGS = 2  # R up to 4 R_0 (see the module's notes)
 ALPHA0_DRAWS = (4000, 1 << 16)  # proposals of p_theta0 measuring alpha_0; the second when the first has no hit
-KEEP_COPIES = 2  # bytes of the kept draws, in multiples of the draws themselves (the pool and the next batch)
+KEEP_COPIES = 1  # bytes of the kept draws, in multiples of the draws themselves (written in place, never stacked)
 CG_RTOL = 1e-8  # relative residual of a Newton system near the optimum
 CG_RTOL_FIRST = 1e-2  # ... and far from it
 CG_RTOL_STREAM = 1e-4  # of the streamed step (its Hessian, the pool's, has a larger error)
@@ -100,7 +100,7 @@ SHIFTS = (0.25, 0.5, 0.75, 1.0)  # proposal means tried, as shares of the way to
 STREAM_FROM = 200_000  # effective size beyond which the final draws are streamed, not kept
 KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
 SINGLE_FROM_P = 200  # statistics from which the Newton systems' products run in single precision
-POOL_FACTOR = 10.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target)
+POOL_FACTOR = 4.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target)
 
 
 def pool_bytes(accepted: float, d: int) -> float:
@@ -237,11 +237,17 @@ def proposal(family, pool, theta, rate: float) -> tuple[np.ndarray, float]:
     return best
 
 
-def stream_step(family, pools, pool, theta, Tbar, L, bound, need: float, deadline=None):
-    """One Newton step from theta whose gradient comes from fresh draws, summed as they come (no
-    draw is kept): proposals are drawn until the weights' effective size reaches ``need``, and the
-    step's Hessian is the pool's (its error then changes the step only by the pool's Monte-Carlo
-    error times the step). Returns (theta, effective size, proposals)."""
+def stream_step(family, pools, pool, theta, Tbar, L, bound, target: float, deadline=None):
+    """One Newton step from theta (the pool's optimum) whose gradient also counts fresh draws, summed
+    as they come (no draw is kept): proposals are drawn until the weights' effective size with the
+    pool's reaches ``target``; the two independent estimates of E_theta[T | S] are averaged in
+    proportion to their effective sizes (the one-step optimum of the pool and the fresh draws
+    together), and the step's Hessian is the pool's (its error then changes the step only by the
+    pool's Monte-Carlo error times the step). Returns (theta, effective size, proposals)."""
+    w = pool.weights(family, theta)
+    kept = 1.0 / (w @ w)
+    g_kept = family.moments(pool.Y, w) - Tbar
+    need = max(target - kept, 0.1 * target)
     q, eff = proposal(family, pool, theta, pool.survival(family, theta)[0])
     d = family.d
     A_diff = family.A(q) - family.A(theta)
@@ -271,14 +277,12 @@ def stream_step(family, pools, pool, theta, Tbar, L, bound, need: float, deadlin
         if ess < 2:
             raise AcceptanceCollapse(f"none of {drawn} proposals of the final draws fell in the set")
         eff = max(ess / drawn, 1e-12)
-    m = family.moments_from(S1 / W, S2 / W)
-    g = m - Tbar
-    w = pool.weights(family, theta)
+    g = (ess * (family.moments_from(S1 / W, S2 / W) - Tbar) + kept * g_kept) / (ess + kept)
     delta = _solve(family, pool, w, g, rtol=CG_RTOL_STREAM)
     t = 1.0
     while t > 1e-6 and not (family.valid(theta + t * delta) and L(theta + t * delta) <= bound):
         t *= 0.5
-    return (theta + t * delta if t > 1e-6 else theta), ess, drawn
+    return (theta + t * delta if t > 1e-6 else theta), ess + kept, drawn
 
 
 def kept_target(p: int, target: float) -> float:
@@ -317,6 +321,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
     need = max(START_ACCEPTED, 10 * family.p)  # effective draws wanted in the next batch
     rate = alpha0
     pools = PoolSet(family, sampler)
+    pools.reserve(int(KEPT_PER_EFFECTIVE * keep) + (1 << 16))
     history, notes = [], []
     doubled, ess, dec, bound_hits = 0, 0.0, np.inf, 0
     stop, reason = "max_batches", f"stopped after {MAX_POOLS} batches"
@@ -326,7 +331,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
             N = sobol_count(1.2 * need / max(eff, sampler.floor))
             try:
                 check_time(deadline)
-                kept = sum(b[2].shape[0] for b in pools.batches) + KEPT_PER_EFFECTIVE * need
+                kept = pools.accepted_count() + KEPT_PER_EFFECTIVE * need
                 if pool_bytes(kept, family.d) > memory.budget_bytes():
                     raise DrawLimit(f"the next batch would keep {int(kept)} accepted draws in d = {family.d}, "
                                     f"{memory.human_bytes(pool_bytes(kept, family.d))}, more than the memory budget "
@@ -337,7 +342,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
             except STOPPED as exc:
                 stop, reason = stop_of(exc)
                 break
-            pool = pools.pool(len(pools.batches))
+            pool = pools.pool()
             theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol, deadline)
             if why == "time":
                 stop, reason = "time_limit", "the time limit was reached"
@@ -345,11 +350,11 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
             ess = pool.ess(family, theta)
             rate = pool.survival(family, theta)[0]
             if unshifted:  # floored by the last batch's own acceptance, when it was drawn from p_theta
-                rate = max(rate, 0.25 * pools.batches[-1][2].shape[0] / N)
+                rate = max(rate, 0.25 * pools.accepted_count(last=True) / N)
             # a shifted proposal only from a pool that describes theta (its estimate from a pool drawn
             # elsewhere can be far off); after a move, the next batch is drawn from p_theta itself
             q, eff = proposal(family, pool, theta, rate) if why == "converged" else (theta, rate)
-            accepted = int(pools.batches[-1][2].shape[0])
+            accepted = pools.accepted_count(last=True)
             history.append({"batch": k, "proposals": N, "accepted": accepted, "ess": ess,
                             "newton_steps": steps, "decrement": dec, "stop": why, "oracle_calls": oracle.calls})
             trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
@@ -367,7 +372,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
                 bound_hits = 0
                 notes.append(f"the bound L(theta) <= L(theta0) + R was active: R doubled to {R:.3g}")
             if why != "converged":
-                pools.forget(0)  # the estimate moved: the batches so far describe another theta
+                pools.forget()  # the estimate moved: the batches so far describe another theta
                 continue
             if ess >= target:
                 stop, reason = "converged", ""

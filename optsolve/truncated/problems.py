@@ -49,11 +49,12 @@ def _rules(problem: Problem) -> None:
     family = problem.get("family", "gaussian")
     if d == 0:
         raise problem.error(f"array 'samples' has shape ({n}, 0): d = 0 dimensions; expected at least one column.")
-    big = np.abs(X) > MAX_ABS_SAMPLE
-    if big.any():
-        r, c = np.argwhere(big)[0]
-        raise problem.error(f"array 'samples' has {X[r, c]:g} at ({r}, {c}); samples must be at most "
-                            f"{MAX_ABS_SAMPLE:g} in magnitude (their squares are sufficient statistics).")
+    for a in range(0, n, STAT_ROWS):  # by blocks of rows, here and below: no n x d temporary
+        big = np.abs(X[a:a + STAT_ROWS]) > MAX_ABS_SAMPLE
+        if big.any():
+            r, c = np.argwhere(big)[0]
+            raise problem.error(f"array 'samples' has {X[a + r, c]:g} at ({a + r}, {c}); samples must be at most "
+                                f"{MAX_ABS_SAMPLE:g} in magnitude (their squares are sufficient statistics).")
     memory.require(problem.source, f"family {family!r} in d = {d}: the certificate's {statistics_count(family, d)} x "
                    f"{statistics_count(family, d)} covariance of the sufficient statistics",
                    certificate_bytes(family, n, d))
@@ -68,12 +69,12 @@ def _rules(problem: Problem) -> None:
     if n < need:
         raise problem.error(f"array 'samples' has n = {n} rows; family {family!r} in d = {d} needs at least {need}.")
     if family == "gaussian":
-        s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
+        mean, C = mean_and_covariance(X)
+        s = np.linalg.svd(centred_r(X, mean), compute_uv=False)
         if s[-1] <= 1e-10 * max(s[0], 1e-300):
             raise problem.error(f"array 'samples' is rank-deficient: the centred samples span {int((s > 1e-10 * s[0]).sum())} "
                                 f"of d = {d} dimensions, so no covariance can be estimated (drop the constant "
                                 "directions, or give the covariance with family 'gaussian-mean').")
-        C = np.cov(X, rowvar=False, bias=True).reshape(d, d)
         try:
             np.linalg.cholesky(C)
         except np.linalg.LinAlgError:
@@ -94,7 +95,8 @@ def _rules(problem: Problem) -> None:
             S = parse_set(problem["set"], d)
         except SetError as exc:
             raise problem.error(f"{exc}.") from None
-        check_inside(problem, S.contains(X), "the declared set")
+        check_inside(problem, np.concatenate([S.contains(X[a:a + STAT_ROWS]) for a in range(0, n, STAT_ROWS)]),
+                     "the declared set")
 
 
 def check_inside(problem, inside: np.ndarray, what: str) -> None:
@@ -187,6 +189,16 @@ class TruncatedProblem:
         out = {"mean": self.shift + self.scale @ p["mean"]}
         out["covariance"] = self.known_cov if self.known_cov is not None else self.scale @ p["covariance"] @ self.scale.T
         return out
+
+
+def centred_r(X, mean) -> np.ndarray:
+    """R of a QR factorisation of the centred rows X - mean (d x d, the same singular values), by
+    blocks of rows (Demmel, Grigori, Hoemmen and Langou's tall-skinny QR, SIAM J. Sci. Comput. 34,
+    2012): no n x d copy."""
+    R = np.zeros((0, X.shape[1]))
+    for a in range(0, X.shape[0], STAT_ROWS):
+        R = np.linalg.qr(np.vstack([R, X[a:a + STAT_ROWS] - mean]), mode="r")
+    return R
 
 
 def mean_and_covariance(X) -> tuple[np.ndarray, np.ndarray]:

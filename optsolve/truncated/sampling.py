@@ -118,10 +118,12 @@ class Pool:
     Y: np.ndarray
     base: np.ndarray
     proposals: int  # N, all proposals (accepted or not)
-    _single: np.ndarray | None = field(default=None, repr=False)
+    _single: object = field(default=None, repr=False)  # the draws in single precision, or what gives them
 
     def single(self) -> np.ndarray:
         """The draws in single precision (made once): the rows of the Newton systems' products."""
+        if callable(self._single):
+            self._single = self._single()
         if self._single is None:
             self._single = self.Y.astype(np.float32)
         return self._single
@@ -178,7 +180,10 @@ class PoolSet:
     def __init__(self, family, sampler: Sampler):
         self.family = family
         self.sampler = sampler
-        self.batches = []  # (theta_k, N_k, accepted Y_k)
+        self.batches = []  # (theta_k, N_k, first row, end row) of the kept draws
+        self._rows = None  # the kept draws of every batch, one after another
+        self._used = 0
+        self._single, self._cast = None, 0  # their single-precision copy, and the rows cast so far
 
     def accepted(self, theta, N: int):
         """The accepted draws of N proposals of p_theta, chunk by chunk, with the chunk's proposals
@@ -206,32 +211,61 @@ class PoolSet:
                 yield mu + Zc[oracle.original(Xc)] @ M, Zc.shape[0]
 
     def draw(self, theta, N: int) -> None:
-        Y = np.vstack([Y for Y, _ in self.accepted(theta, N)])
-        if Y.shape[0] < 2:
-            raise AcceptanceCollapse(f"{Y.shape[0]} of {N} proposals of the current estimate fell in the set")
-        if Y.shape[0] / N < self.sampler.floor:
-            raise AcceptanceCollapse(f"the acceptance rate of the current estimate fell to {Y.shape[0] / N:.3g} "
+        """A batch: the accepted draws of N proposals of p_theta, written after the rows kept so far."""
+        start = self._used
+        for Y, _ in self.accepted(theta, N):
+            self._append(Y)
+        k = self._used - start
+        if k < 2 or k / N < self.sampler.floor:
+            self._used = start
+            if k < 2:
+                raise AcceptanceCollapse(f"{k} of {N} proposals of the current estimate fell in the set")
+            raise AcceptanceCollapse(f"the acceptance rate of the current estimate fell to {k / N:.3g} "
                                      f"(below the floor {self.sampler.floor:g})")
-        self.sampler.accepted += Y.shape[0]
-        self.batches.append((np.array(theta), N, Y))
+        self.sampler.accepted += k
+        self.batches.append((np.array(theta), N, start, self._used))
 
-    def pool(self, keep: int | None = None) -> Pool:
-        """The last ``keep`` batches (all by default) as one pool; those batches then hold views of
-        the pool's rows (one copy of the draws is kept)."""
-        first = len(self.batches) - keep if keep else 0
-        batches = self.batches[first:]
-        Y = np.vstack([b[2] for b in batches]) if len(batches) > 1 else batches[0][2]
-        N = sum(b[1] for b in batches)
-        logq = logsumexp(np.stack([math.log(b[1] / N) + self.family.logpdf(b[0], Y) for b in batches]), axis=0)
-        a = 0
-        for i, (th, Nk, Yk) in enumerate(batches):
-            self.batches[first + i] = (th, Nk, Y[a:a + Yk.shape[0]])
-            a += Yk.shape[0]
-        return Pool(Y, self.family.log_h(Y) - logq, N)
+    def reserve(self, rows: int) -> None:
+        """Room for ``rows`` kept draws in all (memory is taken as rows are written, not here): with
+        room reserved, batches are written in place and no pool is ever copied."""
+        if self._rows is None or self._rows.shape[0] < rows:
+            new = np.empty((int(rows), self.family.d))
+            if self._rows is not None:
+                new[:self._used] = self._rows[:self._used]
+            self._rows, self._single, self._cast = new, None, 0
 
-    def forget(self, keep: int) -> None:
-        """Drop all but the last ``keep`` batches (those drawn before the estimate settled)."""
-        del self.batches[:len(self.batches) - keep]
+    def _append(self, Y) -> None:
+        end = self._used + Y.shape[0]
+        if self._rows is None or end > self._rows.shape[0]:
+            self.reserve(max(end, 2 * (self._rows.shape[0] if self._rows is not None else 0), 1 << 14))
+        self._rows[self._used:end] = Y
+        self._used = end
+
+    def accepted_count(self, last: bool = False) -> int:
+        """Draws kept in all batches (``last``: in the last one)."""
+        if last:
+            return self.batches[-1][3] - self.batches[-1][2]
+        return self._used
+
+    def _single_rows(self) -> np.ndarray:
+        """The kept draws in single precision, cast as they come (one buffer beside the rows)."""
+        if self._single is None or self._single.shape[0] < self._rows.shape[0]:
+            self._single, self._cast = np.empty(self._rows.shape, dtype=np.float32), 0
+        self._single[self._cast:self._used] = self._rows[self._cast:self._used]
+        self._cast = self._used
+        return self._single[:self._used]
+
+    def pool(self) -> Pool:
+        """Every batch kept as one pool (views of the kept rows: no copy)."""
+        Y = self._rows[:self._used]
+        N = sum(b[1] for b in self.batches)
+        logq = logsumexp(np.stack([math.log(b[1] / N) + self.family.logpdf(b[0], Y) for b in self.batches]), axis=0)
+        return Pool(Y, self.family.log_h(Y) - logq, N, self._single_rows)
+
+    def forget(self) -> None:
+        """Drop every batch (those drawn before the estimate settled); their room is reused."""
+        self.batches = []
+        self._used = self._cast = 0
 
 
 def clopper_pearson(k: int, N: int, level: float = 0.95) -> tuple[float, float]:
