@@ -100,6 +100,7 @@ SHIFTS = (0.25, 0.5, 0.75, 1.0)  # proposal means tried, as shares of the way to
 STREAM_FROM = 200_000  # effective size beyond which the final draws are streamed, not kept
 KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
 SINGLE_FROM_P = 200  # statistics from which the Newton systems' products run in single precision
+KEEP_SLACK = 0.8  # the streamed step starts once the pool has this share of its effective size
 POOL_FACTOR = 4.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target)
 
 
@@ -377,7 +378,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
             if ess >= target:
                 stop, reason = "converged", ""
                 break
-            if ess >= keep:
+            if ess >= KEEP_SLACK * keep:  # (a last small batch would cost a whole pool's Newton steps)
                 check_time(deadline)
                 theta, ess, drawn = stream_step(family, pools, pool, theta, Tbar, L, L0 + R, target, deadline)
                 history.append({"batch": k + 1, "proposals": drawn, "accepted": None, "ess": ess, "newton_steps": 1,
