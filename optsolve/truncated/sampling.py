@@ -151,11 +151,12 @@ class Pool:
 SOBOL_CHUNK = 1 << 16
 
 
-def sobol_count(x: float) -> int:
-    """The number of Sobol points to draw for at least x: a power of 2 up to SOBOL_CHUNK, a multiple
-    of it beyond (each chunk of a scrambled sequence is a net of its own; rounding up to a power
-    of 2 would draw up to twice what is needed)."""
-    if x <= SOBOL_CHUNK:
+def sobol_count(x: float, nets: bool = True) -> int:
+    """The number of Sobol points to draw for at least x: a power of 2 (the sequence's first 2^m
+    points are a net: in few dimensions their averages are far more accurate than other counts'),
+    or with ``nets`` False beyond SOBOL_CHUNK a multiple of it (where a net's balance gains little,
+    as in many dimensions, rounding up to a power of 2 would draw up to twice what is needed)."""
+    if nets or x <= SOBOL_CHUNK:
         return 1 << max(1, int(math.ceil(math.log2(max(x, 2.0)))))
     return SOBOL_CHUNK * int(math.ceil(x / SOBOL_CHUNK))
 

@@ -96,8 +96,9 @@ class _Half:
 
 
 def test_sobol_counts_and_kept_draws_written_in_place():
-    assert [sobol_count(x) for x in (1, 3, 1000, SOBOL_CHUNK)] == [2, 4, 1024, SOBOL_CHUNK]
-    assert sobol_count(SOBOL_CHUNK + 1) == 2 * SOBOL_CHUNK and sobol_count(5.5 * SOBOL_CHUNK) == 6 * SOBOL_CHUNK
+    assert [sobol_count(x, nets=False) for x in (1, 3, 1000, SOBOL_CHUNK)] == [2, 4, 1024, SOBOL_CHUNK]
+    assert sobol_count(5.5 * SOBOL_CHUNK) == 8 * SOBOL_CHUNK
+    assert sobol_count(SOBOL_CHUNK + 1, nets=False) == 2 * SOBOL_CHUNK and sobol_count(5.5 * SOBOL_CHUNK, False) == 6 * SOBOL_CHUNK
     g = fam.Gaussian(2)
     oracle = _Half()
     pools = PoolSet(g, Sampler(g, oracle, np.random.default_rng(0)))
