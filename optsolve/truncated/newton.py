@@ -103,7 +103,7 @@ CG_RTOL_STREAM = 1e-4  # of the streamed step (its Hessian, the pool's, has a la
 SHIFTS = (0.25, 0.5, 0.75, 1.0)  # proposal means tried, as shares of the way to the mean of p_theta | S
 SHIFT_FROM_P = 200  # statistics from which batches may come from shifted proposals and Sobol counts need not be
 # powers of 2 (below: plain Sobol rejection in nets of 2^m points)
-STREAM_FROM = 200_000  # effective size beyond which the final draws are streamed, not kept
+STREAM_FROM = 50_000  # effective size beyond which the final draws are streamed, not kept
 KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
 SINGLE_FROM_P = 200  # statistics from which the Newton systems' products run in single precision
 KEEP_SLACK = 0.8  # the streamed step starts once the pool has this share of its effective size (or of the target)
