@@ -139,6 +139,28 @@ def test_bench_truncated_quick():
     assert any(line.startswith("Fitted exponent (newton)") for line in lines)
 
 
+def test_bench_truncated_dimension_quick(tmp_path):
+    lines = quick("bench-truncated", "--dimension", "--dir", str(tmp_path))
+    assert lines[0].startswith("# bench-truncated --dimension:")
+    table = rows(lines, "d", has="whole command (s)")
+    assert [(r["d"], r["n"], r["set"]) for r in table] == [("3", "1000", s) for s in ("halfspace", "box", "intersection")]
+    for r in table:
+        assert r["status"] and float(r["whole command (s)"]) > 0 and float(r["peak RSS (MB)"]) > 0, r
+        assert 0 < float(r["alpha"]) < 1 and float(r["naive KL"]) > 0
+    half = table[0]
+    assert half["status"] == "optimal" and float(half["KL(truth, est)"]) < float(half["naive KL"])
+    assert any(line.startswith("delphi-ai: not run: give --delphi-python") for line in lines)
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".npz"] * 3
+
+
+def test_bench_truncated_dimension_rows_chosen_and_timed_out(tmp_path):
+    lines = run("bench-truncated", "--dimension", "--dimension-dims", "2", "--dimension-sets", "intersection",
+                "--dimension-n", "400", "--row-limit", "0.05", "--dir", str(tmp_path))
+    (row,) = rows(lines, "d", has="whole command (s)")
+    assert (row["d"], row["n"], row["set"], row["status"]) == ("2", "400", "intersection", "timed out")
+    assert any(line.startswith("d = 2, n = 400, intersection: optsolve timed out after 0.05 s") for line in lines)
+
+
 def test_bench_mvi_quick(tmp_path):
     csv = tmp_path / "curves.csv"
     lines = quick("bench-mvi", "--csv", str(csv))

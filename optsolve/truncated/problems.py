@@ -254,6 +254,11 @@ def prepare(problem: Problem, oracle_spec: str | None = None) -> TruncatedProble
 # --------------------------------------------------------------------------- generators
 
 
+BALL_KEEPS = 0.86  # halfspace-ball: the share of its halfspace's mass its ball keeps (alpha 0.086: a halfspace of 0.1)
+HALFSPACE_BALL_DRAWS = 200_000  # exact draws of the halfspace that place the ball's radius
+DRAW_ROWS = 100_000  # rows of a halfspace's exact draws made at once
+
+
 def random_spd(d: int, cond: float, rng) -> np.ndarray:
     """A random covariance with eigenvalues log-spaced in [1, cond] and random eigenvectors."""
     Q, R = np.linalg.qr(rng.standard_normal((d, d)))
@@ -280,9 +285,24 @@ def _scores(kind: str, mu, Sigma, L, rng, count: int, centre_shift: float):
     return out
 
 
+def random_direction(d: int, rng) -> np.ndarray:
+    """A unit vector uniform on the sphere in d dimensions."""
+    u = rng.standard_normal(d)
+    return u / np.linalg.norm(u)
+
+
+def halfspace_along(u, mu, Sigma, alpha: float) -> dict:
+    """The halfspace u . x >= t of mass alpha under N(mu, Sigma), written a . x <= b with a = -u."""
+    from scipy.stats import norm
+
+    t = float(u @ mu + np.sqrt(u @ Sigma @ u) * norm.isf(alpha))
+    return {"type": "halfspace", "a": (-np.asarray(u, dtype=float)).tolist(), "b": -t}
+
+
 def make_set(kind: str, mu, Sigma, alpha: float, rng) -> tuple[dict, float]:
     """A set of the given kind with survival mass alpha under N(mu, Sigma), and that mass (exact
-    for the halfspace; otherwise from 2e5 / alpha^(1/2) Monte-Carlo draws, as a size quantile)."""
+    for the halfspaces; otherwise from 2e5 / alpha^(1/2) Monte-Carlo draws, as a size quantile;
+    halfspace-ball: from HALFSPACE_BALL_DRAWS exact draws of the halfspace)."""
     from scipy.stats import norm
 
     d = mu.size
@@ -293,6 +313,16 @@ def make_set(kind: str, mu, Sigma, alpha: float, rng) -> tuple[dict, float]:
         a[0] = -1.0
         return {"type": "halfspace", "a": a.tolist(), "b": float(-t)}, float(alpha)
     L = np.linalg.cholesky(Sigma)
+    if kind == "halfspace-random":
+        return halfspace_along(random_direction(d, rng), mu, Sigma, alpha), float(alpha)
+    if kind == "halfspace-ball":
+        cut = halfspace_along(random_direction(d, rng), mu, Sigma, alpha / BALL_KEEPS)
+        Y = _halfspace_draws(mu, L, Sigma, cut, HALFSPACE_BALL_DRAWS, rng)
+        r = np.sort(np.sqrt(((Y - mu) ** 2).sum(axis=1)))
+        radius = float(r[int(BALL_KEEPS * r.size)])
+        ball = {"type": "ball", "center": mu.tolist(), "radius": radius}
+        mass = alpha / BALL_KEEPS * np.searchsorted(r, radius, side="right") / r.size
+        return {"type": "intersection", "sets": [cut, ball]}, float(mass)
     count = int(min(4_000_000, max(200_000, 200 / alpha)))
     s = np.sort(_scores(kind, mu, Sigma, L, rng, count, 2.0))
     size = float(s[int(alpha * count)]) if int(alpha * count) < count else float(s[-1]) * 1.01
@@ -308,9 +338,29 @@ def make_set(kind: str, mu, Sigma, alpha: float, rng) -> tuple[dict, float]:
     return {"type": "union", "sets": [box1, box2]}, mass
 
 
+def _halfspace_draws(mu, L, Sigma, desc: dict, n: int, rng) -> np.ndarray:
+    """n draws of N(mu, Sigma) restricted to the halfspace a . x <= b, exactly: s = a . x from its
+    truncated normal by the inverse CDF, then x = y + Sigma a (s - a . y) / (a' Sigma a) with
+    y ~ N(mu, Sigma) (x given a . x = s is Gaussian, and this is it), DRAW_ROWS rows at a time."""
+    from scipy.stats import norm
+
+    a = np.asarray(desc["a"], dtype=float)
+    m, v = float(a @ mu), float(a @ Sigma @ a)
+    k = Sigma @ a / v
+    top = norm.cdf((desc["b"] - m) / np.sqrt(v))  # the halfspace's mass
+    out = np.empty((n, mu.size))
+    for lo in range(0, n, DRAW_ROWS):
+        rows = min(DRAW_ROWS, n - lo)
+        s = m + np.sqrt(v) * norm.ppf(np.maximum(top * rng.uniform(size=rows), 1e-300))
+        Y = mu + rng.standard_normal((rows, mu.size)) @ L.T
+        out[lo:lo + rows] = Y + np.outer(s - Y @ a, k)
+    return out
+
+
 def sample_truncated_gaussian(mu, Sigma, desc: dict, n: int, rng, max_draws: int = 200_000_000) -> np.ndarray:
     """n draws of N(mu, Sigma) restricted to the set (the halfspace x_1 >= t exactly, by the
-    inverse CDF along x_1; other sets by rejection in batches)."""
+    inverse CDF along x_1; any other halfspace exactly along its normal; other sets by rejection in
+    batches, an intersection with a halfspace from that halfspace's exact draws)."""
     from scipy.stats import norm
 
     d = mu.size
@@ -328,9 +378,14 @@ def sample_truncated_gaussian(mu, Sigma, desc: dict, n: int, rng, max_draws: int
         return np.column_stack([x1, rest])
     contains = parse_set(desc, d).contains
     L = np.linalg.cholesky(Sigma)
+    if desc["type"] == "halfspace":
+        return _halfspace_draws(mu, L, Sigma, desc, n, rng)
+    cut = next((p for p in desc.get("sets", ()) if p["type"] == "halfspace"), None) \
+        if desc["type"] == "intersection" else None
     got, total, drawn = [], 0, 0
-    while total < n:
-        Y = mu + rng.standard_normal((200_000, d)) @ L.T
+    while total < n:  # by rejection (from the halfspace's exact draws, for an intersection with one)
+        Y = mu + rng.standard_normal((200_000, d)) @ L.T if cut is None else _halfspace_draws(
+            mu, L, Sigma, cut, 200_000, rng)
         drawn += Y.shape[0]
         Y = Y[contains(Y)]
         got.append(Y)
@@ -341,6 +396,13 @@ def sample_truncated_gaussian(mu, Sigma, desc: dict, n: int, rng, max_draws: int
 
 
 def gen_gaussian(rng, d=2, n=2000, alpha=0.1, set="halfspace", cond=10.0):
+    if not 0 < alpha < 1:
+        raise ValueError(f"The '--alpha' option must be a survival mass in (0, 1); got {alpha:g}.")
+    if set == "halfspace-ball" and not alpha < BALL_KEEPS:
+        raise ValueError(f"The '--alpha' option of set 'halfspace-ball' must be below {BALL_KEEPS:g} (its ball keeps "
+                         f"{BALL_KEEPS:.0%} of its halfspace's mass); got {alpha:g}.")
+    if not cond >= 1:
+        raise ValueError(f"The '--cond' option must be a condition number >= 1; got {cond:g}.")
     mu = rng.standard_normal(d)
     Sigma = random_spd(d, cond, rng)
     desc, mass = make_set(set, mu, Sigma, alpha, rng)
@@ -369,7 +431,7 @@ def gen_exponential(rng, d=2, n=2000, alpha=0.1):
 # batches of 200,000 draws where a set is sampled by rejection (400,000 for the exponential threshold),
 # and the samples kept
 def _gaussian_bytes(d, n, set, **_):
-    batches = 0 if set == "halfspace" else 4 * 200_000
+    batches = {"halfspace": 0, "halfspace-random": 3 * DRAW_ROWS}.get(set, 4 * 200_000 + 3 * DRAW_ROWS)
     return 64.0 * d * d + 8.0 * d * (batches + 5 * n)
 
 
@@ -382,8 +444,10 @@ FAMILIES = {
                        "truncated to a set of survival mass --alpha", gen_gaussian,
                        (Param("d", int, 2, "dimension"), Param("n", int, 2000, "samples"),
                         Param("alpha", float, 0.1, "survival mass p*(S)"),
-                        Param("set", ("halfspace", "ball", "box", "union"), "halfspace",
-                              "halfspace x_1 >= t; a ball away from the mean; a box; a union of two boxes"),
+                        Param("set", ("halfspace", "ball", "box", "union", "halfspace-random", "halfspace-ball"),
+                              "halfspace", "halfspace x_1 >= t; a ball away from the mean; a box; a union of two "
+                              "boxes; a halfspace along a random direction; that halfspace (of mass alpha / 0.86) "
+                              "intersected with a ball about the mean keeping 86% of it"),
                         Param("cond", float, 10.0, "condition number of Sigma")), _gaussian_bytes),
     "exponential": Family("exponential", "independent exponential coordinates truncated to sum(x) >= t",
                           gen_exponential,
