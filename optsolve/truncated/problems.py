@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from optsolve.core import memory
+from optsolve.core import memory, threads
 from optsolve.core.errors import InputError
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
@@ -196,8 +196,9 @@ def centred_r(X, mean) -> np.ndarray:
     blocks of rows (Demmel, Grigori, Hoemmen and Langou's tall-skinny QR, SIAM J. Sci. Comput. 34,
     2012): no n x d copy."""
     R = np.zeros((0, X.shape[1]))
-    for a in range(0, X.shape[0], STAT_ROWS):
-        R = np.linalg.qr(np.vstack([R, X[a:a + STAT_ROWS] - mean]), mode="r")
+    with threads.limited(1):  # (files are read before a solve's thread limit; threaded QR of such blocks is slow)
+        for a in range(0, X.shape[0], STAT_ROWS):
+            R = np.linalg.qr(np.vstack([R, X[a:a + STAT_ROWS] - mean]), mode="r")
     return R
 
 
