@@ -21,6 +21,7 @@ from optsolve.core.errors import InputError
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
 from optsolve.truncated import families as fam
+from optsolve.truncated import fisher
 from optsolve.truncated.sets import Oracle, SetError, load_oracle, parse_set
 
 FAMILY_NAMES = tuple(fam.FAMILIES)
@@ -36,11 +37,23 @@ def statistics_count(family: str, d: int) -> int:
     return d + d * (d + 1) // 2 if family == "gaussian" else d
 
 
-def certificate_bytes(family: str, n: int, d: int) -> float:
-    """Memory the certificate needs: the p x p covariance of the statistics (twice: its sum and its
-    solve) and blocks of 8,192 rows of them, beside the samples' own statistics (n x p)."""
+def certificate_bytes(family: str, n: int, d: int, tol: float | None = None) -> float:
+    """Memory the certificate needs beside the samples, at its ``tol`` (default: its own, 0.125): blocks of
+    proposals (the draws, their transform and the membership test's work: 4 arrays) and of samples (3);
+    then, up to DENSE_MAX_P statistics, the p x p sum of T T' and its least-squares solve (3 p^2) and blocks
+    of T (2); past it, for the Gaussian, the accepted draws kept (at most n / tol plus a block of proposals,
+    and at most KEEP_BYTES: the rest is re-drawn), their masks, d x d sums and the conjugate gradients'
+    vectors (see :mod:`optsolve.truncated.fisher`); and the row numbers of a holdout (2 n)."""
     p = statistics_count(family, d)
-    return 8.0 * (2.0 * p * p + (8192.0 + n) * p)
+    rows = fisher.draw_rows(d)
+    block = fisher.STAT_BLOCK
+    need = 8.0 * (4.0 * rows * d + 3.0 * block * d + 2.0 * n)
+    if family != "gaussian" or p <= fisher.DENSE_MAX_P:
+        return need + 8.0 * (3.0 * p * p + 2.0 * block * p)
+    accepted = fisher.wanted_draws(n, fisher.DEFAULT_TOL if tol is None else tol) + rows
+    kept = min(float(fisher.KEEP_BYTES), 8.0 * d * accepted)
+    masks = fisher.MAX_PROPOSALS / 8.0 + 1024.0 * (fisher.MAX_PROPOSALS / rows + 1)  # packed bits, generator states
+    return need + kept + masks + 8.0 * (4.0 * block * d + 12.0 * d * d + 8.0 * p)
 
 
 def _rules(problem: Problem) -> None:
@@ -55,8 +68,10 @@ def _rules(problem: Problem) -> None:
             r, c = np.argwhere(big)[0]
             raise problem.error(f"array 'samples' has {X[a + r, c]:g} at ({a + r}, {c}); samples must be at most "
                                 f"{MAX_ABS_SAMPLE:g} in magnitude (their squares are sufficient statistics).")
-    memory.require(problem.source, f"family {family!r} in d = {d}: the certificate's {statistics_count(family, d)} x "
-                   f"{statistics_count(family, d)} covariance of the sufficient statistics",
+    p = statistics_count(family, d)
+    dense = family != "gaussian" or p <= fisher.DENSE_MAX_P
+    memory.require(problem.source, f"family {family!r} in d = {d}, n = {n}: the certificate's work on the {p} "
+                   f"sufficient statistics ({'their p x p covariance' if dense else 'its kept draws, by blocks'})",
                    certificate_bytes(family, n, d))
     if family == "gaussian-mean" and "cov" not in problem:
         raise problem.error("family 'gaussian-mean' needs the known covariance as key 'cov' (d x d).")
