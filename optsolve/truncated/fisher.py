@@ -101,9 +101,9 @@ class KeptDraws:
     """Accepted draws (rows u, whitened by the estimate) by blocks, each kept in memory while the kept bytes stay
     within ``budget``, otherwise recorded as (generator state before the block, rows drawn, acceptance mask)."""
 
-    def __init__(self, d: int, budget: int = KEEP_BYTES):
+    def __init__(self, d: int, budget: int | None = None):
         self.d = d
-        self.budget = budget
+        self.budget = KEEP_BYTES if budget is None else budget
         self.kept_bytes = 0
         self.count = 0
         self.blocks: list = []
@@ -183,10 +183,8 @@ def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, 
     var_u = np.diag(Mbar) - ubar * ubar
     var_uu = upper(sums.s_4 / N - Mbar * Mbar)
     trace = float(np.maximum(var_u, 0.0).sum() + np.maximum(var_uu, 0.0).sum())
-    C = Mbar - np.outer(ubar, ubar)
     try:
-        C_inv = np.linalg.inv(np.linalg.cholesky(0.5 * (C + C.T)))
-        C_inv = C_inv.T @ C_inv
+        precondition = gaussian_preconditioner(ubar, Mbar - np.outer(ubar, ubar))
     except np.linalg.LinAlgError:
         return g, trace, Solve(math.nan, False, 0, math.nan, "the draws' covariance of u is not positive definite")
 
@@ -204,14 +202,23 @@ def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, 
         cbar = c_sum / N
         return np.concatenate([out_u / N - ubar * cbar, upper(out_uu / N - Mbar * cbar)])
 
+    return g, trace, conjugate_gradients(product, precondition, g)
+
+
+def gaussian_preconditioner(m: np.ndarray, C: np.ndarray):
+    """r -> F^-1 r for F the covariance of T under N(m, C) (see the module's notes); LinAlgError where C is not
+    positive definite."""
+    d = m.size
+    C_inv = np.linalg.inv(np.linalg.cholesky(0.5 * (C + C.T)))
+    C_inv = C_inv.T @ C_inv
+
     def precondition(r):
         r_x = r[:d]
-        a_t = C_inv @ r_x
-        B = 0.5 * C_inv @ (symmetric(r[d:], d) - np.outer(r_x, ubar) - np.outer(ubar, r_x)) @ C_inv
+        B = 0.5 * C_inv @ (symmetric(r[d:], d) - np.outer(r_x, m) - np.outer(m, r_x)) @ C_inv
         B = 0.5 * (B + B.T)
-        return np.concatenate([a_t - 2.0 * B @ ubar, upper(2.0 * B - np.diag(np.diag(B)))])
+        return np.concatenate([C_inv @ r_x - 2.0 * B @ m, upper(2.0 * B - np.diag(np.diag(B)))])
 
-    return g, trace, conjugate_gradients(product, precondition, g)
+    return precondition
 
 
 def conjugate_gradients(product, precondition, g: np.ndarray, *, rtol: float = CG_RTOL,
