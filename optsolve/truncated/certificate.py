@@ -41,6 +41,8 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +50,8 @@ import numpy as np
 from optsolve.core.errors import InputError
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.truncated.fisher import (DEFAULT_TOL, DENSE_MAX_P, MAX_PROPOSALS, STAT_BLOCK, DrawSums,
-                                       KeptDraws, SampleMoments, draw_rows, gaussian_statistic, sample_moments, upper,
-                                       wanted_draws)
+                                       DRAWS_AHEAD, KeptDraws, SampleMoments, block_normals, block_workers, draw_rows,
+                                       gaussian_statistic, one_blas_thread, sample_moments, upper, wanted_draws)
 from optsolve.truncated.problems import statistics_count
 
 CERT_SEED = 20250424
@@ -141,7 +143,7 @@ def problem_seed(problem, stream: int = 0) -> np.random.Generator:
     X = problem["samples"]
     digest = hashlib.sha256()
     for a in range(0, X.shape[0], HASH_ROWS):  # the bytes of the float64 array, in C order, by blocks of rows
-        digest.update(np.ascontiguousarray(X[a:a + HASH_ROWS], dtype=np.float64).tobytes())
+        digest.update(np.ascontiguousarray(X[a:a + HASH_ROWS], dtype=np.float64))
     digest.update(str(X.shape).encode() + str(problem.get("family", "gaussian")).encode())
     return np.random.default_rng([CERT_SEED, int.from_bytes(digest.digest()[:8], "little"), stream])
 
@@ -329,8 +331,10 @@ def draw(problem, est: Estimate, contains, *, tol: float, deadline: float | None
          structured: bool | None = None) -> Draws:
     """Rejection draws of p_hat | S, by blocks of proposals, until n / tol (at least MIN_ACCEPTED) are accepted or
     MAX_PROPOSALS are made. ``structured`` (default: the Gaussian with more than DENSE_MAX_P statistics): the
-    accepted draws are kept, whitened, for :func:`fisher.gaussian_statistic`; otherwise their T and T T' are
-    summed by blocks (nothing of size N_c is kept)."""
+    accepted draws are kept, whitened, for :func:`fisher.gaussian_statistic`, block k of proposals drawn from
+    the k-th child of the problem's seed (the next blocks drawn on other threads while the membership test
+    runs on this one); otherwise the proposals come from the seed's one stream and their T and T T' are summed
+    by blocks (nothing of size N_c is kept)."""
     X = problem["samples"]
     n, d = X.shape
     p = statistics_count(est.family, d)
@@ -338,36 +342,64 @@ def draw(problem, est: Estimate, contains, *, tol: float, deadline: float | None
         structured = est.family == "gaussian" and p > DENSE_MAX_P
     rng = problem_seed(problem)
     rows = draw_rows(d)
-    wanted = wanted_draws(n, tol)
-    out = Draws(0, 0, wanted)
+    out = Draws(0, 0, wanted_draws(n, tol))
     if structured:
-        out.kept, out.sums = KeptDraws(d), DrawSums.zeros(d)
-    else:
-        out.s1, out.s2 = np.zeros(p), np.zeros((p, p))
-    while out.hits < wanted and out.proposals < MAX_PROPOSALS:
+        return _draw_structured(out, rng.bit_generator.seed_seq, est, contains, rows, deadline)
+    out.s1, out.s2 = np.zeros(p), np.zeros((p, p))
+    while out.hits < out.wanted and out.proposals < MAX_PROPOSALS:
         if deadline is not None and time.perf_counter() > deadline:
             out.cut = True
             break
         if est.family == "exponential":
             Y = rng.exponential(1.0 / est.rates, size=(rows, d))
         else:
-            state = rng.bit_generator.state if structured else None
-            Z = rng.standard_normal((rows, d))
-            Y = est.mean + Z @ est.chol.T
-        inside = contains(Y)
+            Y = est.mean + rng.standard_normal((rows, d)) @ est.chol.T
+        Ya = Y[contains(Y)]
         out.proposals += rows
-        if structured:  # u = L^-1 (y - mean) = z: the accepted rows of Z are the whitened draws
-            U = Z[inside]
-            out.kept.add(U, state, rows, inside)
-            out.sums.add(U)
-            out.hits += U.shape[0]
-            continue
-        Ya = Y[inside]
         out.hits += Ya.shape[0]
         for a in range(0, Ya.shape[0], STAT_BLOCK):
             Tb = _stats(est, Ya[a:a + STAT_BLOCK])
             out.s1 += Tb.sum(axis=0)
             out.s2 += Tb.T @ Tb
+    return out
+
+
+def _draw_structured(out: Draws, seed, est: Estimate, contains, rows: int, deadline) -> Draws:
+    d = est.mean.size
+
+    def normals(k):
+        return block_normals(seed, k, rows, d)
+
+    def proposals(k):  # u = L^-1 (y - mean) = z: the accepted rows of Z are the whitened draws
+        Z = normals(k)
+        Y = Z @ est.chol.T
+        Y += est.mean
+        return Z, Y
+
+    out.kept, out.sums = KeptDraws(d, normals), DrawSums.zeros(d)
+    workers = block_workers()
+    ahead = min(workers, DRAWS_AHEAD) if workers > 1 else 0
+    with one_blas_thread(workers), ThreadPoolExecutor(max(ahead, 1)) as pool:
+        pending = deque(pool.submit(proposals, k) for k in range(ahead))
+        k = 0
+        while out.hits < out.wanted and out.proposals < MAX_PROPOSALS:
+            if deadline is not None and time.perf_counter() > deadline:
+                out.cut = True
+                break
+            if ahead:
+                Z, Y = pending.popleft().result()
+                pending.append(pool.submit(proposals, k + ahead))
+            else:
+                Z, Y = proposals(k)
+            inside = contains(Y)  # on this thread only: a user's oracle need not be thread-safe
+            U = Z[inside]
+            out.kept.add(U, k, inside)
+            out.sums.add(U)
+            out.proposals += rows
+            out.hits += U.shape[0]
+            k += 1
+        for f in pending:
+            f.cancel()
     return out
 
 
@@ -519,7 +551,9 @@ def _gradient_statistic(est: Estimate, draws: Draws, mom: SampleMoments):
     """(G, g, trace of F, the conjugate-gradient :class:`fisher.Solve` or None where F was solved densely)."""
     if draws.kept is not None:
         ubar, M = _whitened(est, mom)
-        g, trace, solved = gaussian_statistic(draws.kept, draws.sums, ubar, M)
+        workers = block_workers()
+        with one_blas_thread(workers):
+            g, trace, solved = gaussian_statistic(draws.kept, draws.sums, ubar, M, workers)
         return solved.value, g, trace, solved
     Nc = draws.hits
     draw_mean = draws.s1 / Nc

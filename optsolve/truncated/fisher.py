@@ -5,12 +5,16 @@ Three pieces, used by :mod:`optsolve.truncated.certificate` and by nothing of th
 * :func:`sample_moments`: the mean and the scatter (biased covariance) of rows of the samples, two
   passes of blocks of rows (O(n d^2) time, O(d^2) memory), in float64 whatever the samples' dtype;
 * :class:`KeptDraws`: the certificate's accepted draws, in coordinates whitened by the estimate, kept by
-  blocks up to :data:`KEEP_BYTES` and past that re-drawn, when a product needs them, from the
-  generator's saved state and the block's acceptance mask (the same numbers: one ``standard_normal``
-  call per block);
+  blocks up to :data:`KEEP_BYTES` and past that re-drawn, when a product needs them, from the block's
+  own seed and its acceptance mask (:func:`block_normals`: block k of proposals has a generator of its
+  own, so blocks are drawn on any thread, in any order, with the same numbers);
 * :func:`gaussian_statistic`: G = g' F^-1 g for the Gaussian's statistics T(u) = (u, u_i u_j for
   i <= j), F the covariance of T over the draws, by preconditioned conjugate gradients on products
   F v formed from the draws (never F itself), with its convergence checked on the true residual.
+
+Passes over blocks run on :func:`block_workers` threads, each block's BLAS calls on one thread (as
+kmeans's passes over its points); partial sums are added in block order, so results do not depend on
+the number of threads.
 
 Notes
 -----
@@ -37,10 +41,15 @@ the error of G is quadratic in the residual r_k = g - F x_k, which is recomputed
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from optsolve.core import threads
+from optsolve.core.blocks import fold_blocks, map_blocks
 
 STAT_BLOCK = 8192  # rows of samples or draws formed at once
 KEEP_BYTES = 512 << 20  # accepted draws kept in memory; past this they are re-drawn for each product
@@ -48,9 +57,32 @@ DENSE_MAX_P = 200  # up to this many statistics F is summed and solved as a p x 
 DEFAULT_TOL = 0.125
 MIN_ACCEPTED = 4000
 MAX_PROPOSALS = 4_000_000
+DRAWS_AHEAD = 2  # blocks of proposals drawn ahead on other threads while the membership test runs
 CG_RTOL = 1e-8  # relative residual ||g - F x|| / ||g|| at which the iterations stop
 CG_CHECK_RTOL = 1e-6  # largest relative true residual accepted (G's relative error is about its square)
 CG_MAX_ITER = 200
+
+
+def block_workers() -> int:
+    """Threads of the certificate's passes over blocks: the user's ``--threads``, else every core."""
+    asked = threads.choose(None)
+    return (os.cpu_count() or 1) if asked == threads.ALL else asked
+
+
+@contextlib.contextmanager
+def one_blas_thread(workers: int):
+    """Within: BLAS on one thread where ``workers`` threads share the blocks (never two levels of threads)."""
+    if workers <= 1:
+        yield
+        return
+    with threads.limited(1):
+        yield
+
+
+def block_normals(seed: np.random.SeedSequence, k: int, rows: int, d: int) -> np.ndarray:
+    """Standard normal proposals of block k: ``rows`` x ``d``, from the k-th child of ``seed``."""
+    child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, k))
+    return np.random.Generator(np.random.PCG64(child)).standard_normal((rows, d))
 
 
 def draw_rows(d: int) -> int:
@@ -63,15 +95,6 @@ def wanted_draws(n: int, tol: float) -> int:
     return int(min(MAX_PROPOSALS, max(MIN_ACCEPTED, math.ceil(n / tol))))
 
 
-def row_blocks(X, rows=None, block: int = STAT_BLOCK):
-    """float64 blocks of at most ``block`` rows of X: all rows in order (views where X is float64), or the given
-    row numbers (copies)."""
-    count = X.shape[0] if rows is None else rows.size
-    for a in range(0, count, block):
-        part = X[a:a + block] if rows is None else X[rows[a:a + block]]
-        yield np.asarray(part, dtype=np.float64)
-
-
 @dataclass
 class SampleMoments:
     count: int
@@ -82,52 +105,73 @@ class SampleMoments:
 def sample_moments(X, rows=None, *, second: bool = True, block: int = STAT_BLOCK) -> SampleMoments:
     """The mean and (with ``second``) the scatter of the rows of X, by blocks: the mean in a first pass,
     the scatter about it in a second (as ``np.cov(..., bias=True)`` centres, never from raw second moments)."""
-    d = X.shape[1]
     count = X.shape[0] if rows is None else rows.size
-    total = np.zeros(d)
-    for Xb in row_blocks(X, rows, block):
-        total += Xb.sum(axis=0)
-    mean = total / count
-    if not second:
-        return SampleMoments(count, mean, None)
-    S = np.zeros((d, d))
-    for Xb in row_blocks(X, rows, block):
-        Xc = Xb - mean  # a block of all rows is a view of the samples: never changed in place
-        S += Xc.T @ Xc
-    return SampleMoments(count, mean, S / count)
+    workers = block_workers()
+
+    def part(lo, hi):
+        return np.asarray(X[lo:hi] if rows is None else X[rows[lo:hi]], dtype=np.float64)
+
+    def scatter(lo, hi):
+        Xc = part(lo, hi) - mean  # a block of all rows is a view of the samples: never changed in place
+        return Xc.T @ Xc
+
+    with one_blas_thread(workers):
+        mean = fold_blocks(lambda lo, hi: part(lo, hi).sum(axis=0), count, block, np.add, workers) / count
+        S = fold_blocks(scatter, count, block, np.add, workers) / count if second else None
+    return SampleMoments(count, mean, S)
 
 
 class KeptDraws:
-    """Accepted draws (rows u, whitened by the estimate) by blocks, each kept in memory while the kept bytes stay
-    within ``budget``, otherwise recorded as (generator state before the block, rows drawn, acceptance mask)."""
+    """Accepted draws (rows u, whitened by the estimate) by blocks of proposals, each kept in memory while the kept
+    bytes stay within ``budget``, otherwise recorded as (block number, acceptance mask) and re-drawn by
+    ``normals(k)`` (:func:`block_normals`) when needed."""
 
-    def __init__(self, d: int, budget: int | None = None):
+    def __init__(self, d: int, normals, budget: int | None = None):
         self.d = d
+        self.normals = normals
         self.budget = KEEP_BYTES if budget is None else budget
         self.kept_bytes = 0
         self.count = 0
         self.blocks: list = []
 
-    def add(self, U: np.ndarray, state: dict, rows: int, mask: np.ndarray) -> None:
-        """``U`` = ``standard_normal((rows, d))[mask]`` of a generator whose state before that call was ``state``."""
+    def add(self, U: np.ndarray, k: int, mask: np.ndarray) -> None:
+        """``U`` = ``normals(k)[mask]``."""
         self.count += U.shape[0]
         if self.kept_bytes + U.nbytes <= self.budget:
             self.blocks.append(U)
             self.kept_bytes += U.nbytes
         else:
-            self.blocks.append((state, rows, np.packbits(mask)))
+            self.blocks.append((k, mask.size, np.packbits(mask)))
+
+    def block(self, i: int) -> np.ndarray:
+        """The accepted draws of the i-th block of proposals."""
+        item = self.blocks[i]
+        if not isinstance(item, tuple):
+            return item
+        k, rows, packed = item
+        return self.normals(k)[np.unpackbits(packed, count=rows).astype(bool)]
+
+    def fold(self, fn, workers: int):
+        """The sum over the blocks of ``fn(U)`` for chunks U of at most STAT_BLOCK rows (a tuple of arrays or
+        numbers), blocks on ``workers`` threads, added in the order drawn."""
+        def one(i, _):
+            U = self.block(i)
+            out = None
+            for a in range(0, U.shape[0], STAT_BLOCK):
+                part = fn(U[a:a + STAT_BLOCK])
+                out = part if out is None else tuple(x + y for x, y in zip(out, part))
+            return out
+
+        total = None
+        for part in map_blocks(one, [(i, i + 1) for i in range(len(self.blocks))], workers):
+            if part is not None:
+                total = part if total is None else tuple(x + y for x, y in zip(total, part))
+        return total
 
     def __iter__(self):
-        """The accepted draws again, in blocks of at most STAT_BLOCK rows, in the order drawn."""
-        for item in self.blocks:
-            if isinstance(item, tuple):
-                state, rows, packed = item
-                gen = np.random.Generator(getattr(np.random, state["bit_generator"])())
-                gen.bit_generator.state = state
-                mask = np.unpackbits(packed, count=rows).astype(bool)
-                U = gen.standard_normal((rows, self.d))[mask]
-            else:
-                U = item
+        """The accepted draws again, in chunks of at most STAT_BLOCK rows, in the order drawn."""
+        for i in range(len(self.blocks)):
+            U = self.block(i)
             for a in range(0, U.shape[0], STAT_BLOCK):
                 yield U[a:a + STAT_BLOCK]
 
@@ -174,9 +218,11 @@ class Solve:
     reason: str = ""
 
 
-def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, data_second: np.ndarray) -> tuple:
+def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, data_second: np.ndarray,
+                       workers: int = 1) -> tuple:
     """(g, trace of F, :class:`Solve` of G = g' F^-1 g) for the Gaussian's statistics: g = mean T over the draws -
-    mean T over the samples (``data_mean`` of u, ``data_second`` the mean of uu', both whitened by the estimate)."""
+    mean T over the samples (``data_mean`` of u, ``data_second`` the mean of uu', both whitened by the estimate);
+    products with F on ``workers`` threads."""
     d, N = draws.d, draws.count
     ubar, Mbar = sums.s_u / N, sums.s_uu / N
     g = np.concatenate([ubar - data_mean, upper(Mbar - data_second)])
@@ -193,12 +239,12 @@ def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, 
         B = symmetric(v[d:], d)
         B = 0.5 * (B + np.diag(np.diag(B)))
         shift = a @ ubar + float((Mbar * B).sum())
-        out_u, out_uu, c_sum = np.zeros(d), np.zeros((d, d)), 0.0
-        for U in draws:
+
+        def chunk(U):
             c = U @ a + ((U @ B) * U).sum(axis=1) - shift
-            out_u += U.T @ c
-            out_uu += (U * c[:, None]).T @ U
-            c_sum += float(c.sum())
+            return U.T @ c, (U * c[:, None]).T @ U, float(c.sum())
+
+        out_u, out_uu, c_sum = draws.fold(chunk, workers)
         cbar = c_sum / N
         return np.concatenate([out_u / N - ubar * cbar, upper(out_uu / N - Mbar * cbar)])
 

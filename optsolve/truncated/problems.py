@@ -38,22 +38,28 @@ def statistics_count(family: str, d: int) -> int:
 
 
 def certificate_bytes(family: str, n: int, d: int, tol: float | None = None) -> float:
-    """Memory the certificate needs beside the samples, at its ``tol`` (default: its own, 0.125): blocks of
-    proposals (the draws, their transform and the membership test's work: 4 arrays) and of samples (3);
-    then, up to DENSE_MAX_P statistics, the p x p sum of T T' and its least-squares solve (3 p^2) and blocks
-    of T (2); past it, for the Gaussian, the accepted draws kept (at most n / tol plus a block of proposals,
-    and at most KEEP_BYTES: the rest is re-drawn), their masks, d x d sums and the conjugate gradients'
-    vectors (see :mod:`optsolve.truncated.fisher`); and the row numbers of a holdout (2 n)."""
+    """Memory the certificate needs beside the samples, at its ``tol`` (default: its own, 0.125), with w threads
+    (:func:`fisher.block_workers`): blocks of samples on each thread (3 arrays of STAT_BLOCK x d) and the row
+    numbers of a holdout (2 n); then, up to DENSE_MAX_P statistics, a block of proposals and the membership
+    test's work (4 arrays of rows x d), the p x p sum of T T' and its least-squares solve (3 p^2) and blocks
+    of T (2 STAT_BLOCK x p); past it, for the Gaussian (see :mod:`optsolve.truncated.fisher`), the blocks of
+    proposals in flight (Z and Y for this one and DRAWS_AHEAD more, its accepted rows), the accepted draws
+    kept (at most n / tol plus a block, and at most KEEP_BYTES: the rest is re-drawn) with the masks of the
+    rest, on each thread a re-drawn block (2 arrays of rows x d) and the products' chunks (4 of STAT_BLOCK x d),
+    the partial sums of each block (d^2 + d), and d x d matrices and vectors of p."""
     p = statistics_count(family, d)
     rows = fisher.draw_rows(d)
-    block = fisher.STAT_BLOCK
-    need = 8.0 * (4.0 * rows * d + 3.0 * block * d + 2.0 * n)
+    block, workers = fisher.STAT_BLOCK, fisher.block_workers()
+    need = 8.0 * (3.0 * workers * block * d + 2.0 * n)
     if family != "gaussian" or p <= fisher.DENSE_MAX_P:
-        return need + 8.0 * (3.0 * p * p + 2.0 * block * p)
+        return need + 8.0 * (4.0 * rows * d + 3.0 * p * p + 2.0 * block * p)
     accepted = fisher.wanted_draws(n, fisher.DEFAULT_TOL if tol is None else tol) + rows
     kept = min(float(fisher.KEEP_BYTES), 8.0 * d * accepted)
-    masks = fisher.MAX_PROPOSALS / 8.0 + 1024.0 * (fisher.MAX_PROPOSALS / rows + 1)  # packed bits, generator states
-    return need + kept + masks + 8.0 * (4.0 * block * d + 12.0 * d * d + 8.0 * p)
+    blocks = fisher.MAX_PROPOSALS / rows + 1
+    masks = fisher.MAX_PROPOSALS / 8.0 + 64.0 * blocks
+    flight = (2.0 * (fisher.DRAWS_AHEAD + 1) + 1.0) * rows * d
+    return need + kept + masks + 8.0 * (flight + workers * (2.0 * rows * d + 4.0 * block * d)
+                                        + blocks * (d * d + d) + 12.0 * d * d + 8.0 * p)
 
 
 def _rules(problem: Problem) -> None:

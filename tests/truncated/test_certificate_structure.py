@@ -34,15 +34,22 @@ def _case(d, kind, seed):
 def test_structured_statistic_equals_the_dense_one(d, kind):
     data, est, contains = _case(d, kind, d)
     mom = fisher.sample_moments(data["samples"])
-    dense = certificate.draw(data, est, contains, tol=1.0, structured=False)
     structured = certificate.draw(data, est, contains, tol=1.0, structured=True)
-    assert dense.hits == structured.hits > statistics_count("gaussian", d)
+    # the same draws through the dense path: T formed row by row, F as a p x p matrix
+    U = np.vstack(list(structured.kept))
+    iu = np.triu_indices(d)
+    T = np.hstack([U, U[:, iu[0]] * U[:, iu[1]]])
+    dense = certificate.Draws(structured.hits, structured.proposals, structured.wanted, s1=T.sum(axis=0), s2=T.T @ T)
+    assert U.shape[0] == structured.hits > T.shape[1]
     G, g, trace, _ = certificate._gradient_statistic(est, dense, mom)
     G_s, g_s, trace_s, solved = certificate._gradient_statistic(est, structured, mom)
     assert solved.converged and solved.residual <= fisher.CG_CHECK_RTOL
     np.testing.assert_allclose(g_s, g, rtol=1e-10, atol=1e-12)
     assert abs(G_s - G) <= 1e-8 * G
     assert trace_s == pytest.approx(trace, rel=1e-10)
+    # and the dense path's own draws (another stream) give the same statistic within their noise
+    other = certificate._gradient_statistic(est, certificate.draw(data, est, contains, tol=1.0, structured=False), mom)
+    assert abs(other[0] - G) < 0.2 * G
 
 
 def test_redrawn_blocks_are_the_kept_draws(monkeypatch):
@@ -56,6 +63,22 @@ def test_redrawn_blocks_are_the_kept_draws(monkeypatch):
     assert a.shape == (kept.hits, 3) and np.array_equal(a, b)
     mom = fisher.sample_moments(data["samples"])
     assert certificate._gradient_statistic(est, redrawn, mom)[0] == certificate._gradient_statistic(est, kept, mom)[0]
+
+
+def test_the_statistic_does_not_depend_on_the_threads():
+    from optsolve.core import threads
+
+    data, est, contains = _case(20, "ball", 5)
+    mom = fisher.sample_moments(data["samples"])
+    got = []
+    for count in (1, 2, 3):
+        with threads.requested(count):
+            drawn = certificate.draw(data, est, contains, tol=1.0)
+            got.append((drawn.hits, certificate._gradient_statistic(est, drawn, mom)[0],
+                        fisher.sample_moments(data["samples"], block=64).scatter))
+    assert drawn.kept is not None
+    for hits, G, scatter in got[1:]:
+        assert hits == got[0][0] and G == got[0][1] and np.array_equal(scatter, got[0][2])
 
 
 def test_the_preconditioner_inverts_the_gaussian_covariance_of_the_statistics():
@@ -90,9 +113,9 @@ def test_a_solve_that_fails_is_reported_not_hidden(monkeypatch):
     # 100 draws for p = 230 statistics: F is singular and g is outside its range
     rng = np.random.default_rng(1)
     d = 20
-    kept, sums = fisher.KeptDraws(d), fisher.DrawSums.zeros(d)
+    kept, sums = fisher.KeptDraws(d, None), fisher.DrawSums.zeros(d)
     U = rng.standard_normal((100, d)) ** 3
-    kept.add(U, {}, 100, np.ones(100, bool))
+    kept.add(U, 0, np.ones(100, bool))
     sums.add(U)
     _, _, solved = fisher.gaussian_statistic(kept, sums, np.full(d, 0.3), np.eye(d))
     assert not solved.converged and solved.reason
