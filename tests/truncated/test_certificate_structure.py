@@ -205,3 +205,20 @@ def test_the_certificate_imports_no_solver_module():
                 assert node.module in allowed, f"{name} imports {node.module}"
             if isinstance(node, ast.Import):
                 assert not any(a.name.startswith("optsolve.truncated") for a in node.names), name
+
+
+@pytest.mark.parametrize("scale, refused", [(1e-9, False), (1e-11, True), (1.0, False)])
+def test_the_rank_rule_by_blocks_keeps_its_threshold(scale, refused):
+    """Samples whose centred singular values have a ratio near the rule's 1e-10: decided as by the SVD."""
+    from optsolve.core.errors import InputError
+
+    X = np.random.default_rng(6).standard_normal((3000, 3))
+    X[:, 2] = X[:, 2] * scale + 5.0
+    data = {"samples": X, "set": {"type": "ball", "center": [0.0, 0.0, 5.0], "radius": 100.0}}
+    s = np.linalg.svd(X - X.mean(axis=0), compute_uv=False)
+    assert (s[-1] <= 1e-10 * s[0]) == refused
+    if refused:
+        with pytest.raises(InputError, match="rank-deficient"):
+            SCHEMA.validate(data, source="test")
+    else:
+        SCHEMA.validate(data, source="test")
