@@ -1,6 +1,7 @@
 """The certificate's statistics by blocks: no n x p or p x p array where the Gaussian's structure gives O(d^2).
 
-Three pieces, used by :mod:`optsolve.truncated.certificate` and by nothing of the solver:
+Three pieces, used by :mod:`optsolve.truncated.certificate` (and its sizes by the memory guard,
+:func:`optsolve.truncated.problems.certificate_bytes`), by nothing of the solver:
 
 * :func:`sample_moments`: the mean and the scatter (biased covariance) of rows of the samples, two
   passes of blocks of rows (O(n d^2) time, O(d^2) memory), in float64 whatever the samples' dtype;
@@ -29,7 +30,7 @@ two products of an N x d block with a d x d matrix per block (4 N d^2 flops per 
 Preconditioner: F of a Gaussian N(m, C) with the draws' own mean and covariance (the exact F when
 the draws are Gaussian). With x = m + y, T . v - E = (a + 2Bm)'y + y'By - tr(BC) and Gaussian third
 moments vanish, so v'Fw = (a + 2Bm)'C(a_w + 2B_w m) + 2 tr(BCB_wC) (Isserlis' theorem for the fourth
-moments). Solving F v = r, with R the symmetric matrix R_ij = R_ji = r_ij:
+moments: Isserlis, Biometrika 12, 1918). Solving F v = r, with R the symmetric matrix R_ij = R_ji = r_ij:
 
     C a~ = r_x,  B = (1/2) C^-1 (R - r_x m' - m r_x') C^-1,  a = a~ - 2 B m,  v_ii = B_ii,  v_ij = 2 B_ij,
 
@@ -54,12 +55,14 @@ from optsolve.core.blocks import fold_blocks, map_blocks
 STAT_BLOCK = 8192  # rows of samples or draws formed at once
 KEEP_BYTES = 512 << 20  # accepted draws kept in memory; past this they are re-drawn for each product
 DENSE_MAX_P = 200  # up to this many statistics F is summed and solved as a p x p matrix
+# The certificate's draws (here, so that the memory guard reads them without importing the certificate):
+# n / tol accepted, at least MIN_ACCEPTED, at most MAX_PROPOSALS proposals.
 DEFAULT_TOL = 0.125
 MIN_ACCEPTED = 4000
 MAX_PROPOSALS = 4_000_000
 DRAWS_AHEAD = 2  # blocks of proposals drawn ahead on other threads while the membership test runs
 CG_RTOL = 1e-7  # relative residual ||g - F x|| / ||g|| at which the iterations stop
-CG_CHECK_RTOL = 1e-6  # largest relative true residual accepted (G's relative error is about its square)
+CG_CHECK_RTOL = 1e-6  # largest relative true residual accepted (G's relative error: at most cond(F) times its square)
 CG_MAX_ITER = 200
 
 

@@ -222,3 +222,18 @@ def test_the_rank_rule_by_blocks_keeps_its_threshold(scale, refused):
             SCHEMA.validate(data, source="test")
     else:
         SCHEMA.validate(data, source="test")
+
+
+@pytest.mark.slow
+def test_bench_truncated_certificate_quick():
+    import subprocess
+    import sys
+
+    script = Path(certificate.__file__).parents[2] / "bin" / "bench-truncated-certificate"
+    proc = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("# bench-truncated-certificate") and "threads" in lines[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| 20 ")]
+    assert {(r[3], r[9]) for r in rows} == {("MLE", "yes"), ("naive", "no")}
+    assert len({r[7] for r in rows if r[3] == "MLE"}) == 1  # the same G on 1 and 2 threads
