@@ -232,6 +232,9 @@ def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, 
     var_u = np.diag(Mbar) - ubar * ubar
     var_uu = upper(sums.s_4 / N - Mbar * Mbar)
     trace = float(np.maximum(var_u, 0.0).sum() + np.maximum(var_uu, 0.0).sum())
+    if N <= g.size:
+        return g, trace, Solve(math.nan, False, 0, math.nan, f"{N} accepted draws for p = {g.size} statistics: "
+                               "their covariance F is singular")
     try:
         precondition = gaussian_preconditioner(ubar, Mbar - np.outer(ubar, ubar))
     except np.linalg.LinAlgError:
@@ -251,7 +254,7 @@ def gaussian_statistic(draws: KeptDraws, sums: DrawSums, data_mean: np.ndarray, 
         cbar = c_sum / N
         return np.concatenate([out_u / N - ubar * cbar, upper(out_uu / N - Mbar * cbar)])
 
-    return g, trace, conjugate_gradients(product, precondition, g)
+    return g, trace, conjugate_gradients(product, precondition, g, max_iter=CG_MAX_ITER)
 
 
 def gaussian_preconditioner(m: np.ndarray, C: np.ndarray):

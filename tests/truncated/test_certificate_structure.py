@@ -118,7 +118,15 @@ def test_a_solve_that_fails_is_reported_not_hidden(monkeypatch):
     kept.add(U, 0, np.ones(100, bool))
     sums.add(U)
     _, _, solved = fisher.gaussian_statistic(kept, sums, np.full(d, 0.3), np.eye(d))
-    assert not solved.converged and solved.reason
+    assert not solved.converged and "100 accepted draws for p = 230" in solved.reason
+    # past p draws, a solve that stalls says so (here: too few iterations allowed)
+    U = rng.standard_normal((2000, d))
+    kept, sums = fisher.KeptDraws(d, None), fisher.DrawSums.zeros(d)
+    kept.add(U, 0, np.ones(2000, bool))
+    sums.add(U)
+    monkeypatch.setattr(fisher, "CG_MAX_ITER", 1)
+    _, _, solved = fisher.gaussian_statistic(kept, sums, np.full(d, 0.3), np.eye(d))
+    assert not solved.converged and "after 1 iterations" in solved.reason
     # the check then fails, naming why
     data, est, contains = _case(20, "halfspace", 2)
     reason = "conjugate gradients reached a relative residual of 0.5 after 200 iterations, above 1e-06"
