@@ -61,8 +61,8 @@ DEFAULT_TOL = 0.125
 MIN_ACCEPTED = 4000
 MAX_PROPOSALS = 4_000_000
 DRAWS_AHEAD = 2  # blocks of proposals drawn ahead on other threads while the membership test runs
-CG_RTOL = 1e-7  # relative residual ||g - F x|| / ||g|| at which the iterations stop
-CG_CHECK_RTOL = 1e-6  # largest relative true residual accepted (G's relative error: at most cond(F) times its square)
+CG_RTOL = 1e-6  # relative residual ||g - F x|| / ||g|| at which the iterations stop
+CG_CHECK_RTOL = 1e-5  # largest relative true residual accepted (G's relative error: at most cond(F) times its square)
 CG_MAX_ITER = 200
 
 
