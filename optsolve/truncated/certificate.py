@@ -25,6 +25,13 @@ document, give:
   rule draws from the document's seed (a seed picks a random subset; it cannot pick rows that
   suit an estimate); their truncated NLL is reported.
 
+Scale: the samples are read by blocks of rows (their mean and scatter, :func:`fisher.sample_moments`),
+the draws are made and passed to the membership test by blocks, and for the Gaussian with more than
+:data:`DENSE_MAX_P` statistics G is solved by conjugate gradients on products with F formed from the
+kept draws (:mod:`optsolve.truncated.fisher`), never an n x p or p x p array: memory O(d^2) beside the
+kept draws, which :func:`optsolve.truncated.problems.certificate_bytes` bounds. Up to DENSE_MAX_P
+statistics F is summed and solved as a p x p matrix.
+
 What was solved (method, seed, bootstrap, the document's tol and radius) is reported, never
 trusted: every limit comes from :data:`LIMITS`, given by the caller.
 """
@@ -34,20 +41,27 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 from optsolve.core.errors import InputError
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
+from optsolve.truncated.fisher import (DEFAULT_TOL, DENSE_MAX_P, MAX_PROPOSALS, STAT_BLOCK, DrawSums,
+                                       DRAWS_AHEAD, KeptDraws, SampleMoments, block_normals, block_workers, draw_rows,
+                                       gaussian_statistic, one_blas_thread, sample_moments, upper, wanted_draws)
+from optsolve.truncated.problems import statistics_count
 
 CERT_SEED = 20250424
-DEFAULT_TOL = 0.125
-MIN_ACCEPTED = 4000
-MAX_PROPOSALS = 4_000_000
 NOISE_Z = 4.0  # standard errors of log alpha_hat allowed between two estimates from one stream of draws
 LOG_2PI = math.log(2 * math.pi)
-STAT_BLOCK = 8192  # rows of sufficient statistics formed at once
+HASH_ROWS = 1 << 16  # rows of samples hashed at once
+# The solver's own rules, restated so that the certificate reads none of its modules (a test checks that
+# they agree): newton doubles R at most MAX_DOUBLINGS times; psgd grows it up to PSGD_MAX_RADIUS.
+MAX_DOUBLINGS = 2
+PSGD_MAX_RADIUS = 10.0
 
 LIMITS = (
     Limit("tol", DEFAULT_TOL, "larger",
@@ -100,13 +114,17 @@ class Estimate:
 
 @dataclass
 class Draws:
-    """What the certificate's draws of p_hat gave: counts and the sums of T over the accepted draws."""
+    """What the certificate's draws of p_hat gave: counts, and either the sums of T and T T' over the accepted
+    draws (``s1``, ``s2``: up to DENSE_MAX_P statistics) or the accepted draws themselves, whitened, with their
+    sums (``kept``, ``sums``: the Gaussian's structure)."""
 
     hits: int
     proposals: int
     wanted: int
-    s1: np.ndarray
-    s2: np.ndarray  # p x p
+    s1: np.ndarray | None = None
+    s2: np.ndarray | None = None  # p x p
+    kept: KeptDraws | None = None
+    sums: DrawSums | None = None
     cut: bool = False  # stopped by the deadline
 
     @property
@@ -122,9 +140,23 @@ class Draws:
 def problem_seed(problem, stream: int = 0) -> np.random.Generator:
     """The certificate's generator, from the problem's samples and family alone (``stream`` 0: the
     estimate's draws; 1: the draws measuring alpha_0)."""
-    X = np.ascontiguousarray(np.asarray(problem["samples"], dtype=np.float64))
-    digest = hashlib.sha256(X.tobytes() + str(X.shape).encode() + str(problem.get("family", "gaussian")).encode())
+    X = problem["samples"]
+    digest = hashlib.sha256()
+    for a in range(0, X.shape[0], HASH_ROWS):  # the bytes of the float64 array, in C order, by blocks of rows
+        digest.update(np.ascontiguousarray(X[a:a + HASH_ROWS], dtype=np.float64))
+    digest.update(str(X.shape).encode() + str(problem.get("family", "gaussian")).encode())
     return np.random.default_rng([CERT_SEED, int.from_bytes(digest.digest()[:8], "little"), stream])
+
+
+def clopper_pearson(k: int, N: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact binomial confidence interval for k successes in N trials (Clopper and Pearson, Biometrika 26,
+    1934), from the beta quantiles: lower B^-1(a; k, N - k + 1), upper B^-1(1 - a; k + 1, N - k), a = (1 - level) / 2."""
+    from scipy.special import betaincinv
+
+    a = (1 - level) / 2
+    lo = 0.0 if k == 0 else float(betaincinv(k, N - k + 1, a))
+    hi = 1.0 if k == N else float(betaincinv(k + 1, N - k, 1 - a))
+    return lo, hi
 
 
 ALPHA0_DRAWS = (4000, 1 << 16)  # proposals measuring alpha_0; the second batch only when the first has no hit
@@ -134,10 +166,10 @@ def initial_mass(problem, contains, most: int | None = None) -> tuple[int, int]:
     """(accepted, proposals) of seeded draws of the samples' own fit (all rows) on the set: alpha_0,
     from which R_0 = log(1/alpha_0) + 2. The solver and verify measure it alike. ``most``: no batch
     is drawn that would make the proposals pass it (an oracle budget)."""
-    X = np.asarray(problem["samples"], dtype=float)
+    X = problem["samples"]
     family = problem.get("family", "gaussian")
     known = np.asarray(problem["cov"], dtype=float) if "cov" in problem else None
-    est0 = _naive(Estimate(family, None, None, None), X, known)
+    est0 = _naive(family, sample_moments(X, second=family == "gaussian"), known)
     rng = problem_seed(problem, 1)
     acc = drawn = 0
     for count in ALPHA0_DRAWS:
@@ -157,9 +189,6 @@ def initial_mass(problem, contains, most: int | None = None) -> tuple[int, int]:
 def largest_radius(R0: float) -> float:
     """The largest R the solver's own rules reach from R_0: newton doubles it at most MAX_DOUBLINGS
     times, psgd grows it up to PSGD_MAX_RADIUS."""
-    from optsolve.truncated.newton import MAX_DOUBLINGS
-    from optsolve.truncated.sgd import PSGD_MAX_RADIUS
-
     return max(R0 * 2.0 ** MAX_DOUBLINGS, PSGD_MAX_RADIUS)
 
 
@@ -247,20 +276,37 @@ def _stats(est: Estimate, X):
     return np.hstack([U, U[:, iu[0]] * U[:, iu[1]]])
 
 
-def _log_density(est: Estimate, X):
-    if est.family == "exponential":
-        return np.log(est.rates).sum() - X @ est.rates
-    U = (X - est.mean) @ est.chol_inv.T
-    return -0.5 * (U * U).sum(axis=1) - np.log(np.diag(est.chol)).sum() - 0.5 * X.shape[1] * LOG_2PI
+def _whitened(est: Estimate, mom: SampleMoments) -> tuple[np.ndarray, np.ndarray]:
+    """The samples' mean of u and of uu', u the samples whitened by the (Gaussian) estimate."""
+    ubar = est.chol_inv @ (mom.mean - est.mean)
+    W = est.chol_inv @ mom.scatter @ est.chol_inv.T
+    return ubar, 0.5 * (W + W.T) + np.outer(ubar, ubar)
 
 
-def _naive(est: Estimate, X, known) -> Estimate:
+def _mean_stats(est: Estimate, mom: SampleMoments) -> np.ndarray:
+    """The samples' mean of T (:func:`_stats`), from their moments."""
     if est.family == "exponential":
-        return Estimate(est.family, None, None, 1.0 / X.mean(axis=0))
-    d = X.shape[1]
-    cov = known if est.family == "gaussian-mean" else np.cov(X, rowvar=False, bias=True).reshape(d, d)
+        return mom.mean * est.rates
+    ubar, M = _whitened(est, mom)
+    return ubar if est.family == "gaussian-mean" else np.concatenate([ubar, upper(M)])
+
+
+def _nll(est: Estimate, mom: SampleMoments) -> float:
+    """The samples' mean negative log-density under the (untruncated) estimate, from their moments."""
+    if est.family == "exponential":
+        return float(mom.mean @ est.rates - np.log(est.rates).sum())
+    ubar, M = _whitened(est, mom)
+    return float(0.5 * np.trace(M) + np.log(np.diag(est.chol)).sum() + 0.5 * ubar.size * LOG_2PI)
+
+
+def _naive(family: str, mom: SampleMoments, known) -> Estimate:
+    """The samples' own fit: their mean and scatter (or the known covariance), or the rates 1 / mean."""
+    if family == "exponential":
+        return Estimate(family, None, None, 1.0 / mom.mean)
+    d = mom.mean.size
+    cov = known if family == "gaussian-mean" else mom.scatter.reshape(d, d)
     L = np.linalg.cholesky(cov)
-    return Estimate(est.family, X.mean(axis=0), cov, None, L, np.linalg.inv(L))
+    return Estimate(family, mom.mean, cov, None, L, np.linalg.inv(L))
 
 
 def validity_checks(est: Estimate) -> list[Check]:
@@ -281,34 +327,82 @@ def validity_checks(est: Estimate) -> list[Check]:
                           "smallest eigenvalue of the covariance (the mean must be finite too)")]
 
 
-def draw(problem, est: Estimate, contains, *, tol: float, deadline: float | None = None) -> Draws:
-    """Rejection draws of p_hat | S until n / tol (at least MIN_ACCEPTED) are accepted or MAX_PROPOSALS
-    are made, their statistics summed by blocks (nothing of size N_c is kept)."""
+def draw(problem, est: Estimate, contains, *, tol: float, deadline: float | None = None,
+         structured: bool | None = None) -> Draws:
+    """Rejection draws of p_hat | S, by blocks of proposals, until n / tol (at least MIN_ACCEPTED) are accepted or
+    MAX_PROPOSALS are made. ``structured`` (default: the Gaussian with more than DENSE_MAX_P statistics): the
+    accepted draws are kept, whitened, for :func:`fisher.gaussian_statistic`, block k of proposals drawn from
+    the k-th child of the problem's seed (the next blocks drawn on other threads while the membership test
+    runs on this one); otherwise the proposals come from the seed's one stream and their T and T T' are summed
+    by blocks (nothing of size N_c is kept)."""
     X = problem["samples"]
     n, d = X.shape
-    p = d + d * (d + 1) // 2 if est.family == "gaussian" else d
+    p = statistics_count(est.family, d)
+    if structured is None:
+        structured = est.family == "gaussian" and p > DENSE_MAX_P
     rng = problem_seed(problem)
-    rows = int(min(65536, max(1024, (1 << 22) // d)))
-    wanted = int(min(MAX_PROPOSALS, max(MIN_ACCEPTED, math.ceil(n / tol))))
-    s1, s2 = np.zeros(p), np.zeros((p, p))
-    hits = proposals = 0
-    cut = False
-    while hits < wanted and proposals < MAX_PROPOSALS:
+    rows = draw_rows(d)
+    out = Draws(0, 0, wanted_draws(n, tol))
+    if structured:
+        return _draw_structured(out, rng.bit_generator.seed_seq, est, contains, rows, deadline)
+    out.s1, out.s2 = np.zeros(p), np.zeros((p, p))
+    while out.hits < out.wanted and out.proposals < MAX_PROPOSALS:
         if deadline is not None and time.perf_counter() > deadline:
-            cut = True
+            out.cut = True
             break
         if est.family == "exponential":
             Y = rng.exponential(1.0 / est.rates, size=(rows, d))
         else:
             Y = est.mean + rng.standard_normal((rows, d)) @ est.chol.T
         Ya = Y[contains(Y)]
-        proposals += rows
-        hits += Ya.shape[0]
+        out.proposals += rows
+        out.hits += Ya.shape[0]
         for a in range(0, Ya.shape[0], STAT_BLOCK):
             Tb = _stats(est, Ya[a:a + STAT_BLOCK])
-            s1 += Tb.sum(axis=0)
-            s2 += Tb.T @ Tb
-    return Draws(hits, proposals, wanted, s1, s2, cut)
+            out.s1 += Tb.sum(axis=0)
+            out.s2 += Tb.T @ Tb
+    return out
+
+
+def _draw_structured(out: Draws, seed, est: Estimate, contains, rows: int, deadline) -> Draws:
+    from scipy.linalg.blas import dtrmm
+
+    d = est.mean.size
+
+    def normals(k):
+        return block_normals(seed, k, rows, d)
+
+    def proposals(k):  # u = L^-1 (y - mean) = z: the accepted rows of Z are the whitened draws
+        Z = normals(k)
+        Y = dtrmm(1.0, est.chol, Z.T, lower=1).T  # Z L' with L triangular: half a general product's work
+        Y += est.mean
+        return Z, Y
+
+    out.kept, out.sums = KeptDraws(d, normals), DrawSums.zeros(d)
+    workers = block_workers()
+    ahead = min(workers, DRAWS_AHEAD) if workers > 1 else 0
+    with one_blas_thread(workers), ThreadPoolExecutor(max(ahead, 1)) as pool:
+        pending = deque(pool.submit(proposals, k) for k in range(ahead))
+        k = 0
+        while out.hits < out.wanted and out.proposals < MAX_PROPOSALS:
+            if deadline is not None and time.perf_counter() > deadline:
+                out.cut = True
+                break
+            if ahead:
+                Z, Y = pending.popleft().result()
+                pending.append(pool.submit(proposals, k + ahead))
+            else:
+                Z, Y = proposals(k)
+            inside = contains(Y)  # on this thread only: a user's oracle need not be thread-safe
+            U = Z[inside]
+            out.kept.add(U, k, inside)
+            out.sums.add(U)
+            out.proposals += rows
+            out.hits += U.shape[0]
+            k += 1
+        for f in pending:
+            f.cancel()
+    return out
 
 
 def measure(problem, solution: dict, *, limits: dict | None = None, settings: dict | None = None,
@@ -358,7 +452,7 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     settings = settings if isinstance(settings, dict) else {}
     lim = resolved_limits(limits)
     tol = float(lim["tol"])
-    X = np.asarray(problem["samples"], dtype=float)
+    X = problem["samples"]
     n, d = X.shape
     checks = []
     if status in ("infeasible", "unbounded"):
@@ -380,12 +474,10 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     checks += validity_checks(est)
     if not checks[-1].holds:
         return Certificate(checks)
-    fit = np.setdiff1d(np.arange(n), rows) if rows.size else np.arange(n)
+    fit = np.setdiff1d(np.arange(n), rows) if rows.size else None  # None: every row, read by slices
     if draws is None:
         draws = draw(problem, est, _membership(problem, settings, oracle), tol=tol, deadline=deadline)
     hits, proposals = draws.hits, draws.proposals
-    from optsolve.truncated.sampling import clopper_pearson
-
     a_hat = draws.alpha
     note = f"p_hat(S) from {proposals} fresh proposals ({hits} in the set)"
     if draws.cut:
@@ -415,26 +507,25 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                                     f"|log reported alpha_hat ({reported!r}) - log alpha_hat of these draws|; the "
                                     f"limit is {NOISE_Z:g} standard errors of the latter"))
     Nc = hits
-    p = draws.s1.size
-    m = fit.size
-    Tbar = np.zeros(p)
-    for a in range(0, m, STAT_BLOCK):
-        Tbar += _stats(est, X[fit[a:a + STAT_BLOCK]]).sum(axis=0)
-    Tbar /= m
-    draw_mean = draws.s1 / Nc
-    F = draws.s2 / Nc - np.outer(draw_mean, draw_mean)
-    g = draw_mean - Tbar
-    G = float(g @ np.linalg.lstsq(F, g, rcond=1e-12)[0])
+    p = statistics_count(est.family, d)
+    m = n - rows.size
+    mom = sample_moments(X, rows=fit, second=est.family != "exponential")
+    G, g, trace, solved = _gradient_statistic(est, draws, mom)
     limit = (p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / m
-    checks.append(Check.at_most("gradient_statistic", G, limit,
-                                f"g' F^-1 g of the truncated NLL's gradient at the estimate, F the covariance of T "
-                                f"over {Nc} fresh draws in the set (p = {p}); the limit is their noise plus tol p / m "
-                                f"(tol = {tol:g}, m = {m} fitted samples)"))
+    note = (f"g' F^-1 g of the truncated NLL's gradient at the estimate, F the covariance of T over {Nc} fresh draws "
+            f"in the set (p = {p}); the limit is their noise plus tol p / m (tol = {tol:g}, m = {m} fitted samples)")
+    if solved is None or solved.converged:
+        checks.append(Check.at_most("gradient_statistic", G, limit, note + (
+            f"; F^-1 g by {solved.iterations} conjugate-gradient steps (relative residual {solved.residual:.2g})"
+            if solved is not None else "")))
+    else:
+        checks.append(Check.require("gradient_statistic", None, False, f"at most {limit:.6g}: " + note,
+                                    f"not computed: {solved.reason}"))
     checks.append(Check.info("gradient_norm", float(np.linalg.norm(g)),
                              "Euclidean norm of the gradient, in coordinates whitened by the estimate"))
-    checks.append(Check.info("gradient_standard_error", float(np.sqrt(np.maximum(np.diag(F), 0.0).sum() / Nc)),
+    checks.append(Check.info("gradient_standard_error", float(np.sqrt(max(trace, 0.0) / Nc)),
                              "of that norm, from the draws"))
-    L1 = float(-_log_density(est, X[fit]).mean())
+    L1 = _nll(est, mom)
     nll = L1 + math.log(a_hat)
     rtol, atol = float(lim["objective_rtol"]), float(lim["objective_atol"])
     if objective is not None or status == "optimal":
@@ -443,8 +534,8 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                                     f"|reported objective - truncated NLL of the fitted samples ({nll:.10g}, the "
                                     f"normaliser from these draws)|; the limit is objective_rtol |NLL| + "
                                     f"objective_atol + {NOISE_Z:g} standard errors of log alpha_hat"))
-    m0 = _naive(est, X[fit], np.asarray(problem["cov"], dtype=float) if "cov" in problem else None)
-    L0 = float(-_log_density(m0, X[fit]).mean())
+    m0 = _naive(est.family, mom, np.asarray(problem["cov"], dtype=float) if "cov" in problem else None)
+    L0 = _nll(m0, mom)
     if lim["radius"] is None:
         checks.append(Check.info("region_excess", L1 - L0, "L(estimate) - L(theta0): the least R of a region "
                                  "L(theta) <= L(theta0) + R that holds the estimate (judged with --radius)"))
@@ -453,9 +544,25 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
         checks.append(Check.at_least("region_slack", L0 + R - L1, -rtol * (1.0 + abs(L0)) - atol,
                                      f"L(theta0) + R - L(estimate), at least 0 inside the region (R = {R:.6g})"))
     if rows.size:
-        held = float(-_log_density(est, X[rows]).mean() + math.log(a_hat))
+        held = _nll(est, sample_moments(X, rows=rows, second=est.family != "exponential")) + math.log(a_hat)
         checks.append(Check.info("holdout_nll", held, f"truncated NLL of the {rows.size} held-out samples"))
     return Certificate(checks)
+
+
+def _gradient_statistic(est: Estimate, draws: Draws, mom: SampleMoments):
+    """(G, g, trace of F, the conjugate-gradient :class:`fisher.Solve` or None where F was solved densely)."""
+    if draws.kept is not None:
+        ubar, M = _whitened(est, mom)
+        workers = block_workers()
+        with one_blas_thread(workers):
+            g, trace, solved = gaussian_statistic(draws.kept, draws.sums, ubar, M, workers)
+        return solved.value, g, trace, solved
+    Nc = draws.hits
+    draw_mean = draws.s1 / Nc
+    F = draws.s2 / Nc - np.outer(draw_mean, draw_mean)
+    g = draw_mean - _mean_stats(est, mom)
+    G = float(g @ np.linalg.lstsq(F, g, rcond=1e-12)[0])
+    return G, g, float(np.maximum(np.diag(F), 0.0).sum()), None
 
 
 def _finite(v) -> bool:

@@ -21,6 +21,7 @@ from optsolve.core.errors import InputError
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
 from optsolve.truncated import families as fam
+from optsolve.truncated import fisher
 from optsolve.truncated.sets import Oracle, SetError, load_oracle, parse_set
 
 FAMILY_NAMES = tuple(fam.FAMILIES)
@@ -36,11 +37,29 @@ def statistics_count(family: str, d: int) -> int:
     return d + d * (d + 1) // 2 if family == "gaussian" else d
 
 
-def certificate_bytes(family: str, n: int, d: int) -> float:
-    """Memory the certificate needs: the p x p covariance of the statistics (twice: its sum and its
-    solve) and blocks of 8,192 rows of them, beside the samples' own statistics (n x p)."""
+def certificate_bytes(family: str, n: int, d: int, tol: float | None = None) -> float:
+    """Memory the certificate needs beside the samples, at its ``tol`` (default: its own, 0.125), with w threads
+    (:func:`fisher.block_workers`): blocks of samples on each thread (3 arrays of STAT_BLOCK x d) and the row
+    numbers of a holdout (2 n); then, up to DENSE_MAX_P statistics, a block of proposals and the membership
+    test's work (4 arrays of rows x d), the p x p sum of T T' and its least-squares solve (3 p^2) and blocks
+    of T (2 STAT_BLOCK x p); past it, for the Gaussian (see :mod:`optsolve.truncated.fisher`), the blocks of
+    proposals in flight (Z and Y for this one and DRAWS_AHEAD more, its accepted rows), the accepted draws
+    kept (at most n / tol plus a block, and at most KEEP_BYTES: the rest is re-drawn) with the masks of the
+    rest, on each thread a re-drawn block (2 arrays of rows x d) and the products' chunks (4 of STAT_BLOCK x d),
+    the partial sums of each block (d^2 + d), and d x d matrices and vectors of p."""
     p = statistics_count(family, d)
-    return 8.0 * (2.0 * p * p + (8192.0 + n) * p)
+    rows = fisher.draw_rows(d)
+    block, workers = fisher.STAT_BLOCK, fisher.block_workers()
+    need = 8.0 * (3.0 * workers * block * d + 2.0 * n)
+    if family != "gaussian" or p <= fisher.DENSE_MAX_P:
+        return need + 8.0 * (4.0 * rows * d + 3.0 * p * p + 2.0 * block * p)
+    accepted = fisher.wanted_draws(n, fisher.DEFAULT_TOL if tol is None else tol) + rows
+    kept = min(float(fisher.KEEP_BYTES), 8.0 * d * accepted)
+    blocks = fisher.MAX_PROPOSALS / rows + 1
+    masks = fisher.MAX_PROPOSALS / 8.0 + 64.0 * blocks
+    flight = (2.0 * (fisher.DRAWS_AHEAD + 1) + 1.0) * rows * d
+    return need + kept + masks + 8.0 * (flight + workers * (2.0 * rows * d + 4.0 * block * d)
+                                        + blocks * (d * d + d) + 12.0 * d * d + 8.0 * p)
 
 
 def _rules(problem: Problem) -> None:
@@ -55,8 +74,10 @@ def _rules(problem: Problem) -> None:
             r, c = np.argwhere(big)[0]
             raise problem.error(f"array 'samples' has {X[a + r, c]:g} at ({a + r}, {c}); samples must be at most "
                                 f"{MAX_ABS_SAMPLE:g} in magnitude (their squares are sufficient statistics).")
-    memory.require(problem.source, f"family {family!r} in d = {d}: the certificate's {statistics_count(family, d)} x "
-                   f"{statistics_count(family, d)} covariance of the sufficient statistics",
+    p = statistics_count(family, d)
+    dense = family != "gaussian" or p <= fisher.DENSE_MAX_P
+    memory.require(problem.source, f"family {family!r} in d = {d}, n = {n}: the certificate's work on the {p} "
+                   f"sufficient statistics ({'their p x p covariance' if dense else 'its kept draws, by blocks'})",
                    certificate_bytes(family, n, d))
     if family == "gaussian-mean" and "cov" not in problem:
         raise problem.error("family 'gaussian-mean' needs the known covariance as key 'cov' (d x d).")
