@@ -12,8 +12,10 @@ document, give:
   N_c G is about chi-square with p degrees of freedom (p statistics, N_c accepted draws): the
   check allows (p + 3 sqrt(2 p)) / N_c for that noise (N_c aims at n / tol) plus tol p / m for
   the estimate's own Monte-Carlo distance to the MLE, tol times the data's statistical error
-  in this metric (m fitted samples; newton's target). At the empirical moments N_c G is
-  thousands of times p;
+  in this metric (m fitted samples; newton's target), both times N_c / (N_c - p - 2): with F
+  estimated from the same draws, N_c G is Hotelling's T^2, whose mean is p (N_c - 1) /
+  (N_c - p - 2) (Hotelling, Ann. Math. Statist. 2, 1931), a visible excess once p is a few
+  percent of N_c (d = 100: p = 5,150). At the empirical moments N_c G is thousands of times p;
 * positive definiteness of the covariance (or positive rates);
 * the reported objective, the truncated NLL of the fitted samples, against the one recomputed
   with the draws' alpha_hat: within objective_rtol |NLL| + objective_atol plus four standard
@@ -83,6 +85,15 @@ LIMITS = (
 # An estimation problem with samples inside the set always has a likelihood: nothing to be
 # infeasible, and a bounded truncated NLL is never certified unbounded here.
 CLAIMS = ("optimal",)
+
+
+def gradient_limit(p: int, Nc: int, tol: float, m: int) -> float:
+    """The gradient statistic's limit: the noise of G at the MLE, (p + 3 sqrt(2 p)) / N_c, plus the
+    estimate's allowance tol p / m, both scaled by Hotelling's N_c / (N_c - p - 2) for F taken from
+    the same N_c draws (0 where N_c <= p + 2: too few draws to judge, so the check fails)."""
+    if Nc <= p + 2:
+        return 0.0
+    return ((p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / m) * Nc / (Nc - p - 2)
 
 
 def resolved_limits(limits: dict | None) -> dict:
@@ -511,7 +522,7 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     m = n - rows.size
     mom = sample_moments(X, rows=fit, second=est.family != "exponential")
     G, g, trace, solved = _gradient_statistic(est, draws, mom)
-    limit = (p + 3.0 * math.sqrt(2.0 * p)) / Nc + tol * p / m
+    limit = gradient_limit(p, Nc, tol, m)
     note = (f"g' F^-1 g of the truncated NLL's gradient at the estimate, F the covariance of T over {Nc} fresh draws "
             f"in the set (p = {p}); the limit is their noise plus tol p / m (tol = {tol:g}, m = {m} fitted samples)")
     if solved is None or solved.converged:

@@ -245,3 +245,22 @@ def test_bench_truncated_certificate_quick():
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines if line.startswith("| 20 ")]
     assert {(r[3], r[9]) for r in rows} == {("MLE", "yes"), ("naive", "no")}
     assert len({r[7] for r in rows if r[3] == "MLE"}) == 1  # the same G on 1 and 2 threads
+
+
+def test_gradient_limit_covers_hotellings_t2_of_draws_whose_covariance_is_their_own():
+    """G = g' F^-1 g with g the mean of N_c draws and F their own covariance: its mean is
+    p (N_c - 1) / (N_c (N_c - p - 2)), above chi-square's p / N_c; the limit (tol = 0) covers it."""
+    from optsolve.truncated.certificate import gradient_limit
+
+    rng = np.random.default_rng(7)
+    p, Nc, reps = 40, 800, 3000  # p / N_c = 0.05, twice d = 100's share at the default tol
+    G = np.empty(reps)
+    for r in range(reps):
+        Y = rng.standard_normal((Nc, p))
+        g = Y.mean(axis=0)
+        F = np.cov(Y, rowvar=False, bias=True)
+        G[r] = g @ np.linalg.solve(F, g)
+    assert abs(G.mean() / (p * (Nc - 1) / (Nc * (Nc - p - 2))) - 1) < 0.03
+    assert G.mean() > 1.04 * p / Nc  # the plain chi-square mean would be exceeded on average
+    assert (G > gradient_limit(p, Nc, 0.0, 1)).mean() < 0.01
+    assert gradient_limit(p, p + 2, 0.1, 10) == 0.0
