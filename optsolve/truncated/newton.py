@@ -54,9 +54,10 @@ coordinates whitened by theta0:
 * Streamed final step: the kept pool grows to an effective size of
   max(STREAM_FROM, sqrt(POOL_FACTOR p FINAL_ESS n)) (all of FINAL_ESS n when that is smaller);
   the last step's gradient then comes from the pool and fresh draws summed as they are drawn,
-  never kept, FINAL_ESS n effective draws together, and its Hessian from the pool (an error e in the Hessian moves the step by
-  about e times the step, already of the order of the pool's own Monte-Carlo error). Memory
-  then grows with sqrt(n), not n.
+  never kept, FINAL_ESS n effective draws together, and its Hessian from the pool (an error e
+  in the Hessian moves the step by about e times the step, already of the order of the pool's
+  own Monte-Carlo error). Memory then grows with sqrt(n), not n: at d = 100, n = 1e6, 1.25 GB
+  beyond the samples. The streamed step starts once the pool holds KEEP_SLACK of its size.
 * R = log(1/alpha_0) + 2, alpha_0 the acceptance of p_theta0 (measured); when the steps of
   two batches in a row stall at the bound (the constrained optimum lies on it, not a noisy
   step), R doubles and they go on (reported), at most MAX_DOUBLINGS times.
