@@ -389,8 +389,8 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
             if ess >= KEEP_SLACK * keep:  # (a last small batch would cost a whole pool's Newton steps)
                 check_time(deadline)
                 theta, ess, drawn = stream_step(family, pools, pool, theta, Tbar, L, L0 + R, target, deadline)
-                history.append({"batch": k + 1, "proposals": drawn, "accepted": None, "ess": float(ess), "newton_steps": 1,
-                                "decrement": None, "stop": "streamed", "oracle_calls": oracle.calls})
+                history.append({"batch": k + 1, "proposals": drawn, "accepted": None, "ess": float(ess),
+                                "newton_steps": 1, "decrement": None, "stop": "streamed", "oracle_calls": oracle.calls})
                 stop, reason = "converged", ""
                 break
             need = int(min(4.0 * ess, max(need, target - ess)))
