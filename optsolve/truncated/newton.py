@@ -52,7 +52,8 @@ coordinates whitened by theta0:
   effective size's (bin/bench-truncated part 1: KL(MLE, estimate) 5e-5 against 1e-3 with
   shifts at d = 10, alpha = 0.1).
 * Streamed final step: the kept pool grows to an effective size of
-  max(STREAM_FROM, sqrt(POOL_FACTOR p FINAL_ESS n)) (all of FINAL_ESS n when that is smaller);
+  max(STREAM_FROM, POOL_PER_STATISTIC p, sqrt(POOL_FACTOR p FINAL_ESS n)) (all of FINAL_ESS n
+  when that is smaller);
   the last step's gradient then comes from the pool and fresh draws summed as they are drawn,
   never kept, FINAL_ESS n effective draws together, and its Hessian from the pool (an error e
   in the Hessian moves the step by about e times the step, already of the order of the pool's
@@ -108,7 +109,9 @@ STREAM_FROM = 50_000  # effective size beyond which the final draws are streamed
 KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
 SINGLE_FROM_P = 200  # statistics from which the Newton systems' products run in single precision
 KEEP_SLACK = 0.8  # the streamed step starts once the pool has this share of its effective size (or of the target)
-POOL_FACTOR = 4.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target)
+POOL_FACTOR = 4.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target) ...
+POOL_PER_STATISTIC = 30  # ... and at least this many per statistic (d = 100, n = 20,000: 9 per statistic left
+# the streamed step's Hessian too rough, and the certificate's gradient statistic at 1.3 times its limit)
 
 
 def pool_bytes(accepted: float, d: int) -> float:
@@ -297,7 +300,7 @@ def kept_target(p: int, target: float) -> float:
     """The effective size the kept pool grows to before the final streamed step (all of ``target``
     when that is small): large enough that the pool's Hessian error moves the final step by a
     small share of the final draws' own Monte-Carlo error."""
-    return min(target, max(STREAM_FROM, math.sqrt(POOL_FACTOR * p * target)))
+    return min(target, max(STREAM_FROM, POOL_PER_STATISTIC * p, math.sqrt(POOL_FACTOR * p * target)))
 
 
 def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=None, deadline=None,
