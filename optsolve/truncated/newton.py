@@ -191,7 +191,10 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
         # inexact Newton: the system's tolerance follows the last decrement (superlinear convergence)
         # (a decrement near tol announces the checking solve: a rough solve measures the decrement within
         # about condition x rtol^2, and a step still taken from it converges linearly)
-        rtol = CG_RTOL_FIRST if dec < 10 * tol or dec == np.inf else min(CG_RTOL_FIRST, max(CG_RTOL, math.sqrt(dec)))
+        # (below SHIFT_FROM_P statistics the systems are cheap: solved to CG_RTOL, as the batches there depend on
+        # the path the steps take)
+        rtol = (CG_RTOL if family.p < SHIFT_FROM_P else CG_RTOL_FIRST if dec < 10 * tol or dec == np.inf
+                else min(CG_RTOL_FIRST, max(CG_RTOL, math.sqrt(dec))))
         delta = _solve(family, pool, w, g, rtol=rtol)
         dec = float(-g @ delta)
         if not np.isfinite(dec) or dec <= 0:
