@@ -237,7 +237,7 @@ def test_bench_truncated_certificate_quick():
     import subprocess
     import sys
 
-    script = Path(certificate.__file__).parents[2] / "bin" / "bench-truncated-certificate"
+    script = Path(__file__).resolve().parents[2] / "bin" / "bench-truncated-certificate"
     proc = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
