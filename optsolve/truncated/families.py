@@ -130,15 +130,13 @@ class Gaussian:
 
     def transform(self, theta, Z) -> np.ndarray:
         """Draws of p_theta from standard normal rows Z."""
-        h, P = self.split(theta)
-        L = np.linalg.cholesky(P)
-        mu = np.linalg.solve(P, h)
-        # rows z' L^-1: cov(L^-T z) = (L L')^-1 = P^-1 (one matrix product for all rows); numpy's inverse of
-        # the small factor (scipy's triangular solve cost milliseconds per call on busy machines)
-        return mu + Z @ np.linalg.inv(L)
+        mu, M = self.affine(theta)
+        return mu + Z @ M
 
     def affine(self, theta):
-        """(mu, M): the draws of p_theta are mu + z M for standard normal rows z."""
+        """(mu, M): the draws of p_theta are mu + z M for standard normal rows z. M = L^-1 for P = L L':
+        cov(L^-T z) = (L L')^-1 = P^-1 (one matrix product for all rows); numpy's inverse of the small
+        factor (scipy's triangular solve cost milliseconds per call on busy machines)."""
         h, P = self.split(theta)
         L = np.linalg.cholesky(P)
         return np.linalg.solve(P, h), np.linalg.inv(L)

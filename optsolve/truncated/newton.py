@@ -26,7 +26,7 @@ coordinates whitened by theta0:
   Gaussian the Jacobian of the moments-to-parameters map, applied in O(d^3)), to a relative
   residual of 1e-2 far from the optimum and sqrt(decrement) near it, down to 1e-8 (inexact
   Newton: Dembo, Eisenstat and Steihaug, SIAM J. Numer. Anal. 19, 1982), the products in
-  single precision from SINGLE_FROM_P statistics on; backtracking
+  single precision from SCALE_FROM_P statistics on; backtracking
   halves the step until theta stays in D (covariance positive definite), the weights keep an
   effective sample size (ESS) of at least half of what they had at the start and the survival
   mass p_theta(S) stays above a quarter of its start (a trust region: beyond it the draws no
@@ -47,7 +47,7 @@ coordinates whitened by theta0:
   alpha / E_{p_theta|S}[p_theta / q] against N alpha for rejection from p_theta); on a
   halfspace of mass 0.05 in d = 30 this took the oracle calls from 4.4 million to 0.7
   million. The balance-heuristic weights treat a shifted batch like any other. Below
-  SHIFT_FROM_P statistics the batches stay plain rejection draws of p_theta: there the
+  SCALE_FROM_P statistics the batches stay plain rejection draws of p_theta: there the
   draws are cheap and Sobol rejection draws, unweighted, keep an error well below their
   effective size's (bin/bench-truncated part 1: KL(MLE, estimate) 5e-5 against 1e-3 with
   shifts at d = 10, alpha = 0.1).
@@ -103,11 +103,11 @@ CG_RTOL = 1e-8  # relative residual of a Newton system near the optimum
 CG_RTOL_FIRST = 1e-2  # ... and far from it
 CG_RTOL_STREAM = 1e-4  # of the streamed step (its Hessian, the pool's, has a larger error)
 SHIFTS = (0.25, 0.5, 0.75, 1.0)  # proposal means tried, as shares of the way to the mean of p_theta | S
-SHIFT_FROM_P = 200  # statistics from which batches may come from shifted proposals and Sobol counts need not be
-# powers of 2 (below: plain Sobol rejection in nets of 2^m points)
+SCALE_FROM_P = 200  # statistics from which newton works as at scale: shifted proposals, Sobol counts in whole
+# chunks, inexact Newton systems with single-precision products (below: Sobol rejection in nets of 2^m points and
+# systems solved to CG_RTOL, as the batches there follow the steps' path)
 STREAM_FROM = 50_000  # effective size beyond which the final draws are streamed, not kept
 KEPT_PER_EFFECTIVE = 3.0  # accepted draws a batch keeps per effective draw wanted, at most (for its memory check)
-SINGLE_FROM_P = 200  # statistics from which the Newton systems' products run in single precision
 KEEP_SLACK = 0.8  # the streamed step starts once the pool has this share of its effective size (or of the target)
 POOL_FACTOR = 4.0  # the kept pool's effective size before the streamed step: sqrt(POOL_FACTOR p target) ...
 POOL_PER_STATISTIC = 30  # ... and at least this many per statistic (d = 100, n = 20,000: 9 per statistic left
@@ -148,12 +148,12 @@ def alpha0_and_radius(family, theta0, sampler: Sampler, measured: tuple[int, int
 def _solve(family, pool, w, g, rtol=CG_RTOL):
     """The Newton direction on a pool: Cov_w[T] delta = -g by conjugate gradients, preconditioned by
     the inverse Fisher information of the Gaussian (or member) with the draws' weighted moments
-    (Hessian-vector products cost O(N d^2); no p x p matrix is formed). From SINGLE_FROM_P
+    (Hessian-vector products cost O(N d^2); no p x p matrix is formed). From SCALE_FROM_P
     statistics on, the products run on the draws in single precision (twice as fast; their
     relative error, about 1e-6, only makes the direction inexact: the gradient stays double).
     Returns delta."""
     p = g.size
-    Y = pool.single() if p >= SINGLE_FROM_P else pool.Y
+    Y = pool.single() if p >= SCALE_FROM_P else pool.Y
     m = family.moments(Y, w)
 
     def hv(v):
@@ -191,9 +191,7 @@ def saa_newton(family, pool, theta, Tbar, L, bound, tol: float, deadline=None):
         # inexact Newton: the system's tolerance follows the last decrement (superlinear convergence)
         # (a decrement near tol announces the checking solve: a rough solve measures the decrement within
         # about condition x rtol^2, and a step still taken from it converges linearly)
-        # (below SHIFT_FROM_P statistics the systems are cheap: solved to CG_RTOL, as the batches there depend on
-        # the path the steps take)
-        rtol = (CG_RTOL if family.p < SHIFT_FROM_P else CG_RTOL_FIRST if dec < 10 * tol or dec == np.inf
+        rtol = (CG_RTOL if family.p < SCALE_FROM_P else CG_RTOL_FIRST if dec < 10 * tol or dec == np.inf
                 else min(CG_RTOL_FIRST, max(CG_RTOL, math.sqrt(dec))))
         delta = _solve(family, pool, w, g, rtol=rtol)
         dec = float(-g @ delta)
@@ -269,7 +267,7 @@ def stream_step(family, pools, pool, theta, Tbar, L, bound, target: float, deadl
     drawn = 0
     ess = 0.0
     while ess < need:
-        N = sobol_count(1.2 * (need - ess) / max(eff, 1e-12), nets=family.p < SHIFT_FROM_P)
+        N = sobol_count(1.2 * (need - ess) / max(eff, 1e-12), nets=family.p < SCALE_FROM_P)
         for Yc, count in pools.accepted(q, N):
             drawn += count
             if not Yc.shape[0]:
@@ -342,7 +340,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
     pool, q, eff = None, theta, alpha0
     try:
         for k in range(MAX_POOLS):
-            N = sobol_count(1.2 * need / max(eff, sampler.floor), nets=family.p < SHIFT_FROM_P)
+            N = sobol_count(1.2 * need / max(eff, sampler.floor), nets=family.p < SCALE_FROM_P)
             try:
                 check_time(deadline)
                 kept = pools.accepted_count() + KEPT_PER_EFFECTIVE * need
@@ -367,7 +365,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
                 rate = max(rate, 0.25 * pools.accepted_count(last=True) / N)
             # a shifted proposal only from a pool that describes theta (its estimate from a pool drawn
             # elsewhere can be far off); after a move, the next batch is drawn from p_theta itself
-            shift = why == "converged" and family.p >= SHIFT_FROM_P
+            shift = why == "converged" and family.p >= SCALE_FROM_P
             q, eff = proposal(family, pool, theta, rate) if shift else (theta, rate)
             accepted = pools.accepted_count(last=True)
             history.append({"batch": k, "proposals": N, "accepted": accepted, "ess": ess,

@@ -71,7 +71,7 @@ def test_blocked_dot_moments_and_statistics_equal_the_dense_ones(monkeypatch):
 
 def test_single_precision_newton_products_give_the_double_precision_direction(monkeypatch):
     rng = np.random.default_rng(2)
-    g = fam.Gaussian(20)  # p = 230, over SINGLE_FROM_P
+    g = fam.Gaussian(20)  # p = 230, over SCALE_FROM_P
     theta = _random_theta(g, rng)
     Y = g.sample(theta, 30_000, rng)
     pool = Pool(Y, np.zeros(Y.shape[0]), Y.shape[0])
@@ -79,7 +79,7 @@ def test_single_precision_newton_products_give_the_double_precision_direction(mo
     grad = rng.standard_normal(g.p) * 1e-2
     single = newton._solve(g, pool, w, grad, rtol=1e-8)
     assert pool.single().dtype == np.float32
-    monkeypatch.setattr(newton, "SINGLE_FROM_P", 10 ** 9)
+    monkeypatch.setattr(newton, "SCALE_FROM_P", 10 ** 9)
     double = newton._solve(g, Pool(Y, pool.base, Y.shape[0]), w, grad, rtol=1e-8)
     assert np.linalg.norm(single - double) <= 1e-4 * np.linalg.norm(double)
 
@@ -131,8 +131,7 @@ def test_mean_shifted_proposal_spends_fewer_draws_and_the_streamed_step_finds_th
     rate = pool.survival(g, theta)[0]
     q, eff = newton.proposal(g, pool, theta, rate)
     assert eff > 2 * rate and not np.allclose(q, theta)
-    Tbar = pool.Y.mean(axis=0), (pool.Y.T @ pool.Y) / pool.Y.shape[0]
-    Tbar = g.moments_from(*Tbar)
+    Tbar = g.moments(pool.Y, np.full(pool.Y.shape[0], 1.0 / pool.Y.shape[0]))
     L = lambda th: 0.0  # noqa: E731  (no region bound in this check)
     fit, dec, steps, why = newton.saa_newton(g, pool, theta, Tbar, L, 1.0, 1e-12)
     assert why == "converged"
