@@ -155,10 +155,17 @@ def test_bench_truncated_dimension_quick(tmp_path):
 
 def test_bench_truncated_dimension_rows_chosen_and_timed_out(tmp_path):
     lines = run("bench-truncated", "--dimension", "--dimension-dims", "2", "--dimension-sets", "intersection",
-                "--dimension-n", "400", "--row-limit", "0.05", "--dir", str(tmp_path))
-    (row,) = rows(lines, "d", has="whole command (s)")
-    assert (row["d"], row["n"], row["set"], row["status"]) == ("2", "400", "intersection", "timed out")
-    assert any(line.startswith("d = 2, n = 400, intersection: optsolve timed out after 0.05 s") for line in lines)
+                "--dimension-n", "400", "--row-limit", "0.05", "--dimension-seeds", "2", "--dir", str(tmp_path))
+    table = rows(lines, "d", has="whole command (s)")
+    assert [(r["d"], r["n"], r["set"], r["seed"], r["status"]) for r in table] == [
+        ("2", "400", "intersection", seed, "timed out") for seed in ("0", "1")]
+    assert any(line.startswith("d = 2, n = 400, intersection, seed 1: optsolve timed out after 0.05 s")
+               for line in lines)
+    (means,) = rows(lines, "d", has="seeds")  # no estimate: no mean KL
+    assert (means["seeds"], means["KL(truth, est)"], means["delphi KL"]) == ("2", "-", "-")
+    assert float(means["naive KL"]) > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        f"truncated-gaussian-d2-n400-halfspace-ball-alpha0.086-seed{seed}.npz" for seed in (0, 1)]
 
 
 def test_bench_mvi_quick(tmp_path):

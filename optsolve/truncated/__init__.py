@@ -61,10 +61,10 @@ def _check_options(tol, radius, max_evals, bootstrap, holdout, max_iter, objecti
 
 def _check_sizes(tp, method, tol, bootstrap) -> None:
     """Refuse, before any draw, options whose draws or resamples would pass the memory budget."""
-    from optsolve.truncated.newton import FINAL_ESS, KEPT_PER_EFFECTIVE, kept_target, pool_bytes
+    from optsolve.truncated.newton import FINAL_ESS, KEPT_PER_EFFECTIVE, final_target, kept_target, pool_bytes
 
     if method == "newton":
-        target = tp.n * (FINAL_ESS if tol is None else 1.0 / tol)
+        target = final_target(tp.family.p, tp.n, None if tol is None else 1.0 / tol)
         kept = KEPT_PER_EFFECTIVE * kept_target(tp.family.p, target)
         if pool_bytes(kept, tp.d) > memory.budget_bytes():
             raise memory.refusal(f"The '--tol' option ({tol if tol is not None else 1.0 / FINAL_ESS:g})",

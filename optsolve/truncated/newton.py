@@ -91,6 +91,7 @@ from optsolve.truncated.sampling import (STOPPED, AcceptanceCollapse, DrawLimit,
                                          sobol_count, stop_of)
 
 FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125)
+FINAL_ESS_FLOOR = 100_000  # ... and at least this many by default from SCALE_FROM_P statistics on (see final_target)
 START_ACCEPTED = 2000
 MAX_NEWTON = 50
 MAX_POOLS = 30
@@ -297,6 +298,17 @@ def stream_step(family, pools, pool, theta, Tbar, L, bound, target: float, deadl
     return (theta + t * delta if t > 1e-6 else theta), ess + kept, drawn
 
 
+def final_target(p: int, n: int, final_ess: float | None = None) -> float:
+    """The final effective sample size: ``final_ess`` n (the command's n / --tol), FINAL_ESS n by
+    default, and by default at least FINAL_ESS_FLOOR from SCALE_FROM_P statistics on: there the
+    shifted proposals' draws lose most of the Sobol points' extra accuracy, and where n is small
+    their Monte-Carlo error would show beside the data's own (docs/benchmarks.md, bench-truncated
+    part 1)."""
+    if final_ess is not None:
+        return final_ess * n
+    return max(FINAL_ESS * n, FINAL_ESS_FLOOR) if p >= SCALE_FROM_P else FINAL_ESS * n
+
+
 def kept_target(p: int, target: float) -> float:
     """The effective size the kept pool grows to before the final streamed step (all of ``target``
     when that is small): large enough that the pool's Hessian error moves the final step by a
@@ -327,7 +339,7 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
         R = float(radius)
     R0 = R
     tol = 1e-12  # Newton decrement (see the module's notes)
-    target = (final_ess or FINAL_ESS) * n
+    target = final_target(family.p, n, final_ess)
     keep = kept_target(family.p, target)
     theta = theta0.copy()
     need = max(START_ACCEPTED, 10 * family.p)  # effective draws wanted in the next batch
