@@ -57,10 +57,11 @@ from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS, optimi
 from optsolve.mvi.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "ecppa"
+INNER_SOLVERS = ("auto", "fixed-point", "gmres")
 CONSTANTS_SHARE = 0.5  # of a time limit, at most, for ||M|| and rho of an affine operator
 
 
-def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits):
+def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits, inner_solver="auto"):
     for name, value in (("gamma", gamma), ("tol", tol), *limits.items()):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a float in (0, inf); "
@@ -73,9 +74,26 @@ def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, lim
         raise ParameterError(f"The '--sigma' option (ecppa's inner stop) does not apply to method {method!r}.")
     if max_evals is not None and max_evals < 1:
         raise ParameterError(f"The '--max-evals' option must be a positive integer; got {max_evals!r}.")
+    if inner_solver not in INNER_SOLVERS:
+        raise ParameterError(f"The '--inner-solver' option must be one of {', '.join(INNER_SOLVERS)}; "
+                             f"got {inner_solver!r}.")
+    if inner_solver != "auto" and method != "ecppa":
+        raise ParameterError(f"The '--inner-solver' option (ecppa's resolvents) does not apply to method {method!r}.")
+    if inner_solver == "gmres" and inner_steps is not None:
+        raise ParameterError("The '--inner-solver gmres' option and '--inner-steps' exclude each other (forced inner "
+                             "steps are fixed-point steps).")
     if inner_steps is not None and (inner_steps < 1 or method not in ("ecppa", "rppa")):
         raise ParameterError("The '--inner-steps' option must be a positive integer and applies to ecppa "
                              f"(forced inner steps) and rppa; got {inner_steps!r} with method {method!r}.")
+
+
+def _inner_misfit(mp) -> str:
+    """Why GMRES cannot solve the resolvents of a prepared problem."""
+    if mp.op.matrix is None:
+        return f"the operator {mp.op.name!r}, which is no matrix"
+    if mp.C.kind != "none":
+        return f"the constraint {mp.C.describe()}"
+    return "no known L (give '--lipschitz')"
 
 
 def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | None:
@@ -111,8 +129,9 @@ class MviSolver(Solver):
         o = options
         extra_limits = {"feas_tol": o["feas_tol"], "residual_rtol": o["residual_rtol"],
                         "residual_atol": o["residual_atol"]}
+        inner_solver = o.get("inner_solver") or "auto"
         _check_options(method, o["gamma"], o["relax"], o["sigma"], o["tol"], o["max_evals"], o["inner_steps"],
-                       extra_limits)
+                       extra_limits, inner_solver)
         rho, lipschitz = o["rho"], o["lipschitz"]
         if rho is not None and not math.isfinite(rho):
             raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
@@ -128,6 +147,9 @@ class MviSolver(Solver):
         where = (f"{problem.source}: its operator's constants and {options_given} give " if given
                  else f"{problem.source}: its operator's constants give ")
         rho_used = _range_check(mp, method, o["gamma"], o["force"], notes, where)
+        if inner_solver == "gmres" and not (mp.op.matrix is not None and mp.C.kind == "none" and mp.L is not None):
+            raise ParameterError(f"The '--inner-solver gmres' option needs an affine operator (a matrix in the "
+                                 f"file) on R^d with a known L; {problem.source} has {_inner_misfit(mp)}.")
         tol = DEFAULT_TOL if o["tol"] is None else float(o["tol"])
         budget = DEFAULT_MAX_EVALS if o["max_evals"] is None else int(o["max_evals"])
         if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and o["gamma"] is None:
@@ -137,6 +159,7 @@ class MviSolver(Solver):
 
         limits = certificate.resolve(dict(extra_limits, tol=tol))
         settings = {"operator": o["operator"], "gamma": o["gamma"], "relax": o["relax"], "sigma": o["sigma"],
+                    "inner_solver": inner_solver,
                     "rho": mp.rho, "lipschitz": mp.L, "max_evals": budget, "inner_steps": o["inner_steps"],
                     "force": o["force"], "time_limit": o["time_limit"], **limits}
         return Job(method, mp, settings, problem.info(d=mp.d), deadline=deadline, progress=progress,
@@ -156,7 +179,8 @@ SOLVER = MviSolver()
 def solve_problem(problem, *, method: str | None = None, operator: str | None = None, gamma: float | None = None,
                   relax: float | None = None, sigma: float | None = None, rho: float | None = None,
                   lipschitz: float | None = None, tol: float | None = None, max_evals: int | None = None,
-                  inner_steps: int | None = None, force: bool = False, feas_tol: float | None = None,
+                  inner_steps: int | None = None, inner_solver: str = "auto", force: bool = False,
+                  feas_tol: float | None = None,
                   residual_rtol: float | None = None, residual_atol: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
                   progress: Progress = SILENT) -> Result:
@@ -167,14 +191,15 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     ``sigma``: ecppa's inner stop in (0, 1) (default 0.5); ``rho`` and ``lipschitz`` override
     the file's; ``tol``: the natural residual to reach (default 1e-6); ``max_evals``: the
     budget of F evaluations (default 1e6); ``inner_steps``: ecppa's forced inner steps, or
-    rppa's fixed count (default 20); ``force``: run when rho <= -1/L; ``feas_tol``,
+    rppa's fixed count (default 20); ``inner_solver``: ecppa's resolvents by ``fixed-point`` steps or
+    ``gmres`` (an affine F on R^d), ``auto`` gmres where it applies; ``force``: run when rho <= -1/L; ``feas_tol``,
     ``residual_rtol``, ``residual_atol``: the certificate's other limits (see
     :data:`optsolve.mvi.certificate.LIMITS`). ``time_limit`` bounds the whole call, the constants
     of the operator and the certificate included.
     """
     return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress,
                operator=operator, gamma=gamma, relax=relax, sigma=sigma, rho=rho, lipschitz=lipschitz, tol=tol,
-               max_evals=max_evals, inner_steps=inner_steps, force=force, feas_tol=feas_tol,
+               max_evals=max_evals, inner_steps=inner_steps, inner_solver=inner_solver, force=force, feas_tol=feas_tol,
                residual_rtol=residual_rtol, residual_atol=residual_atol, max_iter=max_iter)
 
 

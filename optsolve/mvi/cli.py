@@ -35,6 +35,11 @@ OUTPUT_OPTIONS = ()
               help="Budget of F evaluations (default 1e6; status max_iter when spent).")
 @click.option("--inner-steps", type=click.IntRange(min=1), default=None,
               help="ecppa: a forced number of inner steps; rppa: its fixed count (default 20).")
+@click.option("--inner-solver", type=click.Choice(["auto", "fixed-point", "gmres"]), default="auto",
+              show_default=True,
+              help="ecppa's resolvents: fixed-point (the inner iteration w = P_C(z - gamma F(w)), gamma < 1/L) or "
+                   "gmres (an affine F on R^d: the linear system by GMRES, gamma = 10/L); auto: gmres where it "
+                   "applies.")
 @click.option("--force", is_flag=True, help="Run even when rho <= -1/L (outside every method's guarantee).")
 def command(problem, **params):
     """Variational inequalities with a weak Minty solution: find z in C with <F(z), z' - z> >= 0.

@@ -138,6 +138,7 @@ class Setup:
     lam: float = 1.0
     sigma: float | None = None
     inner_steps: int | None = None  # ecppa: forced inner steps; rppa: the fixed count
+    inner: str = "auto"  # ecppa's resolvents: "fixed-point", "gmres" (affine F on R^d), "auto" (gmres where it applies)
     max_iter: int | None = None
     notes: list = field(default_factory=list)
 
@@ -193,93 +194,120 @@ class LocalLipschitz:
         self.seen = 0.0
 
 
+class Outer:
+    """The outer steps of ecppa (or of rPPA with ``relaxed_ppa``) one at a time: :meth:`step` maps
+    (z_k, F(z_k)) to z_{k+1}, keeping the local Lipschitz estimate, the recorded growth of phi and
+    the counts between steps."""
+
+    def __init__(self, ev: Evaluator, s: Setup, z: np.ndarray, Fz: np.ndarray, *, relaxed_ppa: bool = False):
+        self.ev, self.s, self.relaxed_ppa = ev, s, relaxed_ppa
+        self.local = None if s.gamma else LocalLipschitz(probe_lipschitz(ev, z, Fz), s.L)
+        self.sigma = 0.5 if s.sigma is None else s.sigma
+        forced = s.inner_steps if (s.inner_steps or relaxed_ppa) else None
+        self.forced = 20 if relaxed_ppa and not forced else forced
+        self.ratio: dict = {}
+        self.pred_run = 0
+        self.stats = {"outer": 0, "inner": 0, "max_inner": 0, "gamma_min": math.inf, "gamma_max": 0.0,
+                      "inner_solver": None if relaxed_ppa else "fixed-point"}
+
+    def gamma(self) -> float:
+        local, s = self.local, self.s
+        return s.gamma or step_in_window(local.value, s.rho, local.tight and not self.relaxed_ppa)
+
+    def step(self, z: np.ndarray, Fz: np.ndarray) -> np.ndarray:
+        """z_{k+1} from z_k = z (Stop from the evaluator, or 'numerical' when no halfspace separates)."""
+        ev, s, C, local, forced, ratio = self.ev, self.s, self.ev.C, self.local, self.forced, self.ratio
+        sigma, stats = self.sigma, self.stats
+        gamma = self.gamma()
+        w_prev, F_prev = z, Fz
+        j = 0
+        accepted = False  # an inner point passed the error-correction test
+        rho = s.rho if s.rho is not None else -0.495 * gamma
+        H = Halfspaces()
+        if forced is None:  # the halfspace of z_k itself (u = F(z_k), no evaluation): it may help combined
+            H.add(Fz, rho * float(Fz @ Fz), float(Fz @ Fz))
+        best_score, min_uu, phi, phi_prev = -1.0, math.inf, 0.0, 0.0
+        while True:
+            j += 1
+            rho = s.rho if s.rho is not None else -0.495 * gamma
+            v = z - gamma * F_prev
+            w = C.project(v)
+            Fw = ev(w)
+            u = Fw + (v - w) / gamma
+            uu = float(u @ u)
+            t = (float(u @ (z - w)) + rho * uu) / uu if uu > 0 else 0.0
+            if local is not None:
+                dw = float(np.linalg.norm(w - w_prev))
+                if dw > 0 and local.see(float(np.linalg.norm(Fw - F_prev)) / dw) and gamma * local.value > 1:
+                    # the contraction failed: a smaller step from here on
+                    gamma = self.gamma()
+            if forced is not None:
+                if j >= forced:
+                    break
+            else:
+                # phi: the certified decrease of ||z - z*||^2 by the projection onto all halfspaces so far
+                phi = H.add(u, t * uu, uu)
+                if t > 0:
+                    min_uu = min(min_uu, uu)
+                accepted = accepted or (t > 0 and t >= sigma * (gamma + rho))  # the error-correction test
+                score = phi / (j + 1)  # the guaranteed decrease per evaluation
+                if j >= 2 and phi_prev > 0:
+                    ratio[j] = phi / phi_prev
+                phi_prev = phi
+                if accepted:
+                    if score > best_score:
+                        best_score = score
+                    else:  # no better than the last point: separate with all of them
+                        break
+                    if (j + 1) in ratio and not _more_steps_pay(ratio, j):
+                        if self.pred_run < AGE:
+                            self.pred_run += 1
+                            break  # the last outer steps say further inner points would not pay
+                        self.pred_run = 0
+                if j >= MAX_INNER:
+                    break
+            w_prev, F_prev = w, Fw
+        ev.note_u(uu if forced is not None else min(min_uu, uu))
+        stats["outer"] += 1
+        ev.iteration = stats["outer"]
+        stats["inner"] += j
+        stats["max_inner"] = max(stats["max_inner"], j)
+        stats["gamma_min"] = min(stats["gamma_min"], gamma)
+        stats["gamma_max"] = max(stats["gamma_max"], gamma)
+        if self.relaxed_ppa:
+            return C.project(z + s.lam * (1 + rho / gamma) * (w - z))
+        if forced is None and phi > 0:
+            return C.project(z - s.lam * H.step())  # mu >= 0 with v'mu = mu'G mu = phi > 0: a Fejer step
+        if t > 0:
+            return C.project(z - s.lam * t * u)
+        # no halfspace separates z_k from z*: the weak MVI fails here (or MAX_INNER hit)
+        raise Stop("numerical", f"outer step {stats['outer']}: the inner loop found no separating "
+                   f"halfspace in {j} steps (t = {t:.3g}); the weak Minty condition with rho = {rho:.4g} "
+                   "seems not to hold")
+
+    def next_step(self) -> None:
+        if self.local is not None:
+            self.local.next_step()
+
+
 def ecppa(ev: Evaluator, s: Setup, *, relaxed_ppa: bool = False) -> dict:
     """Run until the evaluator stops it; returns counts. ``relaxed_ppa``: rPPA with s.inner_steps
     fixed inner steps, z_{k+1} = z_k + lam (1 + rho/gamma) (w_m - z_k)."""
-    C = ev.C
+    from optsolve.mvi import krylov
+
     z = s.z0.copy()
     Fz = ev(z)
-    local = None if s.gamma else LocalLipschitz(probe_lipschitz(ev, z, Fz), s.L)
-    sigma = 0.5 if s.sigma is None else s.sigma
-    forced = s.inner_steps if (s.inner_steps or relaxed_ppa) else None
-    if relaxed_ppa and not forced:
-        forced = 20
-    ratio = {}
-    pred_run = 0
-    stats = {"outer": 0, "inner": 0, "max_inner": 0, "gamma_min": math.inf, "gamma_max": 0.0}
+    if not relaxed_ppa and s.inner != "fixed-point" and krylov.applies(ev, s):
+        outer = krylov.KrylovOuter(ev, s)
+    else:
+        outer = Outer(ev, s, z, Fz, relaxed_ppa=relaxed_ppa)
     try:
         while True:
-            if s.max_iter is not None and stats["outer"] >= s.max_iter:
+            if s.max_iter is not None and outer.stats["outer"] >= s.max_iter:
                 raise Stop("max_iter")
-            gamma = s.gamma or step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)
-            w_prev, F_prev = z, Fz
-            j = 0
-            accepted = False  # an inner point passed the error-correction test
-            rho = s.rho if s.rho is not None else -0.495 * gamma
-            H = Halfspaces()
-            if forced is None:  # the halfspace of z_k itself (u = F(z_k), no evaluation): it may help combined
-                H.add(Fz, rho * float(Fz @ Fz), float(Fz @ Fz))
-            best_score, min_uu, phi, phi_prev = -1.0, math.inf, 0.0, 0.0
-            while True:
-                j += 1
-                rho = s.rho if s.rho is not None else -0.495 * gamma
-                v = z - gamma * F_prev
-                w = C.project(v)
-                Fw = ev(w)
-                u = Fw + (v - w) / gamma
-                uu = float(u @ u)
-                t = (float(u @ (z - w)) + rho * uu) / uu if uu > 0 else 0.0
-                if local is not None:
-                    dw = float(np.linalg.norm(w - w_prev))
-                    if dw > 0 and local.see(float(np.linalg.norm(Fw - F_prev)) / dw) and gamma * local.value > 1:
-                        # the contraction failed: a smaller step from here on
-                        gamma = step_in_window(local.value, s.rho, local.tight and not relaxed_ppa)
-                if forced is not None:
-                    if j >= forced:
-                        break
-                else:
-                    # phi: the certified decrease of ||z - z*||^2 by the projection onto all halfspaces so far
-                    phi = H.add(u, t * uu, uu)
-                    if t > 0:
-                        min_uu = min(min_uu, uu)
-                    accepted = accepted or (t > 0 and t >= sigma * (gamma + rho))  # the error-correction test
-                    score = phi / (j + 1)  # the guaranteed decrease per evaluation
-                    if j >= 2 and phi_prev > 0:
-                        ratio[j] = phi / phi_prev
-                    phi_prev = phi
-                    if accepted:
-                        if score > best_score:
-                            best_score = score
-                        else:  # no better than the last point: separate with all of them
-                            break
-                        if (j + 1) in ratio and not _more_steps_pay(ratio, j):
-                            if pred_run < AGE:
-                                pred_run += 1
-                                break  # the last outer steps say further inner points would not pay
-                            pred_run = 0
-                    if j >= MAX_INNER:
-                        break
-                w_prev, F_prev = w, Fw
-            ev.note_u(uu if forced is not None else min(min_uu, uu))
-            stats["outer"] += 1
-            ev.iteration = stats["outer"]
-            stats["inner"] += j
-            stats["max_inner"] = max(stats["max_inner"], j)
-            stats["gamma_min"] = min(stats["gamma_min"], gamma)
-            stats["gamma_max"] = max(stats["gamma_max"], gamma)
-            if relaxed_ppa:
-                z = C.project(z + s.lam * (1 + rho / gamma) * (w - z))
-            elif forced is None and phi > 0:
-                z = C.project(z - s.lam * H.step())  # mu >= 0 with v'mu = mu'G mu = phi > 0: a Fejer step
-            elif t > 0:
-                z = C.project(z - s.lam * t * u)
-            else:  # no halfspace separates z_k from z*: the weak MVI fails here (or MAX_INNER hit)
-                raise Stop("numerical", f"outer step {stats['outer']}: the inner loop found no separating "
-                           f"halfspace in {j} steps (t = {t:.3g}); the weak Minty condition with rho = {rho:.4g} "
-                           "seems not to hold")
+            z = outer.step(z, Fz)
             Fz = ev(z)
-            if local is not None:
-                local.next_step()
+            outer.next_step()
     except Stop as stop:
-        stats["stop"] = stop
-    return stats
+        outer.stats["stop"] = stop
+    return outer.stats

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from optsolve.core.history import trace
-from optsolve.mvi.operators import ConstraintSet, Operator, natural_residual
+from optsolve.mvi.operators import ConstraintSet, Operator, natural_residual, norm2
 
 HISTORY_PER_DECADE = 20
 
@@ -36,8 +36,9 @@ class Evaluator:
         self.tol = tol
         self.max_evals = max_evals
         self.deadline = deadline
-        self.evals = 0
+        self.evals = 0  # evaluations of F, and products with M (:meth:`product`), each one sparse or dense product
         self.jacobian_evals = 0
+        self.f_time = 0.0  # seconds spent inside F and the products
         self.best_residual = math.inf
         self.best_z = None
         self.best_eval = 0
@@ -52,6 +53,7 @@ class Evaluator:
     def __call__(self, z: np.ndarray) -> np.ndarray:
         if self.evals >= self.max_evals:
             raise Stop("budget")
+        start = time.perf_counter()
         if self.op.user:
             try:
                 Fz = self.op.F(z)
@@ -60,25 +62,47 @@ class Evaluator:
                            f"evaluation {self.evals + 1}") from None
         else:
             Fz = self.op.F(z)
+        now = time.perf_counter()
+        self.f_time += now - start
         self.evals += 1
         if Fz.shape != z.shape:
             raise Stop("numerical", f"the operator returned shape {Fz.shape} at a point of shape {z.shape}")
         if not np.isfinite(Fz).all():
             raise Stop("numerical", f"the operator returned a non-finite value at evaluation {self.evals}"
                        + ("" if np.isfinite(z).all() else " (the iterate itself is not finite: the method diverged)"))
-        r = natural_residual(self.C, z, Fz)
+        r = norm2(Fz) if self.C.kind == "none" else natural_residual(self.C, z, Fz)
         if r < self.best_residual or self.best_z is None:  # the first point is the best so far, r = inf too
-            self.best_residual, self.best_z, self.best_eval = r, z.copy(), self.evals
+            if self.best_z is None:
+                self.best_z = z.copy()
+            else:  # into the same buffer: no allocation per improvement
+                np.copyto(self.best_z, z)
+            self.best_residual, self.best_eval = r, self.evals
         if self.keep_history and (self.evals >= self._next_record or r <= self.tol):
             self.record(r)
         if r <= self.tol:
             raise Stop("converged")
+        self._tick(now)
+        return Fz
+
+    def _tick(self, now: float) -> None:
         # every evaluation: one evaluation may be slow (a large operator), and the clock costs little
-        if self.deadline is not None and time.perf_counter() > self.deadline:
+        if self.deadline is not None and now > self.deadline:
             raise Stop("time_limit")
         if self.evals & 255 == 0 and self.progress is not None:
             self.progress.update(self.evals, best_residual=self.best_residual)
-        return Fz
+
+    def product(self, v: np.ndarray) -> np.ndarray:
+        """M v for an affine F = M z + q (``op.matrix``): one evaluation of the budget, timed with F's;
+        v is a direction, not a point, so no residual is measured."""
+        if self.evals >= self.max_evals:
+            raise Stop("budget")
+        start = time.perf_counter()
+        Mv = self.op.matrix @ v
+        now = time.perf_counter()
+        self.f_time += now - start
+        self.evals += 1
+        self._tick(now)
+        return Mv
 
     def jacobian_norm(self, z: np.ndarray) -> float | None:
         """||JF(z)|| when the operator has a Jacobian (counted), else None; stops at the deadline."""

@@ -37,7 +37,7 @@ def _run(method: str, ev, setup) -> dict:
     return table[method](ev, setup)
 
 
-def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None,
+def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None, inner="auto",
              tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
              deadline: float | None = None, history: bool = False, progress: Progress = SILENT):
     """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
@@ -46,11 +46,13 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
     value) takes precedence over ``time_limit`` (seconds from now)."""
     from optsolve.mvi.ecppa import Setup
     from optsolve.mvi.evaluator import Evaluator, Stop
+    from optsolve.mvi.problems import reordered
 
     if deadline is None and time_limit is not None:
         deadline = time.perf_counter() + float(time_limit)
+    mp, order = reordered(mp)
     setup = Setup(mp.z0, mp.L, rho, gamma=gamma, lam=1.0 if relax is None else float(relax), sigma=sigma,
-                  inner_steps=inner_steps, max_iter=max_iter)
+                  inner_steps=inner_steps, max_iter=max_iter, inner=inner)
     ev = Evaluator(mp.op, mp.C, tol=tol, max_evals=max_evals, deadline=deadline, history=history, progress=progress)
     try:
         with np.errstate(all="ignore"):  # overflow ends as a non-finite value, which the evaluator reports
@@ -62,6 +64,14 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
         run, stop = {}, early
     if history and (not ev.history or ev.history[-1][0] != ev.evals):
         ev.record(ev.history[-1][2] if ev.history else ev.best_residual)
+    if order is not None and ev.best_z is not None:  # back to the file's numbering
+        z = np.empty_like(ev.best_z)
+        z[order] = ev.best_z
+        ev.best_z = z
+    run["renumbered"] = order is not None
+    elapsed = time.perf_counter() - ev.t0
+    run["time_in_F_s"] = ev.f_time
+    run["F_time_share"] = ev.f_time / elapsed if elapsed > 0 else None
     return ev, run, stop
 
 
@@ -71,7 +81,8 @@ def _method(name: str):
     def solve_with(job: Job) -> MethodOutput:
         mp, settings = job.data, job.settings
         ev, counts, stop = optimize(mp, name, rho=job.context["rho"], gamma=settings["gamma"], relax=settings["relax"],
-                                    sigma=settings["sigma"], inner_steps=settings["inner_steps"], tol=settings["tol"],
+                                    sigma=settings["sigma"], inner_steps=settings["inner_steps"],
+                                    inner=settings.get("inner_solver", "auto"), tol=settings["tol"],
                                     max_evals=settings["max_evals"], max_iter=job.context["max_iter"],
                                     deadline=job.deadline, history=active() is not None, progress=job.progress)
         if ev.best_z is None:
@@ -89,7 +100,9 @@ def _method(name: str):
             solution["distance_to_z_star"] = norm2(z - mp.z_star)
         stats = {"d": mp.d, "jacobian_evaluations": ev.jacobian_evals, "best_at_evaluation": ev.best_eval,
                  "inner_iterations": counts.get("inner"), "max_inner": counts.get("max_inner"),
-                 "L": mp.L, "rho": job.context["rho"]}
+                 "L": mp.L, "rho": job.context["rho"], "inner_solver": counts.get("inner_solver"),
+                 "renumbered": counts.get("renumbered"), "time_in_F_s": counts.get("time_in_F_s"),
+                 "F_time_share": counts.get("F_time_share")}
         if counts.get("gamma_max"):
             stats["gamma"] = [counts["gamma_min"], counts["gamma_max"]]
         return MethodOutput(status, solution, " ".join(messages), iterations=counts.get("outer"),

@@ -51,6 +51,7 @@ class Operator:
     z_star: np.ndarray | None = None
     notes: list = field(default_factory=list)
     user: bool = False  # the user's code (--operator): an exception it raises is its own, not a bug here
+    matrix: object = None  # M of an affine F = M z + q (dense or sparse), for products M v without q
 
     def jacobian_norm(self, z: np.ndarray, deadline: float | None = None) -> float | None:
         """||JF(z)||_2; None without a Jacobian, or when ``deadline`` (time.perf_counter) comes first."""
@@ -212,7 +213,7 @@ def bilinear(d: int, c: float = 0.9) -> Operator:
 
 def affine(M, q, norm: float | None = None) -> Operator:
     """F = M z + q; ``norm``: ||M|| when known (otherwise computed once, on first use)."""
-    op = Operator("affine", q.size, lambda z: M @ z + q, lambda z: M, norm=norm)
+    op = Operator("affine", q.size, lambda z: M @ z + q, lambda z: M, norm=norm, matrix=M)
     if norm is None:
         cache = []
 

@@ -295,6 +295,48 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
                       None if z_star is None else np.asarray(z_star, dtype=float), notes)
 
 
+REORDER_FROM = 50_000  # a sparse affine operator from this dimension on is renumbered (reverse Cuthill-McKee) ...
+REORDER_SPREAD = 4096  # ... when its nonzeros lie a median distance |i - j| above this from the diagonal
+REORDER_SAMPLE = 4096  # rows whose nonzeros measure that distance
+
+
+def reordered(mp: MVIProblem) -> tuple[MVIProblem, np.ndarray | None]:
+    """The problem renumbered for locality where its operator is a sparse M whose products gather
+    entries of z from far apart (a product then waits on memory for most entries), and the order:
+    the renumbered problem's z is the original's z[order]. (mp, None) where it is kept.
+
+    Reverse Cuthill-McKee (scipy.sparse.csgraph) on the pattern of M + M' puts the nonzeros near the
+    diagonal; the variational inequality is the same in any numbering (a box or ball renumbers with z)."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    M = mp.op.matrix
+    if M is None or not sp.issparse(M) or mp.d < REORDER_FROM:
+        return mp, None
+    M = M.tocsr()
+    rows = min(REORDER_SAMPLE, mp.d)
+    start = (mp.d - rows) // 2  # rows from the middle: the distance there is no edge effect
+    lo, hi = M.indptr[start], M.indptr[start + rows]
+    if hi == lo:
+        return mp, None
+    owner = np.repeat(np.arange(start, start + rows), np.diff(M.indptr[start:start + rows + 1]))
+    if float(np.median(np.abs(M.indices[lo:hi] - owner))) <= REORDER_SPREAD:
+        return mp, None
+    order = reverse_cuthill_mckee(M, symmetric_mode=False)
+    Mp = M[order][:, order].tocsr()
+    op = mp.op
+    q = op.F(np.zeros(mp.d))  # F(0) = q
+    new = ops.affine(Mp, q[order], norm=op.norm)
+    new.name, new.L, new.rho, new.notes = op.name, op.L, op.rho, op.notes
+    C = mp.C
+    if C.kind == "box":
+        C = ops.ConstraintSet("box", lo=C.lo[order], hi=C.hi[order])
+    elif C.kind == "ball":
+        C = ops.ConstraintSet("ball", center=C.center[order], radius=C.radius)
+    z_star = None if mp.z_star is None else mp.z_star[order]
+    return MVIProblem(new, C, mp.z0[order], mp.L, mp.rho, z_star, mp.notes), order
+
+
 # --------------------------------------------------------------------------- generators
 
 

@@ -43,25 +43,28 @@ def test_known_solutions_recovered(name):
 
 
 def outer_iterates(mp, monkeypatch, **setup):
-    """z_1, z_2, ...: ecppa evaluates F at z_{k+1} right before it updates its local estimate."""
+    """z_1, z_2, ...: ecppa evaluates F at z_{k+1} right before its outer step's ``next_step``."""
     import optsolve.mvi.ecppa as mod
+    from optsolve.mvi import krylov
 
     points, outer = [], []
     F = mp.op.F
     monkeypatch.setattr(mp.op, "F", lambda z: (points.append(np.array(z, copy=True)), F(z))[1])
-    step = mod.LocalLipschitz.next_step
-    monkeypatch.setattr(mod.LocalLipschitz, "next_step", lambda self: (outer.append(points[-1]), step(self))[1])
+    for cls in (mod.Outer, krylov.KrylovOuter):
+        step = cls.next_step
+        monkeypatch.setattr(cls, "next_step", lambda self, step=step: (outer.append(points[-1]), step(self))[1])
     ev = Evaluator(mp.op, mp.C, tol=1e-9, max_evals=5_000)
     ecppa(ev, Setup(mp.z0, mp.L, mp.rho, **setup))
     return [mp.z0] + outer
 
 
-@pytest.mark.parametrize("name", ["polar", "lower-bound", "quadratic -0.9", "quadratic -0.5", "affine d=50",
-                                  "global-forsaken"])
+@pytest.mark.parametrize("name, inner", [("polar", "auto"), ("lower-bound", "auto"), ("quadratic -0.9", "auto"),
+                                         ("quadratic -0.5", "auto"), ("affine d=50", "fixed-point"),
+                                         ("affine d=50", "gmres"), ("global-forsaken", "auto")])
 @pytest.mark.parametrize("lam", [0.5, 1.0, 1.9])
-def test_fejer_monotone(name, lam, monkeypatch):
+def test_fejer_monotone(name, inner, lam, monkeypatch):
     _, mp = prepared(CASES[name]())
-    outer = outer_iterates(mp, monkeypatch, lam=lam)
+    outer = outer_iterates(mp, monkeypatch, lam=lam, inner=inner)
     assert len(outer) >= 4
     dist = np.array([np.linalg.norm(z - mp.z_star) for z in outer])
     assert np.all(np.diff(dist) <= 1e-12 * max(1.0, dist[0]) + 1e-15), np.diff(dist).max()
