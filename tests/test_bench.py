@@ -168,6 +168,22 @@ def test_bench_truncated_dimension_rows_chosen_and_timed_out(tmp_path):
         f"truncated-gaussian-d2-n400-halfspace-ball-alpha0.086-seed{seed}.npz" for seed in (0, 1)]
 
 
+def test_bench_mvi_scale_quick(tmp_path):
+    lines = quick("bench-mvi", "--scale", "--dir", str(tmp_path))
+    assert lines[0].startswith("# bench-mvi --scale:")
+    whole = rows(lines, "d", has="wall (s)")
+    assert [(r["d"], r["T / norm F(z0)"], r["status"]) for r in whole] == [("2000", "1e-06", "optimal"),
+                                                                          ("2000", "1e-09", "optimal")]
+    assert all(float(r["wall (s)"]) > 0 and 0 < float(r["share of the solve in F"]) <= 1 for r in whole)
+    runs = {r["method"]: r for r in rows(lines, "d", has="method")}
+    assert set(runs) == {"ecppa", "ecppa fixed-point", "eg+", "ceg+", "rppa m=20"}
+    ours, fixed = runs["ecppa"], runs["ecppa fixed-point"]
+    assert ours["stop"] == "converged" and float(ours["best / norm F(z0)"]) <= 1e-9
+    assert int(ours["evaluations to 1e-6"]) < int(ours["evaluations to 1e-9"])
+    assert fixed["stop"] == "converged" and float(fixed["evaluations to 1e-9 / ecppa's"]) > 1
+    assert [p.name for p in tmp_path.iterdir()] == ["mvi-affine-d2000-rho-0.3.npz"]
+
+
 def test_bench_mvi_quick(tmp_path):
     csv = tmp_path / "curves.csv"
     lines = quick("bench-mvi", "--csv", str(csv))

@@ -311,8 +311,8 @@ def reordered(mp: MVIProblem) -> tuple[MVIProblem, np.ndarray | None]:
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     M = mp.op.matrix
-    if M is None or not sp.issparse(M) or mp.d < REORDER_FROM:
-        return mp, None
+    if M is None or not sp.issparse(M) or mp.d < REORDER_FROM or 2 * (12.0 * M.nnz + 8.0 * mp.d) > memory.budget_bytes():
+        return mp, None  # (the renumbered copy, and its intermediate, would not fit the memory budget)
     M = M.tocsr()
     rows = min(REORDER_SAMPLE, mp.d)
     start = (mp.d - rows) // 2  # rows from the middle: the distance there is no edge effect
