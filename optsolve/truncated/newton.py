@@ -37,7 +37,8 @@ coordinates whitened by theta0:
   where a new batch is drawn.
 * Batch sizes (in accepted draws, the proposals from the estimated survival mass) grow: the
   first holds max(2,000, 10 p); once the steps converge, the next adds what the ESS lacks of
-  FINAL_ESS x n (``final_ess``; the command's --tol is its inverse), at most 4 times the ESS
+  FINAL_ESS x n (``final_ess``; the command's --tol is its inverse; by default at least
+  FINAL_ESS_FLOOR from SCALE_FROM_P statistics on, :func:`final_target`), at most 4 times the ESS
   so far. Batches drawn before the estimate settled are dropped. With independent draws the
   estimate would have a Monte-Carlo variance of about 1/FINAL_ESS of the data's own; with
   Sobol points it is smaller still.
