@@ -101,8 +101,9 @@ def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | No
     rho, L = mp.rho, mp.L
     if rho is None:
         if method in ("ecppa", "rppa", "adaptive-eg+"):
-            notes.append("no rho given: the method assumes rho = -0.99 gamma / 2 (CEG+'s adaptive choice), "
-                         "which covers rho > -1/(2L); give '--rho' for a harder problem")
+            notes.append("no rho given: the method assumes rho = -0.99 gamma / 2 (CEG+'s adaptive choice; "
+                         "-0.99 / (2L) with GMRES resolvents), which covers rho > -1/(2L); give '--rho' for a harder "
+                         "problem")
         return None
     if L is not None and rho * L <= -1:
         if not force:

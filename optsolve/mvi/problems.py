@@ -218,6 +218,8 @@ def library_operator(problem: Problem, name: str, d: int, constants: bool = True
         return ops.bilinear(d, params["c"])
     if name == "affine":
         M = problem["M"]
+        if getattr(M, "format", "csr") != "csr":  # a CSC (MATLAB's) or COO file: products by rows, gathering
+            M = M.tocsr()
         op = ops.affine(M, np.asarray(problem["q"], dtype=float), norm=problem.get("L"))
     else:
         blocks = (problem["A"], problem["B"], problem["C"])

@@ -88,6 +88,17 @@ def test_a_restart_continues_from_the_last_point():
     assert outer.stats["restarts"] > 0
 
 
+@pytest.mark.parametrize("fmt", ["csc", "coo"])
+def test_any_sparse_format_is_solved_by_rows(fmt):
+    data = sparse_affine(1500, -0.3, seed=6)
+    problem, mp = prepared(dict(data, M=data["M"].asformat(fmt)))
+    assert mp.op.matrix.format == "csr"
+    res = mvi.solve_problem(problem, tol=1e-8)
+    csr = mvi.solve_problem(prepared(data)[0], tol=1e-8)
+    assert res.status.value == "optimal" and res.certificate.holds
+    assert res.stats["evaluations"] == csr.stats["evaluations"]
+
+
 def test_products_count_and_stop_at_the_budget():
     _, mp = prepared(sparse_affine(100, -0.3))
     ev = Evaluator(mp.op, mp.C, tol=0.0, max_evals=3)
