@@ -124,7 +124,7 @@ class KrylovOuter:
         ev, s, gamma, rho = self.ev, self.s, self.gamma, self.rho
         stats = self.stats
         x, r, products = z, -gamma * Fz, 0  # the residual of w_0 = z_k: b - (I + gamma M) z_k = -gamma F(z_k)
-        for restart in range(MAX_RESTARTS + 1):
+        for _ in range(MAX_RESTARTS + 1):
             w, j = self._gmres(z, x, r)
             products += j
             Fw = ev(w)

@@ -134,6 +134,7 @@ def test_cli_reports_the_inner_solver_and_the_share_in_F(cli, tmp_path):
         assert r.exit_code == 0, r.stderr
         doc = json.loads(r.stdout)
         assert doc["stats"]["inner_solver"] == ("gmres" if inner == "auto" else "fixed-point")
+        assert doc["stats"]["gmres_restarts"] == (0 if inner == "auto" else None)
         assert 0 < doc["stats"]["F_time_share"] <= 1 and doc["settings"]["inner_solver"] == inner
         assert doc["certificate"]["holds"]
 
