@@ -43,6 +43,7 @@ KRYLOV_DIM = 30  # GMRES directions kept before a restart: the basis's KRYLOV_DI
 BREAKDOWN = 1e-6  # a new direction below this share of its column ends the basis (the single-precision basis's
 # rounding is far above the double-precision one's 1e-14)
 REORTHOGONALIZE = 0.5  # a second Gram-Schmidt pass where the first left less than this share of the norm
+ROUNDOFF = 1000.0  # where no halfspace separates and ||F(z)|| <= ROUNDOFF eps L ||z||, F's rounding is the cause
 MAX_RESTARTS = 20  # of GMRES within one outer step, while the error-correction test fails
 
 
@@ -145,6 +146,12 @@ class KrylovOuter:
         phi = H.add(Fw, t * uu, uu)
         if phi > 0:
             return z - s.lam * H.step()
+        residual = math.sqrt(ff)
+        floor = ROUNDOFF * np.finfo(float).eps * s.L * float(np.linalg.norm(z))
+        if residual <= floor:
+            raise Stop("numerical", f"outer step {stats['outer']}: the natural residual {residual:.3g} is at the "
+                       f"rounding level of F ({floor:.2g}: {ROUNDOFF:g} eps L ||z||), where no step lowers it; a "
+                       "larger --tol is reachable")
         raise Stop("numerical", f"outer step {stats['outer']}: GMRES found no separating halfspace in {products} "
                    f"products (t = {t:.3g}); the weak Minty condition with rho = {rho:.4g} seems not to hold")
 

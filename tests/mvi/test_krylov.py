@@ -99,6 +99,13 @@ def test_any_sparse_format_is_solved_by_rows(fmt):
     assert res.stats["evaluations"] == csr.stats["evaluations"]
 
 
+def test_a_tolerance_below_rounding_ends_saying_so():
+    problem, _ = prepared(P.gen_affine(np.random.default_rng(0), d=100, L=1.0, rho=-0.5))
+    res = mvi.solve_problem(problem, tol=1e-300, max_evals=100_000)
+    assert res.status.value == "numerical_error" and "rounding level of F" in res.message, res.message
+    assert res.solution["residual"] < 1e-12 and res.stats["evaluations"] < 100_000
+
+
 def test_products_count_and_stop_at_the_budget():
     _, mp = prepared(sparse_affine(100, -0.3))
     ev = Evaluator(mp.op, mp.C, tol=0.0, max_evals=3)
