@@ -38,7 +38,9 @@ abstract, each property below is checked numerically in the tests):
    bound of 3 holds. On rotational problems two halfspaces of one inner loop meet near z*.
 
 Step sizes come from a local Lipschitz estimate that grows and shrinks (see
-:mod:`optsolve.mvi.ecppa`). Baselines: EG+, CEG+, AdaptiveEG+, CurvatureEG+, EG, GDA
+:mod:`optsolve.mvi.ecppa`). Where F = M z + q is affine and C = R^d, the resolvent is a linear
+system, solved by restarted GMRES up to the error-correction test, at a step gamma = 10/L that the
+fixed-point loop could not take (:mod:`optsolve.mvi.krylov`). Baselines: EG+, CEG+, AdaptiveEG+, CurvatureEG+, EG, GDA
 (:mod:`optsolve.mvi.extragradient`) and relaxed PPA with a fixed number of inner steps.
 """
 
@@ -242,4 +244,4 @@ def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEF
     return solve_problem(problem, method=method, progress=progress, **options)
 
 
-__all__ = ["solve", "solve_problem", "optimize", "METHODS", "DEFAULT_METHOD", "SCHEMA"]
+__all__ = ["solve", "solve_problem", "optimize", "METHODS", "DEFAULT_METHOD", "INNER_SOLVERS", "SCHEMA"]

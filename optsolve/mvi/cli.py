@@ -3,7 +3,7 @@
 import click
 
 from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
-from optsolve.mvi import METHODS
+from optsolve.mvi import INNER_SOLVERS, METHODS
 
 OUTPUT_OPTIONS = ()
 
@@ -35,7 +35,7 @@ OUTPUT_OPTIONS = ()
               help="Budget of F evaluations (default 1e6; status max_iter when spent).")
 @click.option("--inner-steps", type=click.IntRange(min=1), default=None,
               help="ecppa: a forced number of inner steps; rppa: its fixed count (default 20).")
-@click.option("--inner-solver", type=click.Choice(["auto", "fixed-point", "gmres"]), default="auto",
+@click.option("--inner-solver", type=click.Choice(INNER_SOLVERS), default="auto",
               show_default=True,
               help="ecppa's resolvents: fixed-point (the inner iteration w = P_C(z - gamma F(w)), gamma < 1/L) or "
                    "gmres (an affine F on R^d: the linear system by GMRES, gamma = 10/L); auto: gmres where it "
