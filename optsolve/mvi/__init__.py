@@ -89,13 +89,21 @@ def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, lim
                              f"(forced inner steps) and rppa; got {inner_steps!r} with method {method!r}.")
 
 
+def _gmres_without_constants(mp, method, inner_solver, inner_steps) -> bool:
+    """Whether ecppa's GMRES resolvents will run without the exact ||M|| and rho a file may lack: an affine F
+    on R^d too large for the dense rho (WEAK_MVI_SIZE), where the exact ||M|| (Lanczos) can take longer than
+    the solve and GMRES needs only its scale, estimated by a few products (optsolve.mvi.krylov.norm_estimate)."""
+    from optsolve.mvi.operators import WEAK_MVI_SIZE
+
+    return (method == "ecppa" and inner_solver != "fixed-point" and inner_steps is None and mp.op.matrix is not None
+            and mp.C.kind == "none" and mp.d > WEAK_MVI_SIZE)
+
+
 def _inner_misfit(mp) -> str:
     """Why GMRES cannot solve the resolvents of a prepared problem."""
     if mp.op.matrix is None:
         return f"the operator {mp.op.name!r}, which is no matrix"
-    if mp.C.kind != "none":
-        return f"the constraint {mp.C.describe()}"
-    return "no known L (give '--lipschitz')"
+    return f"the constraint {mp.C.describe()}"
 
 
 def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | None:
@@ -143,16 +151,18 @@ class MviSolver(Solver):
         # the operator's constants may take at most half the time left: the rest is the solve's
         now = time.perf_counter()
         constants_by = None if deadline is None else now + CONSTANTS_SHARE * (deadline - now)
-        mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, deadline=constants_by)
+        mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, constants=False)
+        if not _gmres_without_constants(mp, method, inner_solver, o["inner_steps"]):
+            mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, deadline=constants_by)
         notes = list(mp.notes)
         given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
         options_given = f"the option{'s' * (len(given) > 1)} {' and '.join(given)}"
         where = (f"{problem.source}: its operator's constants and {options_given} give " if given
                  else f"{problem.source}: its operator's constants give ")
         rho_used = _range_check(mp, method, o["gamma"], o["force"], notes, where)
-        if inner_solver == "gmres" and not (mp.op.matrix is not None and mp.C.kind == "none" and mp.L is not None):
+        if inner_solver == "gmres" and not (mp.op.matrix is not None and mp.C.kind == "none"):
             raise ParameterError(f"The '--inner-solver gmres' option needs an affine operator (a matrix in the "
-                                 f"file) on R^d with a known L; {problem.source} has {_inner_misfit(mp)}.")
+                                 f"file) on R^d; {problem.source} has {_inner_misfit(mp)}.")
         tol = DEFAULT_TOL if o["tol"] is None else float(o["tol"])
         budget = DEFAULT_MAX_EVALS if o["max_evals"] is None else int(o["max_evals"])
         if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and o["gamma"] is None:

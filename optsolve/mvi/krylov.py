@@ -7,7 +7,8 @@ outer proximal steps converge slowly on the eigenvalues of M of small modulus (a
 |1 + gamma mu|^-1 there is little more than gamma mu). GMRES (Saad and Schultz, "GMRES: a
 generalized minimal residual algorithm for solving nonsymmetric linear systems", SIAM J. Sci.
 Stat. Comput. 7, 1986) has no such bound, so the step is gamma = KRYLOV_GAMMA / L: the outer
-steps then near the solution in tens, each solved roughly.
+steps then near the solution in tens, each solved roughly. Only L's scale matters here: where no
+L is given, NORM_STEPS power steps on M estimate it (:func:`norm_estimate`).
 
 I + gamma M is invertible for every gamma > 0 under the weak Minty condition with rho > -1/L:
 an eigenvalue mu of M with a real eigenvector v has v'M^-1 v = ||v||^2 / mu >= rho ||v||^2, so no
@@ -44,7 +45,8 @@ BREAKDOWN = 1e-6  # a new direction below this share of its column ends the basi
 # rounding is far above the double-precision one's 1e-14)
 REORTHOGONALIZE = 0.5  # a second Gram-Schmidt pass where the first left less than this share of the norm
 ROUNDOFF = 1000.0  # where no halfspace separates and ||F(z)|| <= ROUNDOFF eps L ||z||, F's rounding is the cause
-MAX_RESTARTS = 20  # of GMRES within one outer step, while the error-correction test fails
+MAX_RESTARTS = 20
+NORM_STEPS = 10  # power steps of the estimate of ||M|| where no L is known  # of GMRES within one outer step, while the error-correction test fails
 
 
 def _project_out(V: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -55,8 +57,24 @@ def _project_out(V: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def applies(ev: Evaluator, s: Setup) -> bool:
-    """Whether ecppa solves its resolvents by GMRES: an affine F on R^d, with a known L."""
-    return ev.op.matrix is not None and ev.C.kind == "none" and s.L is not None and s.inner_steps is None
+    """Whether ecppa solves its resolvents by GMRES: an affine F on R^d."""
+    return ev.op.matrix is not None and ev.C.kind == "none" and s.inner_steps is None
+
+
+def norm_estimate(ev: Evaluator, d: int) -> float:
+    """A lower estimate of ||M|| by NORM_STEPS power steps on M (counted as evaluations): the scale of gamma
+    where no L is known. Any gamma > 0 keeps the method's guarantee (see the module's notes)."""
+    v = np.random.default_rng(0).standard_normal(d)
+    v /= np.linalg.norm(v)
+    best = 0.0
+    for _ in range(NORM_STEPS):
+        Mv = ev.product(v)
+        size = float(np.linalg.norm(Mv))
+        if not (size > 0 and math.isfinite(size)):
+            break
+        best = max(best, size)
+        v = Mv / size
+    return best if best > 0 else 1.0
 
 
 class KrylovOuter:
@@ -64,15 +82,16 @@ class KrylovOuter:
 
     def __init__(self, ev: Evaluator, s: Setup, dim: int = KRYLOV_DIM):
         self.ev, self.s = ev, s
-        self.gamma = s.gamma or KRYLOV_GAMMA / s.L
+        self.L = s.L or norm_estimate(ev, s.z0.size)
+        self.gamma = s.gamma or KRYLOV_GAMMA / self.L
         # without a given rho: CEG+'s adaptive choice at the global L, which covers rho > -1/(2L)
-        self.rho = s.rho if s.rho is not None else -0.495 / s.L
+        self.rho = s.rho if s.rho is not None else -0.495 / self.L
         sigma = 0.5 if s.sigma is None else s.sigma
         beta = (1.0 - sigma) * (1.0 + self.rho / self.gamma)
         self.sigma, self.c = sigma, beta / (1.0 + beta)
         self.V = np.empty((dim + 1, s.z0.size), dtype=np.float32)
         self.stats = {"outer": 0, "inner": 0, "max_inner": 0, "gamma_min": self.gamma, "gamma_max": self.gamma,
-                      "restarts": 0, "inner_solver": "gmres"}
+                      "restarts": 0, "inner_solver": "gmres", "L_estimate": None if s.L else self.L}
 
     def _gmres(self, z: np.ndarray, x: np.ndarray, r0: np.ndarray) -> tuple[np.ndarray, int]:
         """GMRES on (I + gamma M) w = z - gamma q from x (residual r0), until ||r|| <= c ||x + V y - z||
@@ -147,7 +166,7 @@ class KrylovOuter:
         if phi > 0:
             return z - s.lam * H.step()
         residual = math.sqrt(ff)
-        floor = ROUNDOFF * np.finfo(float).eps * s.L * float(np.linalg.norm(z))
+        floor = ROUNDOFF * np.finfo(float).eps * self.L * float(np.linalg.norm(z))
         if residual <= floor:
             raise Stop("numerical", f"outer step {stats['outer']}: the natural residual {residual:.3g} is at the "
                        f"rounding level of F ({floor:.2g}: {ROUNDOFF:g} eps L ||z||), where no step lowers it; a "

@@ -101,7 +101,8 @@ def _method(name: str):
         stats = {"d": mp.d, "jacobian_evaluations": ev.jacobian_evals, "best_at_evaluation": ev.best_eval,
                  "inner_iterations": counts.get("inner"), "max_inner": counts.get("max_inner"),
                  "L": mp.L, "rho": job.context["rho"], "inner_solver": counts.get("inner_solver"),
-                 "gmres_restarts": counts.get("restarts"), "renumbered": counts.get("renumbered"),
+                 "gmres_restarts": counts.get("restarts"), "L_estimate": counts.get("L_estimate"),
+                 "renumbered": counts.get("renumbered"),
                  "time_in_F_s": counts.get("time_in_F_s"),
                  "F_time_share": counts.get("F_time_share")}
         if counts.get("gamma_max"):

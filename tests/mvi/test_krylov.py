@@ -53,6 +53,18 @@ def test_unknown_rho_takes_the_adaptive_choice():
     assert res.stats["inner_solver"] == "gmres" and res.certificate.holds
 
 
+def test_without_L_gmres_takes_the_scale_of_a_few_power_steps():
+    data = sparse_affine(3000, -0.3, seed=8)
+    del data["L"], data["rho"]
+    problem, _ = prepared(data)
+    res = mvi.solve_problem(problem, tol=1e-8)
+    assert res.status.value == "optimal" and res.certificate.holds
+    assert res.stats["L"] is None and 0.5 < res.stats["L_estimate"] <= 1.0 + 1e-9  # ||M|| = 1: a lower estimate
+    fixed = mvi.solve_problem(problem, tol=1e-8, inner_solver="fixed-point")  # its step needs the exact ||M||
+    assert fixed.status.value == "optimal" and fixed.stats["L"] == pytest.approx(1.0, rel=1e-4)
+    assert fixed.stats["L_estimate"] is None
+
+
 def test_the_inner_stop_bounds_the_true_residual():
     """GMRES stops where ||b - (I + gamma M) w|| <= c ||w - z||, the bound that implies the error-correction
     test; the residual recomputed here in double precision keeps it up to the single-precision basis."""
