@@ -56,7 +56,7 @@ from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result
 from optsolve.core.solve import Job, Solver, run
 from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS, optimize
-from optsolve.mvi.problems import SCHEMA, prepare
+from optsolve.mvi.problems import SCHEMA, prepare, with_constants
 
 DEFAULT_METHOD = "ecppa"
 INNER_SOLVERS = ("auto", "fixed-point", "gmres")
@@ -153,7 +153,7 @@ class MviSolver(Solver):
         constants_by = None if deadline is None else now + CONSTANTS_SHARE * (deadline - now)
         mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, constants=False)
         if not _gmres_without_constants(mp, method, inner_solver, o["inner_steps"]):
-            mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, deadline=constants_by)
+            mp = with_constants(mp, problem, lipschitz=lipschitz, rho=rho, deadline=constants_by)
         notes = list(mp.notes)
         given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
         options_given = f"the option{'s' * (len(given) > 1)} {' and '.join(given)}"

@@ -14,6 +14,7 @@ on the command line (``--operator module:function``) and then ``operator`` may b
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -231,15 +232,46 @@ def library_operator(problem: Problem, name: str, d: int, constants: bool = True
         M = ops.minimax_matrix(*blocks)
         op = ops.affine(M, np.asarray(problem.get("q", np.zeros(d)), dtype=float), norm=problem.get("L"))
         op.name = "minimax-quadratic"
-    if constants:  # ||M|| and lambda_min(sym(M^-1)) unless the file gives them
-        op.L = problem["L"] if "L" in problem else op.jacobian_norm(None, deadline)
-        if op.L is None:
-            op.notes.append("||M|| was not computed within its share of the time limit: the step comes from secants")
-        if "rho" in problem:
-            op.rho = problem["rho"]
-        elif 24.0 * d * d <= memory.budget_bytes():  # M^-1 and its symmetric part, dense
-            op.rho = ops.weak_mvi_of_affine(M, deadline)
+    if constants:
+        affine_constants(op, problem, deadline)
     return op
+
+
+def affine_constants(op: ops.Operator, problem: Problem, deadline: float | None = None) -> None:
+    """||M|| and lambda_min(sym(M^-1)) of an affine operator into op.L and op.rho, unless the file gives them
+    (a note on op where ||M|| was not found before ``deadline``)."""
+    M, d = op.matrix, op.d
+    op.L = problem["L"] if "L" in problem else op.jacobian_norm(None, deadline)
+    if op.L is None:
+        op.notes.append("||M|| was not computed within its share of the time limit: the step comes from secants")
+    if "rho" in problem:
+        op.rho = problem["rho"]
+    elif 24.0 * d * d <= memory.budget_bytes():  # M^-1 and its symmetric part, dense
+        op.rho = ops.weak_mvi_of_affine(M, deadline)
+
+
+def with_constants(mp: MVIProblem, problem: Problem, *, lipschitz: float | None = None, rho: float | None = None,
+                   deadline: float | None = None) -> MVIProblem:
+    """``mp``, prepared with ``constants=False``, as :func:`prepare` with them would give it: L and rho of its
+    affine operator computed where the file and the options lack them (any other operator: ``mp`` itself)."""
+    op = mp.op
+    if op.matrix is None or op.user:
+        return mp
+    before = len(op.notes)
+    affine_constants(op, problem, deadline)
+    L, r = _constants(problem, op, lipschitz, rho)
+    return dataclasses.replace(mp, L=L, rho=r, notes=mp.notes + op.notes[before:])
+
+
+def _constants(problem: Problem, op: ops.Operator, lipschitz, rho) -> tuple[float | None, float | None]:
+    """(L, rho): the options', else the file's, else the operator's; None where not finite (or L not positive)."""
+    L = lipschitz if lipschitz is not None else problem.get("L", op.L)
+    if L is not None and not (L > 0 and math.isfinite(L)):  # ||M|| = 0 (F constant) or an overflow
+        L = None
+    r = rho if rho is not None else problem.get("rho", op.rho)
+    if r is not None and not math.isfinite(r):
+        r = None
+    return None if L is None else float(L), None if r is None else float(r)
 
 
 def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float | None = None,
@@ -285,16 +317,10 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
             from optsolve.core.errors import InputError
 
             raise InputError(f"The '--operator {operator}' function returned shape {Fz.shape} at z0; expected ({d},).")
-    L = lipschitz if lipschitz is not None else problem.get("L", op.L)
-    if L is not None and not (L > 0 and math.isfinite(L)):  # ||M|| = 0 (F constant) or an overflow
-        L = None
-    r = rho if rho is not None else problem.get("rho", op.rho)
-    if r is not None and not math.isfinite(r):
-        r = None
+    L, r = _constants(problem, op, lipschitz, rho)
     z_star = problem.get("z_star", op.z_star)
     notes.extend(op.notes)
-    return MVIProblem(op, C, z0, None if L is None else float(L), None if r is None else float(r),
-                      None if z_star is None else np.asarray(z_star, dtype=float), notes)
+    return MVIProblem(op, C, z0, L, r, None if z_star is None else np.asarray(z_star, dtype=float), notes)
 
 
 REORDER_FROM = 50_000  # a sparse affine operator from this dimension on is renumbered (reverse Cuthill-McKee) ...
