@@ -41,7 +41,10 @@ Step sizes come from a local Lipschitz estimate that grows and shrinks (see
 :mod:`optsolve.mvi.ecppa`). Where F = M z + q is affine and C = R^d, the resolvent is a linear
 system, solved by restarted GMRES up to the error-correction test, at a step gamma = 10/L that the
 fixed-point loop could not take (:mod:`optsolve.mvi.krylov`). Baselines: EG+, CEG+, AdaptiveEG+, CurvatureEG+, EG, GDA
-(:mod:`optsolve.mvi.extragradient`) and relaxed PPA with a fixed number of inner steps.
+(:mod:`optsolve.mvi.extragradient`) and relaxed PPA with a fixed number of inner steps. An operator
+given as a mean of N terms (a user operator whose module defines ``<F>_terms`` and ``<F>_batch``) can be
+sampled: ``--batch B`` runs the bias-corrected stochastic extragradient BC-SEG+
+(:mod:`optsolve.mvi.stochastic`), whose answer is still judged on the full F.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result
 from optsolve.core.solve import Job, Solver, run
-from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS, optimize
+from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS, STOCHASTIC, optimize
 from optsolve.mvi.problems import SCHEMA, prepare, with_constants
 
 DEFAULT_METHOD = "ecppa"
@@ -63,7 +66,7 @@ INNER_SOLVERS = ("auto", "fixed-point", "gmres")
 CONSTANTS_SHARE = 0.5  # of a time limit, at most, for ||M|| and rho of an affine operator
 
 
-def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits, inner_solver="auto"):
+def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits, inner_solver="auto", batch=None):
     for name, value in (("gamma", gamma), ("tol", tol), *limits.items()):
         if value is not None and not (value > 0 and math.isfinite(value)):
             raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a float in (0, inf); "
@@ -87,6 +90,21 @@ def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, lim
     if inner_steps is not None and (inner_steps < 1 or method not in ("ecppa", "rppa")):
         raise ParameterError("The '--inner-steps' option must be a positive integer and applies to ecppa "
                              f"(forced inner steps) and rppa; got {inner_steps!r} with method {method!r}.")
+    _check_batch(method, batch, relax)
+
+
+def _check_batch(method, batch, relax) -> None:
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise ParameterError(f"The '--batch' option must be a positive integer; got {batch!r}.")
+    if batch is not None and method not in STOCHASTIC:
+        raise ParameterError(f"The '--batch' option (sampled terms of the operator) applies to method "
+                             f"{' and '.join(STOCHASTIC)}; got method {method!r}.")
+    if method in STOCHASTIC and batch is None:
+        raise ParameterError(f"The method {method!r} samples the terms of an operator given as a mean: give "
+                             "'--batch B', the terms per sample.")
+    if method in STOCHASTIC and relax is not None:
+        raise ParameterError(f"The '--relax' option does not apply to method {method!r} (its diminishing alpha_k "
+                             "takes the place of a relaxation).")
 
 
 def _gmres_without_constants(mp, method, inner_solver, inner_steps) -> bool:
@@ -109,6 +127,8 @@ def _inner_misfit(mp) -> str:
 def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | None:
     """The rho the method uses; refuses rho <= -1/L (or gamma <= -rho) unless forced."""
     rho, L = mp.rho, mp.L
+    if method in STOCHASTIC:
+        return _stochastic_range(mp, method, force, notes, where)
     if rho is None:
         if method in ("ecppa", "rppa", "adaptive-eg+"):
             notes.append("no rho given: the method assumes rho = -0.99 gamma / 2 (CEG+'s adaptive choice; "
@@ -130,6 +150,34 @@ def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | No
     return rho
 
 
+def _stochastic_range(mp, method, force, notes, where) -> float | None:
+    """BC-SEG+'s range: gamma in (-2 rho, 1/L), non-empty iff rho > -1/(2L)."""
+    rho, L = mp.rho, mp.L
+    if rho is None:
+        notes.append(f"no rho given: {method}'s guarantee needs rho > -gamma/2 (about -0.45/L at its step); give "
+                     "'--rho' to have it checked")
+        return None
+    if L is not None and rho * L <= -0.5:
+        if not force:
+            raise ParameterError(
+                f"{where}rho = {rho:.6g} <= -1/(2L) = {-0.5 / L:.6g} (rho L = {rho * L:.4g}): outside the range of "
+                f"{method} (its step gamma must lie in (-2 rho, 1/L)); ecppa without '--batch' covers rho > -1/L. "
+                "Use '--force' to run anyway.")
+        notes.append(f"rho L = {rho * L:.4g} <= -1/2: outside {method}'s guarantee, run with '--force'")
+    return rho
+
+
+def _sum_misfit(mp, problem, method, batch) -> None:
+    """Refuses a stochastic method on an operator that is no mean of terms, or a batch above its N."""
+    if mp.op.terms is None:
+        raise ParameterError(f"The '--batch' option ({method}) needs an operator given as a mean of terms: a "
+                             "'--operator module:F' whose module also defines F_terms (their number) and "
+                             f"F_batch(z, idx) (the mean of the terms idx at z); {problem.source} has the operator "
+                             f"{mp.op.name!r}, which is none.")
+    if batch > mp.op.terms:
+        raise ParameterError(f"The '--batch' option must be at most the operator's {mp.op.terms} terms; got {batch}.")
+
+
 class MviSolver(Solver):
     blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "mvi"
@@ -141,8 +189,9 @@ class MviSolver(Solver):
         extra_limits = {"feas_tol": o["feas_tol"], "residual_rtol": o["residual_rtol"],
                         "residual_atol": o["residual_atol"]}
         inner_solver = o.get("inner_solver") or "auto"
+        batch = o.get("batch")
         _check_options(method, o["gamma"], o["relax"], o["sigma"], o["tol"], o["max_evals"], o["inner_steps"],
-                       extra_limits, inner_solver)
+                       extra_limits, inner_solver, batch)
         rho, lipschitz = o["rho"], o["lipschitz"]
         if rho is not None and not math.isfinite(rho):
             raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
@@ -154,6 +203,8 @@ class MviSolver(Solver):
         mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, constants=False)
         if not _gmres_without_constants(mp, method, inner_solver, o["inner_steps"]):
             mp = with_constants(mp, problem, lipschitz=lipschitz, rho=rho, deadline=constants_by)
+        if method in STOCHASTIC:
+            _sum_misfit(mp, problem, method, batch)
         notes = list(mp.notes)
         given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
         options_given = f"the option{'s' * (len(given) > 1)} {' and '.join(given)}"
@@ -172,7 +223,8 @@ class MviSolver(Solver):
 
         limits = certificate.resolve(dict(extra_limits, tol=tol))
         settings = {"operator": o["operator"], "gamma": o["gamma"], "relax": o["relax"], "sigma": o["sigma"],
-                    "inner_solver": inner_solver,
+                    "inner_solver": inner_solver, "batch": batch,
+                    "seed": (0 if o.get("seed") is None else int(o["seed"])) if method in STOCHASTIC else None,
                     "rho": mp.rho, "lipschitz": mp.L, "max_evals": budget, "inner_steps": o["inner_steps"],
                     "force": o["force"], "time_limit": o["time_limit"], **limits}
         return Job(method, mp, settings, problem.info(d=mp.d), deadline=deadline, progress=progress,
@@ -192,7 +244,8 @@ SOLVER = MviSolver()
 def solve_problem(problem, *, method: str | None = None, operator: str | None = None, gamma: float | None = None,
                   relax: float | None = None, sigma: float | None = None, rho: float | None = None,
                   lipschitz: float | None = None, tol: float | None = None, max_evals: int | None = None,
-                  inner_steps: int | None = None, inner_solver: str = "auto", force: bool = False,
+                  inner_steps: int | None = None, inner_solver: str = "auto", batch: int | None = None,
+                  seed: int | None = None, force: bool = False,
                   feas_tol: float | None = None,
                   residual_rtol: float | None = None, residual_atol: float | None = None,
                   max_iter: int | None = None, time_limit: float | None = None, device: str = "auto",
@@ -204,19 +257,24 @@ def solve_problem(problem, *, method: str | None = None, operator: str | None = 
     ``sigma``: ecppa's inner stop in (0, 1) (default 0.5); ``rho`` and ``lipschitz`` override
     the file's; ``tol``: the natural residual to reach (default 1e-6); ``max_evals``: the
     budget of F evaluations (default 1e6); ``inner_steps``: ecppa's forced inner steps, or
-    rppa's fixed count (default 20); ``inner_solver``: ecppa's resolvents by ``fixed-point`` steps or
+    rppa's fixed count (default 20); ``batch``: terms per sample of an operator given as a mean of
+    terms (:mod:`optsolve.mvi.stochastic`; the method then defaults to ``bc-seg+``), drawn with ``seed``
+    (default 0); ``inner_solver``: ecppa's resolvents by ``fixed-point`` steps or
     ``gmres`` (an affine F on R^d), ``auto`` gmres where it applies; ``force``: run when rho <= -1/L; ``feas_tol``,
     ``residual_rtol``, ``residual_atol``: the certificate's other limits (see
     :data:`optsolve.mvi.certificate.LIMITS`). ``time_limit`` bounds the whole call, the constants
     of the operator and the certificate included.
     """
+    if method is None and batch is not None:
+        method = "bc-seg+"
     return run(SOLVER, problem, method=method, device=device, time_limit=time_limit, progress=progress,
                operator=operator, gamma=gamma, relax=relax, sigma=sigma, rho=rho, lipschitz=lipschitz, tol=tol,
-               max_evals=max_evals, inner_steps=inner_steps, inner_solver=inner_solver, force=force, feas_tol=feas_tol,
+               max_evals=max_evals, inner_steps=inner_steps, inner_solver=inner_solver, batch=batch, seed=seed,
+               force=force, feas_tol=feas_tol,
                residual_rtol=residual_rtol, residual_atol=residual_atol, max_iter=max_iter)
 
 
-def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEFAULT_METHOD, progress: Progress = SILENT,
+def solve(operator, z0=None, *, constraint: str | None = None, method: str | None = None, progress: Progress = SILENT,
           **options) -> Result:
     """Solve a variational inequality with a weak-MVI (possibly nonmonotone) operator.
 
@@ -229,8 +287,9 @@ def solve(operator, z0=None, *, constraint: str | None = None, method: str = DEF
         The starting point (default: the operator's).
     constraint : str, optional
         ``none``, ``box`` or ``ball`` (default: the operator's).
-    method : str, default="ecppa"
-        ``ecppa`` or a baseline (``eg+``, ``ceg+``, ``adaptive-eg+``, ``curvature-eg+``, ``rppa``, ``eg``, ``gda``).
+    method : str, optional
+        ``ecppa`` (the default) or a baseline (``eg+``, ``ceg+``, ``adaptive-eg+``, ``curvature-eg+``, ``rppa``,
+        ``eg``, ``gda``); ``bc-seg+`` (the default with ``batch``) samples an operator given as a mean of terms.
     **options
         Any option of :func:`solve_problem` (``tol``, ``rho``, ``gamma``, ``max_evals``, ...).
 

@@ -2,7 +2,7 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
 from optsolve.mvi import INNER_SOLVERS, METHODS
 
 OUTPUT_OPTIONS = ()
@@ -10,10 +10,11 @@ OUTPUT_OPTIONS = ()
 
 @click.command("mvi", context_settings=CONTEXT_SETTINGS)
 @solve_options
-@click.option("--method", type=click.Choice(METHODS), default="ecppa", show_default=True,
+@click.option("--method", type=click.Choice(METHODS), default=None,
               help="ecppa: error-corrected inexact proximal point (adaptive inner steps). eg+, ceg+, adaptive-eg+, "
                    "curvature-eg+: extragradient-type; rppa: relaxed proximal point with a fixed number of inner "
-                   "steps; eg: extragradient; gda: gradient descent-ascent.")
+                   "steps; eg: extragradient; gda: gradient descent-ascent; bc-seg+: bias-corrected stochastic "
+                   "extragradient on sampled terms (with --batch). [default: ecppa; bc-seg+ with --batch]")
 @click.option("--operator", metavar="MODULE:FUNCTION", default=None,
               help="A user operator F (array of length d -> array of length d) instead of the file's.")
 @click.option("--gamma", type=float, default=None, help="A fixed step (default: from a local Lipschitz estimate).")
@@ -40,6 +41,10 @@ OUTPUT_OPTIONS = ()
               help="ecppa's resolvents: fixed-point (the inner iteration w = P_C(z - gamma F(w)), gamma < 1/L) or "
                    "gmres (an affine F on R^d: the linear system by GMRES, gamma = 10/L); auto: gmres where it "
                    "applies.")
+@click.option("--batch", type=click.IntRange(min=1), default=None, metavar="B",
+              help="Sample B terms per evaluation of an operator given as a mean of terms (a --operator module "
+                   "defining F_terms and F_batch(z, idx)); the residual and the certificate use the full F.")
+@seed_option
 @click.option("--force", is_flag=True, help="Run even when rho <= -1/L (outside every method's guarantee).")
 def command(problem, **params):
     """Variational inequalities with a weak Minty solution: find z in C with <F(z), z' - z> >= 0.

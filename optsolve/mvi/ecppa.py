@@ -140,6 +140,8 @@ class Setup:
     inner_steps: int | None = None  # ecppa: forced inner steps; rppa: the fixed count
     inner: str = "auto"  # ecppa's resolvents: "fixed-point", "gmres" (affine F on R^d), "auto" (gmres where it applies)
     max_iter: int | None = None
+    batch: int | None = None  # bc-seg+: terms per sampled evaluation
+    seed: int = 0  # bc-seg+: the sampling generator's seed
     notes: list = field(default_factory=list)
 
 

@@ -37,6 +37,8 @@ class Evaluator:
         self.max_evals = max_evals
         self.deadline = deadline
         self.evals = 0  # evaluations of F, and products with M (:meth:`product`), each one sparse or dense product
+        self.sampled_terms = 0  # terms F_i evaluated by :meth:`sample` (an operator that is a mean of terms)
+        self.sampled = 0.0  # the same in evaluations of F: terms / N
         self.jacobian_evals = 0
         self.f_time = 0.0  # seconds spent inside F and the products
         self.best_residual = math.inf
@@ -51,7 +53,7 @@ class Evaluator:
         self.progress = progress
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
-        if self.evals >= self.max_evals:
+        if self.evals + self.sampled >= self.max_evals:
             raise Stop("budget")
         start = time.perf_counter()
         if self.op.user:
@@ -103,6 +105,30 @@ class Evaluator:
         self.evals += 1
         self._tick(now)
         return Mv
+
+    def sample(self, z: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """The mean of the terms F_i(z), i in ``idx``, of an operator that is a mean of N terms: len(idx) / N
+        of an evaluation of the budget, timed with F's; no residual is measured (it is not F)."""
+        if self.evals + self.sampled >= self.max_evals:
+            raise Stop("budget")
+        start = time.perf_counter()
+        try:
+            Fz = self.op.batch(z, idx)
+        except Exception as exc:
+            raise Stop("numerical", f"the operator {self.op.name} raised {type(exc).__name__} ({exc}) on a batch of "
+                       f"{len(idx)} terms") from None
+        now = time.perf_counter()
+        self.f_time += now - start
+        self.sampled_terms += len(idx)
+        self.sampled = self.sampled_terms / self.op.terms
+        if Fz.shape != z.shape:
+            raise Stop("numerical", f"the operator's batch function returned shape {Fz.shape} at a point of shape "
+                       f"{z.shape}")
+        if not np.isfinite(Fz).all():
+            raise Stop("numerical", "the operator's batch function returned a non-finite value"
+                       + ("" if np.isfinite(z).all() else " (the iterate itself is not finite: the method diverged)"))
+        self._tick(now)
+        return Fz
 
     def jacobian_norm(self, z: np.ndarray) -> float | None:
         """||JF(z)|| when the operator has a Jacobian (counted), else None; stops at the deadline."""

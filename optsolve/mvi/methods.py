@@ -17,7 +17,8 @@ from optsolve.core.result import Status
 from optsolve.core.solve import Job, MethodOutput
 from optsolve.mvi.operators import norm2
 
-METHOD_NAMES = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda")
+METHOD_NAMES = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda", "bc-seg+")
+STOCHASTIC = ("bc-seg+",)  # methods that sample the terms of an operator given as a mean (--batch)
 DEFAULT_TOL = 1e-6
 DEFAULT_MAX_EVALS = 1_000_000
 
@@ -29,16 +30,17 @@ REASONS = {"budget": "the evaluation budget ({max_evals}) is spent", "max_iter":
 
 
 def _run(method: str, ev, setup) -> dict:
-    from optsolve.mvi import ecppa, extragradient as eg
+    from optsolve.mvi import ecppa, extragradient as eg, stochastic
 
     table = {"ecppa": ecppa.ecppa, "rppa": lambda ev, setup: ecppa.ecppa(ev, setup, relaxed_ppa=True),
              "eg+": eg.eg_plus, "ceg+": eg.ceg_plus, "adaptive-eg+": eg.adaptive_eg_plus,
-             "curvature-eg+": eg.curvature_eg_plus, "eg": eg.eg, "gda": eg.gda}
+             "curvature-eg+": eg.curvature_eg_plus, "eg": eg.eg, "gda": eg.gda,
+             "bc-seg+": stochastic.bc_seg_plus}
     return table[method](ev, setup)
 
 
 def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None, inner="auto",
-             tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
+             batch: int | None = None, seed: int = 0, tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
              deadline: float | None = None, history: bool = False, progress: Progress = SILENT):
     """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
     constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
@@ -52,7 +54,7 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
         deadline = time.perf_counter() + float(time_limit)
     mp, order = reordered(mp)
     setup = Setup(mp.z0, mp.L, rho, gamma=gamma, lam=1.0 if relax is None else float(relax), sigma=sigma,
-                  inner_steps=inner_steps, max_iter=max_iter, inner=inner)
+                  inner_steps=inner_steps, max_iter=max_iter, inner=inner, batch=batch, seed=seed)
     ev = Evaluator(mp.op, mp.C, tol=tol, max_evals=max_evals, deadline=deadline, history=history, progress=progress)
     try:
         with np.errstate(all="ignore"):  # overflow ends as a non-finite value, which the evaluator reports
@@ -82,7 +84,8 @@ def _method(name: str):
         mp, settings = job.data, job.settings
         ev, counts, stop = optimize(mp, name, rho=job.context["rho"], gamma=settings["gamma"], relax=settings["relax"],
                                     sigma=settings["sigma"], inner_steps=settings["inner_steps"],
-                                    inner=settings.get("inner_solver", "auto"), tol=settings["tol"],
+                                    inner=settings.get("inner_solver", "auto"), batch=settings.get("batch"),
+                                    seed=settings.get("seed") or 0, tol=settings["tol"],
                                     max_evals=settings["max_evals"], max_iter=job.context["max_iter"],
                                     deadline=job.deadline, history=active() is not None, progress=job.progress)
         if ev.best_z is None:
@@ -90,7 +93,7 @@ def _method(name: str):
         z = ev.best_z
         status = STOPS[stop.reason]
         reason = stop.detail or REASONS.get(stop.reason, "").format(max_evals=settings["max_evals"])
-        messages = [n[0].upper() + n[1:] + "." for n in job.context["notes"]]
+        messages = [n[0].upper() + n[1:] + "." for n in (*job.context["notes"], *counts.get("notes", ()))]
         if status is not Status.OPTIMAL:
             messages.append(f"Stopped: {reason}; the best point has natural residual {ev.best_residual:.3g} "
                             f"(tolerance {settings['tol']:g}).")
@@ -105,6 +108,9 @@ def _method(name: str):
                  "renumbered": counts.get("renumbered"),
                  "time_in_F_s": counts.get("time_in_F_s"),
                  "F_time_share": counts.get("F_time_share")}
+        if name in STOCHASTIC:
+            stats.update(batch=settings["batch"], terms=mp.op.terms, term_evaluations=counts.get("term_evaluations"),
+                         passes=ev.evals + ev.sampled, L_batch=counts.get("L_batch"))
         if counts.get("gamma_max"):
             stats["gamma"] = [counts["gamma_min"], counts["gamma_max"]]
         return MethodOutput(status, solution, " ".join(messages), iterations=counts.get("outer"),

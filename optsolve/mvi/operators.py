@@ -21,7 +21,10 @@ Library (the games of Pethick et al. 2022 and 2025 and the classical test proble
 Every operator evaluates one point (a vector of length d) and knows the spectral norm of its
 Jacobian there (``jacobian_norm``, used by CurvatureEG+). A user operator
 (``--operator module:function``) maps a length-d array to a length-d array; when its module
-also defines ``<function>_jacobian``, that is used for the Jacobian.
+also defines ``<function>_jacobian``, that is used for the Jacobian. A user operator that is a mean of
+N terms, F = (1/N) sum_i F_i, says so with ``<function>_terms`` (the integer N, or a function of no
+arguments returning it) and ``<function>_batch(z, idx)`` (the mean of F_i(z) over the integer array
+idx, repeats counted): ``--batch`` then samples terms (:mod:`optsolve.mvi.stochastic`).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class Operator:
     notes: list = field(default_factory=list)
     user: bool = False  # the user's code (--operator): an exception it raises is its own, not a bug here
     matrix: object = None  # M of an affine F = M z + q (dense or sparse), for products M v without q
+    terms: int | None = None  # F = (1/N) sum_i F_i with N = terms, when the user's module says so
+    batch: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None  # (z, idx) -> mean of F_i(z), i in idx
 
     def jacobian_norm(self, z: np.ndarray, deadline: float | None = None) -> float | None:
         """||JF(z)||_2; None without a Jacobian, or when ``deadline`` (time.perf_counter) comes first."""
@@ -325,8 +330,36 @@ def load_user(spec: str, d: int) -> Operator:
     fn, mod = load_user_function(spec, "operator")
     name = spec.split(":")[1]
     jac = getattr(mod, f"{name}_jacobian", None)
+    terms, batch = getattr(mod, f"{name}_terms", None), getattr(mod, f"{name}_batch", None)
 
     def F(z):
         return np.asarray(fn(z), dtype=float).reshape(-1)
 
-    return Operator(spec, d, F, jac if callable(jac) else None, user=True)
+    def F_batch(z, idx):
+        return np.asarray(batch(z, idx), dtype=float).reshape(-1)
+
+    op = Operator(spec, d, F, jac if callable(jac) else None, user=True)
+    if terms is not None or batch is not None:
+        op.terms = _term_count(spec, name, terms, batch)
+        op.batch = F_batch
+    return op
+
+
+def _term_count(spec: str, name: str, terms, batch) -> int:
+    """N of a user operator given as a mean of N terms (``<name>_terms`` with ``<name>_batch``)."""
+    from optsolve.core.errors import ParameterError
+
+    if not callable(batch) or terms is None:
+        missing = f"{name}_batch(z, idx)" if terms is not None else f"{name}_terms"
+        raise ParameterError(f"The '--operator {spec}' module defines half of a sum: it lacks {missing} "
+                             f"({name}_terms, the number N of terms, and {name}_batch(z, idx), the mean of the "
+                             "terms idx at z, go together).")
+    try:
+        n = terms() if callable(terms) else terms
+    except Exception as exc:  # the user's function
+        raise ParameterError(f"The '--operator {spec}' module's {name}_terms() failed ({type(exc).__name__}: "
+                             f"{exc}).") from None
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ParameterError(f"The '--operator {spec}' module's {name}_terms must be a positive integer (the "
+                             f"number of terms of the sum); got {n!r}.")
+    return int(n)

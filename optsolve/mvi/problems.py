@@ -317,10 +317,27 @@ def prepare(problem: Problem, operator: str | None = None, *, lipschitz: float |
             from optsolve.core.errors import InputError
 
             raise InputError(f"The '--operator {operator}' function returned shape {Fz.shape} at z0; expected ({d},).")
+        if op.batch is not None:
+            _check_batch(op, operator, z0)
     L, r = _constants(problem, op, lipschitz, rho)
     z_star = problem.get("z_star", op.z_star)
     notes.extend(op.notes)
     return MVIProblem(op, C, z0, L, r, None if z_star is None else np.asarray(z_star, dtype=float), notes)
+
+
+def _check_batch(op: ops.Operator, operator: str, z0: np.ndarray) -> None:
+    """A user operator's sampled terms answer at z0 with a vector of length d (its first and last term)."""
+    from optsolve.core.errors import InputError
+
+    idx = np.array(sorted({0, op.terms - 1}), dtype=np.int64)
+    try:
+        Fb = op.batch(z0, idx)
+    except Exception as exc:  # the user's function
+        raise InputError(f"The '--operator {operator}' batch function failed at z0 with terms {idx.tolist()} "
+                         f"({type(exc).__name__}: {exc}).") from None
+    if Fb.shape != (op.d,):
+        raise InputError(f"The '--operator {operator}' batch function returned shape {Fb.shape} at z0; "
+                         f"expected ({op.d},).")
 
 
 REORDER_FROM = 50_000  # a sparse affine operator from this dimension on is renumbered (reverse Cuthill-McKee) ...
