@@ -184,6 +184,17 @@ def test_bench_mvi_scale_quick(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["mvi-affine-d2000-rho-0.3.npz"]
 
 
+def test_bench_mvi_batch_quick():
+    lines = quick("bench-mvi", "--batch")
+    assert lines[0].startswith("# bench-mvi --batch:")
+    runs = {r["method"]: r for r in rows(lines, "N terms", has="method")}
+    assert set(runs) == {"ecppa", "eg+", "bc-seg+ B=64", "bc-seg+ B=1024"}
+    assert runs["ecppa"]["stop"] == "converged" and float(runs["ecppa"]["best / norm F(z0)"]) <= 1e-3
+    for r in runs.values():  # passes grow with the level reached; a stochastic run reaches 1e-1 at least
+        reached = [float(r[f"passes to {x}"]) for x in ("0.1", "0.01", "0.001") if r[f"passes to {x}"] != "-"]
+        assert reached and reached == sorted(reached)
+
+
 def test_bench_mvi_quick(tmp_path):
     csv = tmp_path / "curves.csv"
     lines = quick("bench-mvi", "--csv", str(csv))

@@ -39,6 +39,7 @@ class Evaluator:
         self.evals = 0  # evaluations of F, and products with M (:meth:`product`), each one sparse or dense product
         self.sampled_terms = 0  # terms F_i evaluated by :meth:`sample` (an operator that is a mean of terms)
         self.sampled = 0.0  # the same in evaluations of F: terms / N
+        self.sampling = False  # set by a method that samples terms: the history then counts them
         self.jacobian_evals = 0
         self.f_time = 0.0  # seconds spent inside F and the products
         self.best_residual = math.inf
@@ -154,8 +155,10 @@ class Evaluator:
 
     def record(self, r: float) -> None:
         u = None if math.isinf(self.min_u) else self.min_u
-        self.history.append((self.evals, self.jacobian_evals, r, self.best_residual, u, time.perf_counter() - self.t0))
+        self.history.append((self.evals, self.jacobian_evals, r, self.best_residual, u, time.perf_counter() - self.t0,
+                             self.evals + self.sampled))
+        sampled = {"term_evaluations": self.sampled_terms} if self.sampling else {}
         trace(self.iteration, r, evaluations=self.evals, measure="natural residual ||z - P_C(z - F(z))||",
               evaluations_of="operator F", jacobian_evaluations=self.jacobian_evals, best_residual=self.best_residual,
-              u_norm=u)
+              u_norm=u, **sampled)
         self._next_record = max(self.evals + 1, self._next_record * 10 ** (1 / HISTORY_PER_DECADE))

@@ -59,6 +59,7 @@ def bc_seg_plus(ev: Evaluator, s: Setup) -> dict:
     N, B = ev.op.terms, int(s.batch)
     rng = np.random.default_rng(s.seed)
     z = s.z0.copy()
+    ev.sampling = True
     Fz = ev(z)
     L = s.L if s.L is not None else probe_lipschitz(ev, z, Fz)
     gamma = s.gamma if s.gamma is not None else _start_gamma(L, s.rho)
