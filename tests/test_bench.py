@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SHARED_DATA
 
 pytestmark = pytest.mark.slow  # each runs a benchmark script in a new process
 
@@ -63,6 +63,20 @@ def test_bench_ot_dense_and_clouds_tables():
     assert {r["solver"].split(" (")[0] for r in table} == {"optsolve exact", "POT emd2", "POT emd2_lazy"}
     assert {r["options"] for r in table} == {"(default)", "--target-gap 1e-3", "-"}
     assert all(float(r["POT emd2 / optsolve (wall)"]) > 0 for r in table if r["options"] != "-")
+
+
+def test_bench_qp_qpbenchmark_quick():
+    pytest.importorskip("qpbenchmark", reason="qpbenchmark is not installed (optsolve[bench-qp])")
+    if not (SHARED_DATA / "maros_meszaros").is_dir():
+        pytest.skip("Maros-Meszaros files not found")
+    lines = run("bench-qp", "--quick", "--qpbenchmark", "--qpb-files", "3", "--qpb-settings", "low", "mid")
+    table = rows(lines, "settings", has="solver")
+    assert [(r["settings"], r["solver"]) for r in table] == [
+        (s, solver) for s in ("low_accuracy", "mid_accuracy") for solver in ("optsolve", "piqp", "clarabel", "osqp")]
+    ours = [r for r in table if r["solver"] == "optsolve"]
+    assert all(r["solved"] == "3/3" and r["optimal claims failing verify"] == "0" for r in ours)
+    assert all(r["time / PIQP's"] == "1.00" for r in table if r["solver"] == "piqp")
+    assert any(line.startswith("- mid_accuracy, not solved by optsolve: none") for line in lines)
 
 
 def test_bench_qp_quick():
