@@ -40,6 +40,7 @@ from optsolve.qp.ldl import kkt_entries
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
+PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow as 1/eps)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
@@ -60,13 +61,14 @@ def has_piqp() -> bool:
     return importlib.util.find_spec("piqp") is not None
 
 
-def choose(qp: QPProblem, warm: bool) -> str:
-    """The rule's first step for ``qp``: 'kkt', 'piqp' or 'admm' (each falls through to 'admm')."""
+def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
+    """The rule's first step for ``qp`` at the tolerance ``eps`` (the larger of eps_abs and eps_rel): 'kkt', 'piqp'
+    or 'admm' (each falls through to 'admm')."""
     if warm:
         return "admm"
     if equality_only(qp):
         return "kkt"
-    if has_piqp() and kkt_entries(qp.P, qp.A) <= PIQP_FIRST_ENTRIES:
+    if has_piqp() and (eps <= PIQP_FIRST_EPS or kkt_entries(qp.P, qp.A) <= PIQP_FIRST_ENTRIES):
         return "piqp"
     return "admm"
 

@@ -256,7 +256,7 @@ def _auto(job: Job) -> MethodOutput:
 
     qp, settings = job.data, job.settings
     x0, y0 = job.context["warm_start"]
-    first = auto.choose(qp, warm=x0 is not None or y0 is not None)
+    first = auto.choose(qp, warm=x0 is not None or y0 is not None, eps=max(settings["eps_abs"], settings["eps_rel"]))
     before = ""
     if first == "kkt":
         t = time.perf_counter()

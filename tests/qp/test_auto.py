@@ -212,3 +212,16 @@ def test_a_claim_failing_its_own_checks_hands_over_before_any_lp(monkeypatch):
     calls.clear()
     r = solve_admm(qp, ADMMSettings(), verify_claim=verify)  # no hand-over: the exact check at once
     assert r.status == "infeasible" and calls == [("infeasible", True)]
+
+
+@needs_piqp
+def test_a_tight_tolerance_goes_to_piqp_first_at_any_size():
+    big = problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000))
+    qp = prepare(big)
+    assert auto.choose(qp, warm=False) == "admm"  # above PIQP_FIRST_ENTRIES at the default tolerance
+    assert auto.choose(qp, warm=False, eps=auto.PIQP_FIRST_EPS) == "piqp"
+    assert auto.choose(qp, warm=True, eps=1e-9) == "admm"  # a warm start is ADMM's alone
+    res = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=0.0)
+    assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
+    loose = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=1e-3)  # the larger of the two decides
+    assert loose.stats["method_used"] != "piqp"

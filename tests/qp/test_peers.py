@@ -76,3 +76,32 @@ def test_a_point_short_of_the_tighter_target_is_judged_at_the_requested_eps():
     assert peers._outcome(qp, s, "max_iter", x, y, {})["status"] == "optimal"
     assert peers._outcome(qp, s, "max_iter", np.zeros(qp.n), np.zeros(qp.m), {})["status"] == "max_iter"
     assert peers._outcome(qp, s, "infeasible", x, y, {})["claim"] is y
+
+
+@pytest.mark.skipif(not __import__("importlib").util.find_spec("piqp"), reason="piqp is not installed")
+def test_rows_on_one_variable_are_piqp_box_bounds_with_their_duals():
+    """Singleton rows go to PIQP's box: a negative coefficient (bounds flipped), a second row on the same
+    variable (kept a general row), a one-sided row; the duals come back per row and pass the certificate."""
+    from optsolve.qp import peers
+    from optsolve.qp.problems import prepare
+
+    P = sp.csc_matrix(np.array([[4.0, 1.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 1.0]]))
+    q = np.array([-8.0, 3.0, -5.0])
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 1.0],   # a general row
+                                [-2.0, 0.0, 0.0],  # -2 x0 in [-3, 4]: x0 in [-2, 1.5]
+                                [0.0, 0.5, 0.0],   # x1 >= -1 (one-sided)
+                                [0.0, 0.0, 1.0],   # x2 <= 2
+                                [0.0, 0.0, 3.0]]))  # 3 x2 <= 4.5: the same variable again
+    l = np.array([-10.0, -3.0, -0.5, -np.inf, -np.inf])
+    u = np.array([10.0, 4.0, np.inf, 2.0, 4.5])
+    p = problem({"P": P, "q": q, "A": A, "l": l, "u": u})
+    qp = prepare(p)
+    rows, cols, coef = peers.box_rows(qp, np.isfinite(qp.l) | np.isfinite(qp.u))
+    assert rows.tolist() == [1, 2, 3] and cols.tolist() == [0, 1, 2] and coef.tolist() == [-2.0, 0.5, 1.0]
+    res = optsolve.qp.solve_problem(p, method="piqp", eps_abs=1e-9, eps_rel=1e-9)
+    assert res.status.value == "optimal" and res.certificate.holds, res.message
+    assert res.objective == pytest.approx(reference(p), rel=1e-7, abs=1e-8)
+    x, y = np.array(res.solution["x"]), np.array(res.solution["y"])
+    np.testing.assert_allclose(P @ x + q + A.T @ y, 0.0, atol=1e-7)
+    assert x[0] == pytest.approx(1.5, abs=1e-7) and y[1] < 0  # -2 x0 at its lower bound -3: y <= 0
+    assert x[2] == pytest.approx(1.5, abs=1e-7) and y[4] > 0 and abs(y[3]) < 1e-7  # 3 x2 <= 4.5 binds, x2 <= 2 not
