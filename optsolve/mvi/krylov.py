@@ -7,7 +7,10 @@ outer proximal steps converge slowly on the eigenvalues of M of small modulus (a
 |1 + gamma mu|^-1 there is little more than gamma mu). GMRES (Saad and Schultz, "GMRES: a
 generalized minimal residual algorithm for solving nonsymmetric linear systems", SIAM J. Sci.
 Stat. Comput. 7, 1986) has no such bound, so the step is gamma = KRYLOV_GAMMA / L: the outer
-steps then near the solution in tens, each solved roughly. Only L's scale matters here: where no
+steps then near the solution in tens, each solved roughly. Where d is at most the basis's KRYLOV_DIM
+directions, GMRES solves the system exactly within d products whatever gamma is, and the outer step
+z_{k+1} = w + (rho / gamma)(z_k - w) (exact resolvent, lam = 1) contracts by |rho| / gamma: there
+gamma = EXACT_GAMMA / L (measured in docs/benchmarks.md, bench-mvi). Only L's scale matters here: where no
 L is given, NORM_STEPS power steps on M estimate it (:func:`norm_estimate`).
 
 I + gamma M is invertible for every gamma > 0 under the weak Minty condition with rho > -1/L:
@@ -37,16 +40,18 @@ from scipy.linalg import solve_triangular
 
 from optsolve.mvi.ecppa import Halfspaces, Setup
 from optsolve.mvi.evaluator import Evaluator, Stop
+from optsolve.mvi.operators import norm2
 
 KRYLOV_GAMMA = 10.0  # gamma = KRYLOV_GAMMA / L
+EXACT_GAMMA = 1e4  # gamma = EXACT_GAMMA / L where d <= KRYLOV_DIM: GMRES is exact within d products at any gamma
 KRYLOV_DIM = 30  # GMRES directions kept before a restart: the basis's KRYLOV_DIM + 1 vectors of length d lie
 # within the WORK_VECTORS that optsolve.mvi.problems.prepare requires of the memory budget
 BREAKDOWN = 1e-6  # a new direction below this share of its column ends the basis (the single-precision basis's
 # rounding is far above the double-precision one's 1e-14)
 REORTHOGONALIZE = 0.5  # a second Gram-Schmidt pass where the first left less than this share of the norm
 ROUNDOFF = 1000.0  # where no halfspace separates and ||F(z)|| <= ROUNDOFF eps L ||z||, F's rounding is the cause
-MAX_RESTARTS = 20
-NORM_STEPS = 10  # power steps of the estimate of ||M|| where no L is known  # of GMRES within one outer step, while the error-correction test fails
+MAX_RESTARTS = 20  # of GMRES within one outer step, while the error-correction test fails
+NORM_STEPS = 10  # power steps of the estimate of ||M|| where no L is known
 
 
 def _project_out(V: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -83,7 +88,7 @@ class KrylovOuter:
     def __init__(self, ev: Evaluator, s: Setup, dim: int = KRYLOV_DIM):
         self.ev, self.s = ev, s
         self.L = s.L or norm_estimate(ev, s.z0.size)
-        self.gamma = s.gamma or KRYLOV_GAMMA / self.L
+        self.gamma = s.gamma or (EXACT_GAMMA if s.z0.size <= dim else KRYLOV_GAMMA) / self.L
         # without a given rho: CEG+'s adaptive choice at the global L, which covers rho > -1/(2L)
         self.rho = s.rho if s.rho is not None else -0.495 / self.L
         sigma = 0.5 if s.sigma is None else s.sigma
@@ -148,7 +153,11 @@ class KrylovOuter:
             w, j = self._gmres(z, x, r)
             products += j
             Fw = ev(w)
-            uu = float(Fw @ Fw)
+            with np.errstate(over="ignore"):
+                uu = float(Fw @ Fw)
+            if math.isinf(uu):
+                raise Stop("numerical", f"outer step {stats['outer'] + 1}: ||F(w)||^2 overflows float64 (||F(w)|| = "
+                           f"{norm2(Fw):.3g}), which the halfspace step needs; rescale the operator")
             t = (float(Fw @ (z - w)) + rho * uu) / uu if uu > 0 else 0.0
             if t >= self.sigma * (gamma + rho):
                 break

@@ -191,7 +191,7 @@ def linear_game(a: float, b: float, name: str) -> Operator:
     M = np.array([[b, a], [-a, b]])
     L = math.hypot(a, b)
     rho = (b / L) / L if L > 0 else None  # divided twice: L^2 may overflow where L does not
-    return Operator(name, 2, lambda z: M @ z, lambda z: M, norm=L, L=L, rho=rho, z_star=np.zeros(2))
+    return Operator(name, 2, lambda z: M @ z, lambda z: M, norm=L, L=L, rho=rho, z_star=np.zeros(2), matrix=M)
 
 
 def quadratic_game(L: float, rho: float) -> Operator:

@@ -8,10 +8,12 @@
    proximal step, so a singular P or dependent rows still converge where the system is
    consistent). The answer is taken where it passes OSQP's termination test; otherwise (an
    inconsistent system: infeasible or unbounded) the problem goes on to rule 3.
-2. **A small KKT matrix (at most ``PIQP_FIRST_ENTRIES`` stored entries): PIQP first.** At that
-   size every method's cost is per-call overhead, and a compiled interior-point method answers in
-   a few milliseconds where ADMM's Python iterations take several times as long; an answer that
-   is not optimal, or a claim that fails its check, goes on to rule 3.
+2. **A small KKT matrix (at most ``PIQP_FIRST_ENTRIES`` stored entries), or a tolerance of
+   ``PIQP_FIRST_EPS`` or tighter: PIQP first.** At that size every method's cost is per-call
+   overhead, and a compiled interior-point method answers in a few milliseconds where ADMM's
+   Python iterations take several times as long; at that tolerance ADMM's iteration count grows
+   fast while an interior-point method's barely changes. An answer that is not optimal, or a
+   claim that fails its check, goes on to rule 3.
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -40,7 +42,7 @@ from optsolve.qp.ldl import kkt_entries
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
-PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow as 1/eps)
+PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)

@@ -58,14 +58,16 @@ def outer_iterates(mp, monkeypatch, **setup):
     return [mp.z0] + outer
 
 
-@pytest.mark.parametrize("name, inner", [("polar", "auto"), ("lower-bound", "auto"), ("quadratic -0.9", "auto"),
-                                         ("quadratic -0.5", "auto"), ("affine d=50", "fixed-point"),
-                                         ("affine d=50", "gmres"), ("global-forsaken", "auto")])
+@pytest.mark.parametrize("name, inner", [("polar", "auto"), ("lower-bound", "fixed-point"),
+                                         ("quadratic -0.9", "fixed-point"), ("quadratic -0.5", "fixed-point"),
+                                         ("quadratic -0.9", "gmres"), ("lower-bound", "gmres"),
+                                         ("affine d=50", "fixed-point"), ("affine d=50", "gmres"),
+                                         ("global-forsaken", "auto")])
 @pytest.mark.parametrize("lam", [0.5, 1.0, 1.9])
 def test_fejer_monotone(name, inner, lam, monkeypatch):
     _, mp = prepared(CASES[name]())
     outer = outer_iterates(mp, monkeypatch, lam=lam, inner=inner)
-    assert len(outer) >= 4
+    assert len(outer) >= (2 if inner == "gmres" and mp.d <= 30 else 4)  # exact resolvents there: one step or two
     dist = np.array([np.linalg.norm(z - mp.z_star) for z in outer])
     assert np.all(np.diff(dist) <= 1e-12 * max(1.0, dist[0]) + 1e-15), np.diff(dist).max()
 
@@ -75,7 +77,8 @@ def test_inner_steps_grow_as_rho_approaches_minus_one_over_L():
     for rho in (-0.1, -0.5, -0.9, -0.99):
         _, mp = prepared(P.gen_quadratic_game(None, L=1.0, rho=rho))
         gamma = 0.5 * (1.0 - rho)  # the middle of the window (-rho, 1/L)
-        ev, run, stop = mvi.optimize(mp, "ecppa", rho=rho, gamma=gamma, max_evals=20_000, tol=1e-8)
+        ev, run, stop = mvi.optimize(mp, "ecppa", rho=rho, gamma=gamma, max_evals=20_000, tol=1e-8,
+                                     inner="fixed-point")
         means.append(run["inner"] / run["outer"])
     assert all(b > a for a, b in zip(means, means[1:])), means
 
