@@ -40,8 +40,9 @@ def _run(method: str, ev, setup) -> dict:
 
 
 def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None, inner="auto",
-             batch: int | None = None, seed: int = 0, tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS, max_iter=None, time_limit=None,
-             deadline: float | None = None, history: bool = False, progress: Progress = SILENT):
+             batch: int | None = None, seed: int = 0, tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS,
+             max_iter=None, time_limit=None, deadline: float | None = None, history: bool = False,
+             progress: Progress = SILENT):
     """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
     constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
     method's counts and its :class:`~optsolve.mvi.evaluator.Stop`. ``deadline`` (a time.perf_counter

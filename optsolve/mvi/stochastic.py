@@ -16,7 +16,7 @@ infinite, sum alpha_k^2 finite). On R^d zbar_k = h_k and z_{k+1} = z_k - alpha_k
 paper's unconstrained scheme; with exact F and alpha = 1 it is Tseng's forward-backward-forward step.
 Three batches per iteration, 3B terms.
 
-Choices here, each a property the tests check:
+Choices here (where the paper leaves them open):
 
 * alpha_k = ALPHA0 / (1 + k / k0), k0 = ceil(N / B): constant over the first N / B iterations, then
   decaying as 1/k.
@@ -48,8 +48,10 @@ CHECK_SHARE = 0.1  # full-F checks after max(N, this share of the terms sampled 
 
 
 def _start_gamma(L: float, rho: float | None) -> float:
+    """GAMMA_FACTOR / L, or the middle of (-2 rho, 1/L) where that lies above it (never past 1/L: with an empty
+    window, run with --force, the step stays GAMMA_FACTOR / L)."""
     g = GAMMA_FACTOR / L
-    if rho is not None and rho < 0:
+    if rho is not None and -2.0 * rho < 1.0 / L:
         g = max(g, 0.5 * (1.0 / L - 2.0 * rho))
     return g
 
@@ -107,7 +109,7 @@ def bc_seg_plus(ev: Evaluator, s: Setup) -> dict:
         stats["stop"] = stop
     if below_window:
         stats["notes"].append(f"the sampled operator's secants (up to {stats['L_batch']:.3g}) pushed gamma to "
-                        f"{stats['gamma_min']:.3g} <= -2 rho = {-2 * s.rho:.3g}, outside BC-SEG+'s guarantee; a "
-                        "larger '--batch' lowers them")
+                              f"{stats['gamma_min']:.3g} <= -2 rho = {-2 * s.rho:.3g}, outside BC-SEG+'s guarantee; a "
+                              "larger '--batch' lowers them")
     stats["term_evaluations"] = ev.sampled_terms
     return stats

@@ -148,3 +148,4 @@ def test_forced_outside_the_range_runs_and_says_so(cli, tmp_path):
     r, doc = solve(cli, problem(tmp_path), "--operator", game("weak"), "--batch", "64", "--rho", "-0.6",
                    "--lipschitz", "1", "--force", "--max-iter", "50")
     assert doc["status"] == "max_iter" and "outside bc-seg+'s guarantee" in doc["message"]
+    assert max(doc["stats"]["gamma"]) <= 0.9  # the step never passes 1/L, even with an empty window
