@@ -40,7 +40,8 @@ from optsolve.core.errors import InputError, ParameterError, SolverError
 from optsolve.qp.problems import QPProblem
 
 TIGHTER = 1e-4
-PIQP_LADDER = (1e-1, 1e-4)  # PIQP's targets, in fractions of the requested eps: the next where the last fails
+PIQP_LADDER = ((1e-1, 500), (1e-4, 100))  # PIQP's targets, in fractions of the requested eps, and its iteration
+# caps (within --max-iter): the next where the last answer fails the test; an interior-point run past these is lost
 
 
 def _rows(qp: QPProblem):
@@ -101,12 +102,17 @@ def box_rows(qp: QPProblem, rows: np.ndarray):
 
 def solve_piqp(qp: QPProblem, settings: dict, time_limit: float | None) -> dict:
     """PIQP on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter). PIQP has no time limit of its own:
-    ``time_limit`` (kept for the common signature) bounds nothing here; its iterations are few and bounded.
-    Rows that bound one variable go to PIQP's box (:func:`box_rows`), the others to Ax = b and h_l <= Gx <= h_u.
-    PIQP is asked for each fraction of eps in ``PIQP_LADDER`` in turn, until an answer passes OSQP's test at eps
-    (:func:`passes`) or claims infeasibility (for the caller to check)."""
-    for tight in PIQP_LADDER:
-        out = _piqp_once(qp, settings, tight)
+    ``time_limit`` (seconds from the call) only decides whether a second run starts; its iterations are few and
+    bounded. Rows that bound one variable go to PIQP's box (:func:`box_rows`), the others to Ax = b and
+    h_l <= Gx <= h_u. PIQP is asked for each fraction of eps in ``PIQP_LADDER`` in turn, within its iteration cap,
+    until an answer passes OSQP's test at eps (:func:`passes`) or claims infeasibility (for the caller to check)."""
+    start = time.perf_counter()
+    for k, (tight, cap) in enumerate(PIQP_LADDER):
+        if k:  # the next step only where its cap of iterations, at the last step's pace, fits the time left
+            pace = (time.perf_counter() - start) / max(1, out["stats"]["iterations"])
+            if time_limit is not None and start + time_limit - time.perf_counter() < pace * cap:
+                break
+        out = _piqp_once(qp, dict(settings, max_iter=min(int(settings["max_iter"]), cap)), tight)
         if out["status"] in ("infeasible", "unbounded") or (out["status"] == "optimal"
                                                           and passes(qp, settings, out["x"], out["y"])):
             break
