@@ -40,6 +40,7 @@ from optsolve.core.errors import InputError, ParameterError, SolverError
 from optsolve.qp.problems import QPProblem
 
 TIGHTER = 1e-4
+BOX_COEF_RANGE = (1e-6, 1e6)  # a row a x_j in [l, u] becomes PIQP's box [l/a, u/a] only with |a| in this range
 PIQP_LADDER = ((1e-1, 500), (1e-4, 100))  # PIQP's targets, in fractions of the requested eps, and its iteration
 # caps (within --max-iter): the next where the last answer fails the test; an interior-point run past these is lost
 
@@ -93,7 +94,8 @@ def box_rows(qp: QPProblem, rows: np.ndarray):
     A = qp.A.tocsr()
     counts = np.diff(A.indptr)
     single = np.flatnonzero(rows & (counts == 1))
-    single = single[A.data[A.indptr[single]] != 0]
+    size = np.abs(A.data[A.indptr[single]])
+    single = single[(size >= BOX_COEF_RANGE[0]) & (size <= BOX_COEF_RANGE[1])]  # bounds / coefficient stay finite
     cols = A.indices[A.indptr[single]]
     cols, first = np.unique(cols, return_index=True)
     single = single[first]
