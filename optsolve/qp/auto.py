@@ -8,12 +8,18 @@
    proximal step, so a singular P or dependent rows still converge where the system is
    consistent). The answer is taken where it passes OSQP's termination test; otherwise (an
    inconsistent system: infeasible or unbounded) the problem goes on to rule 3.
-2. **A small KKT matrix (at most ``PIQP_FIRST_ENTRIES`` stored entries), or a tolerance of
-   ``PIQP_FIRST_EPS`` or tighter: PIQP first.** At that size every method's cost is per-call
-   overhead, and a compiled interior-point method answers in a few milliseconds where ADMM's
-   Python iterations take several times as long; at that tolerance ADMM's iteration count grows
-   fast while an interior-point method's barely changes. An answer that is not optimal, or a
-   claim that fails its check, goes on to rule 3.
+2. **A KKT matrix of at most ``PIQP_FIRST_ENTRIES`` stored entries, or a tolerance of
+   ``PIQP_FIRST_EPS`` or tighter: PIQP first.** PIQP's steps each factor the KKT matrix; at that
+   size a factorisation is cheap, and a compiled interior-point method answers in a few
+   milliseconds where ADMM's Python iterations take several times as long; at that tolerance
+   ADMM's iteration count grows fast while an interior-point method's barely changes. The rule is
+   ``FIRST_RULE`` (:func:`first_by_rule`, on :func:`features`, which cost one pass over the stored
+   entries; a rule may also name Clarabel). ``bin/bench-qp --default-record`` times every first
+   step on the generated families and the Maros-Meszaros files (``docs/qp-default-record.csv``)
+   and ``--default-fit`` fits such rules on that table, checked with each family of problems left
+   out of the fit: no rule on these features does better there than this one (see
+   ``docs/qp-default.md``). An answer that is not optimal, or a claim that fails its check, goes
+   on to rule 3.
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -25,9 +31,9 @@
    ``ROW_SPREAD``-th of it elsewhere; :func:`optsolve.qp.admm.active_row_factors`), so its iterates
    are not osqp's (``--method admm`` keeps those).
 
-The thresholds are measured with ``bin/bench-qp`` (its family table has a row for the default) on
-the ten generated families at 2,000-20,000 variables: see ``docs/qp-default.md``. A warm start
-goes straight to ADMM, the only method that takes one.
+The thresholds are measured with ``bin/bench-qp`` (``--default-table`` times the default against
+osqp, PIQP and Clarabel): see ``docs/qp-default.md``. A warm start goes straight to ADMM, the only
+method that takes one.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from optsolve.qp.ldl import kkt_entries
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
+FIRST_RULE = ("entries", PIQP_FIRST_ENTRIES, "piqp", "admm")  # rule 2: see first_by_rule
 PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
@@ -59,20 +66,53 @@ def equality_only(qp: QPProblem) -> bool:
     return qp.m == 0 or bool(np.all(equality_rows(qp) | (np.isinf(qp.l) & np.isinf(qp.u))))
 
 
+def features(qp: QPProblem) -> dict:
+    """What the problem shows for the cost of O(its stored entries): sizes, the KKT matrix's stored entries, the
+    shares of equality rows and of rows that bound one variable, the longest row of A and the mean entries per column
+    of P (off its diagonal)."""
+    m = max(qp.m, 1)
+    A = qp.A.tocsr()
+    degree = np.diff(A.indptr) if qp.m else np.zeros(1, dtype=np.int64)
+    free = np.isinf(qp.l) & np.isinf(qp.u)
+    eq = equality_rows(qp)
+    off = int(qp.P.nnz) - int(np.count_nonzero(qp.P.diagonal()))
+    return {"n": qp.n, "m": qp.m, "entries": kkt_entries(qp.P, qp.A), "eq_only": int(equality_only(qp)),
+            "eq_share": float(eq.sum()) / m, "box_share": float(np.sum((degree == 1) & ~eq & ~free)) / m,
+            "row_max": int(degree.max()), "p_offdiag_per_col": off / max(qp.n, 1)}
+
+
 def has_piqp() -> bool:
     return importlib.util.find_spec("piqp") is not None
 
 
+def has_clarabel() -> bool:
+    return importlib.util.find_spec("clarabel") is not None
+
+
+def first_by_rule(found: dict, rule=None) -> str:
+    """The first step that ``rule`` (default ``FIRST_RULE``) gives for the features ``found``: a rule is a method's
+    name, or ``(feature, threshold, rule where the feature is at most the threshold, rule where above)``."""
+    rule = FIRST_RULE if rule is None else rule
+    while not isinstance(rule, str):
+        feature, threshold, below, above = rule
+        rule = below if found[feature] <= threshold else above
+    return rule
+
+
 def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
-    """The rule's first step for ``qp`` at the tolerance ``eps`` (the larger of eps_abs and eps_rel): 'kkt', 'piqp'
-    or 'admm' (each falls through to 'admm')."""
+    """The rule's first step for ``qp`` at the tolerance ``eps`` (the larger of eps_abs and eps_rel): 'kkt', 'piqp',
+    'clarabel' (where ``FIRST_RULE`` names it and it is installed; else PIQP) or 'admm' (each falls through to
+    'admm')."""
     if warm:
         return "admm"
     if equality_only(qp):
         return "kkt"
-    if has_piqp() and (eps <= PIQP_FIRST_EPS or kkt_entries(qp.P, qp.A) <= PIQP_FIRST_ENTRIES):
+    if not has_piqp():
+        return "admm"
+    if eps <= PIQP_FIRST_EPS:
         return "piqp"
-    return "admm"
+    first = first_by_rule(features(qp))
+    return "piqp" if first == "clarabel" and not has_clarabel() else first
 
 
 def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | None = None):

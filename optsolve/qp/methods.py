@@ -266,14 +266,16 @@ def _auto(job: Job) -> MethodOutput:
             return answer(qp, "optimal", x=r[0], y=r[1], z=r[2], iterations=r[3], evaluations=1,
                           stats={"method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}})
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
-    elif first == "piqp":
-        out = METHODS["piqp"](job)
+    elif first in ("piqp", "clarabel"):
+        out = METHODS[first](job)
         x, y = _primal_dual(out)
         if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
                 out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):
-            out.stats["method_used"] = "piqp"
+            out.stats["method_used"] = first
             return out
-        before = f"PIQP ended {out.stats.get('piqp_status')} without an answer that passes the termination test; "
+        said = out.stats.get(f"{first}_status")
+        before = f"{'PIQP' if first == 'piqp' else 'Clarabel'} ended {said} without an answer that passes the " \
+                 "termination test; "
     out = _admm(job, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None, row_spread=auto.ROW_SPREAD)
     out.stats["method_used"] = "admm, then piqp" if out.stats["polished"] == SWITCHED else "admm"
     if before:

@@ -225,3 +225,49 @@ def test_a_tight_tolerance_goes_to_piqp_first_at_any_size():
     assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
     loose = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=1e-3)  # the larger of the two decides
     assert loose.stats["method_used"] != "piqp"
+
+
+def test_features_read_the_problem():
+    """Sizes, stored KKT entries, row shares, the longest row and P's off-diagonal entries, on a problem built by
+    hand: 3 variables, rows x0 + x1 = 1 (equality), 0 <= x2 <= 2 (a bound), x0 + x1 + x2 free."""
+    P = sp.csc_matrix(np.array([[2.0, 1.0, 0.0], [1.0, 2.0, 0.0], [0.0, 0.0, 1.0]]))
+    A = sp.csc_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]]))
+    qp = prepare(problem({"P": P, "q": np.zeros(3), "A": A, "l": np.array([1.0, 0.0, -np.inf]),
+                          "u": np.array([1.0, 2.0, np.inf])}))
+    f = auto.features(qp)
+    assert (f["n"], f["m"], f["row_max"], f["eq_only"]) == (3, 3, 3, 0)
+    assert f["entries"] == auto.kkt_entries(qp.P, qp.A) == 1 + 3 + 6 + 3
+    assert f["eq_share"] == pytest.approx(1 / 3) and f["box_share"] == pytest.approx(1 / 3)
+    assert f["p_offdiag_per_col"] == pytest.approx(2 / 3)
+
+
+def test_first_by_rule_walks_nested_splits():
+    rule = ("entries", 100, ("row_max", 5, "piqp", "clarabel"), "admm")
+    assert auto.first_by_rule({"entries": 100, "row_max": 5}, rule) == "piqp"
+    assert auto.first_by_rule({"entries": 50, "row_max": 6}, rule) == "clarabel"
+    assert auto.first_by_rule({"entries": 101, "row_max": 0}, rule) == "admm"
+    assert auto.first_by_rule({"entries": 1, "row_max": 1}) == "piqp"  # FIRST_RULE: small problems go to PIQP
+
+
+@needs_piqp
+@pytest.mark.skipif(not auto.has_clarabel(), reason="clarabel is not installed")
+def test_a_rule_naming_clarabel_runs_it_and_falls_through_to_admm(monkeypatch):
+    from optsolve.qp import peers
+
+    p = problem(FAMILIES["svm"].generate(np.random.default_rng(1), n=100))
+    monkeypatch.setattr(auto, "FIRST_RULE", "clarabel")
+    res = optsolve.qp.solve_problem(p)
+    assert res.stats["method_used"] == "clarabel" and res.status.value == "optimal" and res.certificate.holds
+    ref = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-6, eps_rel=1e-6)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
+
+    def broken(qp, s, time_limit):
+        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
+                "stats": {"iterations": 2, "clarabel_status": "NumericalError"}}
+
+    monkeypatch.setattr(peers, "solve_clarabel", broken)
+    res = optsolve.qp.solve_problem(p)
+    assert res.stats["method_used"] == "admm" and res.status.value == "optimal" and res.certificate.holds
+    assert "Clarabel ended NumericalError" in res.message
+    monkeypatch.setattr(auto, "has_clarabel", lambda: False)
+    assert auto.choose(prepare(p), warm=False) == "piqp"  # not installed: PIQP instead
