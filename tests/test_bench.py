@@ -232,3 +232,47 @@ def test_bench_scale_quick():
         assert {r["run"] for r in runs} == {"1 process", "mpiexec -n 2"} and all(r["iterations"] == "100" for r in runs)
     else:
         assert any("MPI" in line and "skipped" in line for line in lines), lines
+
+
+def bench_scale_module():
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("bench_scale", str(ROOT / "bin" / "bench-scale"))
+    spec = importlib.util.spec_from_loader("bench_scale", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def test_bench_scale_counts_the_variables_nodes_share(tmp_path):
+    """A chain's neighbouring blocks share a quarter of a block: (blocks - 1) * size // 4 variables in all."""
+    import numpy as np
+
+    from optsolve.core.files import save_problem
+    from optsolve.qp.problems import FAMILIES
+
+    raw = FAMILIES["chain"].generate(np.random.default_rng(0), n=2000)
+    path = tmp_path / "chain.npz"
+    save_problem(str(path), raw)
+    size = round(2000 / (0.75 * 8 + 0.25))
+    assert bench_scale_module().partition_facts(str(path)) == (8 * size, 8, 7 * (size // 4))
+
+
+def test_bench_scale_links_parse_and_refuse():
+    import argparse
+
+    bs = bench_scale_module()
+    assert bs.link("5:25") == ("5:25", pytest.approx(5e-6), pytest.approx(25e9 / 8))
+    for bad in ("5", "a:b", "5:0", "-1:10"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bs.link(bad)
+
+
+@pytest.mark.slow
+def test_bench_scale_model_quick():
+    lines = run("bench-scale", "--quick", "--part", "model", "--model-links", "5:25", "500:1")
+    if any("Model: skipped" in line for line in lines):
+        return
+    links = rows(lines, "link latency (us)")
+    assert [(r["link latency (us)"], r["bandwidth (Gbit/s)"]) for r in links] == [("5", "25"), ("500", "1")]
