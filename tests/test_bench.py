@@ -276,3 +276,21 @@ def test_bench_scale_model_quick():
         return
     links = rows(lines, "link latency (us)")
     assert [(r["link latency (us)"], r["bandwidth (Gbit/s)"]) for r in links] == [("5", "25"), ("500", "1")]
+
+
+def test_bench_qp_records_each_first_step(tmp_path):
+    import csv
+
+    record = tmp_path / "record.csv"
+    run("bench-qp", "--default-record", str(record), "--families", "chain", "huber", "--default-max-size", "2000",
+        "--no-default-mm", "--time-limit", "30")
+    with open(record, newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["problem"] for r in table] == ["chain 2000", "huber 2000"]
+    for r in table:
+        assert r["admm_ran"] in ("admm", "admm, then piqp") and r["piqp_ran"] == "piqp"
+        assert r["clarabel_ran"] == "clarabel" and r["osqp_ran"] == "osqp"
+        assert all(float(r[c]) > 0 and r[c + "_ok"] == "1" for c in ("osqp", "auto", "admm", "piqp", "clarabel"))
+        assert int(r["entries"]) > 0 and 0 <= float(r["box_share"]) <= 1
+    lines = run("bench-qp", "--default-fit", str(record), "--fit-depth", "1")
+    assert any("each family left out of its fit" in line for line in lines)
