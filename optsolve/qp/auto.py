@@ -18,8 +18,11 @@
    step on the generated families and the Maros-Meszaros files (``docs/qp-default-record.csv``)
    and ``--default-fit`` fits such rules on that table, checked with each family of problems left
    out of the fit: no rule on these features does better there than this one (see
-   ``docs/qp-default.md``). An answer that is not optimal, or a claim that fails its check, goes
-   on to rule 3.
+   ``docs/qp-default.md``). A larger problem sent to PIQP by its tolerance is first probed
+   (:func:`by_pace`): PIQP set up and run for one step, and where that step is dear, Clarabel
+   too; the solver whose steps are faster enough to pay for the probes runs (Clarabel's
+   supernodal factorisation is several times faster where the factor fills in: CVXQP*_L). An
+   answer that is not optimal, or a claim that fails its check, goes on to rule 3.
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -49,6 +52,9 @@ from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
 FIRST_RULE = ("entries", PIQP_FIRST_ENTRIES, "piqp", "admm")  # rule 2: see first_by_rule
+PACE_GATE = 0.5  # seconds: a PIQP probe (setup and a step) longer than this has dear steps, and Clarabel is probed
+CLARABEL_PACE = 3.4  # Clarabel is taken where this many of its probes take less than PIQP's probe: it takes about
+# 1.7 times PIQP's steps (25 and 15 on CVXQP2_L at 1e-6), and it must be twice as fast to pay for the probes
 PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
@@ -97,6 +103,20 @@ def first_by_rule(found: dict, rule=None) -> str:
         feature, threshold, below, above = rule
         rule = below if found[feature] <= threshold else above
     return rule
+
+
+def by_pace(qp: QPProblem, settings: dict) -> tuple[str, dict]:
+    """PIQP or Clarabel for a problem above ``PIQP_FIRST_ENTRIES`` sent to an interior-point method by its
+    tolerance: each set up and run for one step (:func:`optsolve.qp.peers.probe`), Clarabel only where PIQP's
+    probe took more than ``PACE_GATE`` seconds, and Clarabel where its probe, times ``CLARABEL_PACE``, is still the
+    shorter. Returns the name and the probes' seconds."""
+    from optsolve.qp import peers
+
+    paces = {"piqp": peers.probe("piqp", qp, settings)}
+    if paces["piqp"] <= PACE_GATE or not has_clarabel():
+        return "piqp", paces
+    paces["clarabel"] = peers.probe("clarabel", qp, settings)
+    return ("clarabel" if CLARABEL_PACE * paces["clarabel"] < paces["piqp"] else "piqp"), paces
 
 
 def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:

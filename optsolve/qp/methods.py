@@ -267,7 +267,12 @@ def _auto(job: Job) -> MethodOutput:
                           stats={"method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}})
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first in ("piqp", "clarabel"):
+        paces = None
+        if first == "piqp" and auto.kkt_entries(qp.P, qp.A) > auto.PIQP_FIRST_ENTRIES:  # sent by its tolerance
+            first, paces = auto.by_pace(qp, settings)
         out = METHODS[first](job)
+        if paces is not None:
+            out.stats["probe_s"] = paces
         x, y = _primal_dual(out)
         if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
                 out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):

@@ -157,6 +157,18 @@ def _piqp_once(qp: QPProblem, settings: dict, tight: float) -> dict:
     return _outcome(qp, settings, kind, x, y, stats)
 
 
+def probe(name: str, qp: QPProblem, settings: dict) -> float:
+    """Seconds that ``name`` ('piqp' or 'clarabel') takes to set up and make one step on ``qp``: its setup and
+    about two factorisations of its KKT matrix (its starting point's and the step's)."""
+    start = time.perf_counter()
+    one = dict(settings, max_iter=1)
+    if name == "piqp":
+        _piqp_once(qp, one, PIQP_LADDER[0][0])
+    else:
+        solve_clarabel(qp, one, None)
+    return time.perf_counter() - start
+
+
 def solve_clarabel(qp: QPProblem, settings: dict, time_limit: float | None) -> dict:
     """Clarabel on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter), within ``time_limit`` seconds."""
     import clarabel

@@ -267,7 +267,45 @@ def test_a_rule_naming_clarabel_runs_it_and_falls_through_to_admm(monkeypatch):
 
     monkeypatch.setattr(peers, "solve_clarabel", broken)
     res = optsolve.qp.solve_problem(p)
-    assert res.stats["method_used"] == "admm" and res.status.value == "optimal" and res.certificate.holds
+    assert res.stats["method_used"] in ("admm", "admm, then piqp")  # the hand-over is timed: either may end it
+    assert res.status.value == "optimal" and res.certificate.holds
     assert "Clarabel ended NumericalError" in res.message
     monkeypatch.setattr(auto, "has_clarabel", lambda: False)
     assert auto.choose(prepare(p), warm=False) == "piqp"  # not installed: PIQP instead
+
+
+def test_by_pace_probes_clarabel_only_where_piqp_steps_are_dear(monkeypatch):
+    from optsolve.qp import peers
+
+    qp = prepare(problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=200)))
+    probed = []
+
+    def fake(paces):
+        def probe(name, qp, settings):
+            probed.append(name)
+            return paces[name]
+        return probe
+
+    monkeypatch.setattr(auto, "has_clarabel", lambda: True)
+    monkeypatch.setattr(peers, "probe", fake({"piqp": auto.PACE_GATE / 2, "clarabel": 0.0}))
+    assert auto.by_pace(qp, {})[0] == "piqp" and probed == ["piqp"]  # cheap steps: Clarabel not probed
+    probed.clear()
+    monkeypatch.setattr(peers, "probe", fake({"piqp": 10.0, "clarabel": 10.0 / auto.CLARABEL_PACE * 0.9}))
+    assert auto.by_pace(qp, {}) == ("clarabel", {"piqp": 10.0, "clarabel": 10.0 / auto.CLARABEL_PACE * 0.9})
+    monkeypatch.setattr(peers, "probe", fake({"piqp": 10.0, "clarabel": 10.0 / auto.CLARABEL_PACE * 1.1}))
+    assert auto.by_pace(qp, {})[0] == "piqp"
+
+
+@needs_piqp
+@pytest.mark.skipif(not auto.has_clarabel(), reason="clarabel is not installed")
+def test_a_tight_tolerance_on_a_large_problem_runs_the_faster_paced_solver(monkeypatch):
+    """Above PIQP_FIRST_ENTRIES at eps 1e-6 both solvers are probed for real (gate 0) and the faster-paced one,
+    here Clarabel by fiat (CLARABEL_PACE 0), answers; the probes' seconds are in the stats."""
+    big = problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000))
+    monkeypatch.setattr(auto, "PACE_GATE", 0.0)
+    monkeypatch.setattr(auto, "CLARABEL_PACE", 0.0)
+    res = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=0.0)
+    assert res.stats["method_used"] == "clarabel" and res.status.value == "optimal" and res.certificate.holds
+    assert set(res.stats["probe_s"]) == {"piqp", "clarabel"} and all(v > 0 for v in res.stats["probe_s"].values())
+    ref = optsolve.qp.solve_problem(big, method="piqp", eps_abs=1e-6, eps_rel=0.0)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-5, abs=1e-6)
