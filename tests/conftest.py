@@ -15,6 +15,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+def load_script(name: str, module: str):
+    """``bin/NAME`` (a script without a .py suffix) imported as the module ``module``, for tests of its functions."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader(module, str(ROOT / "bin" / name))
+    spec = importlib.util.spec_from_loader(module, loader)
+    out = importlib.util.module_from_spec(spec)
+    loader.exec_module(out)
+    return out
 EXAMPLE_OT = DATA / "ot" / "example.npz"
 
 

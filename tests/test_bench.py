@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SHARED_DATA
+from conftest import ROOT, SHARED_DATA, load_script
 
 pytestmark = pytest.mark.slow  # each runs a benchmark script in a new process
 
@@ -235,14 +235,7 @@ def test_bench_scale_quick():
 
 
 def bench_scale_module():
-    import importlib.machinery
-    import importlib.util
-
-    loader = importlib.machinery.SourceFileLoader("bench_scale", str(ROOT / "bin" / "bench-scale"))
-    spec = importlib.util.spec_from_loader("bench_scale", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("bench-scale", "bench_scale")
 
 
 def test_bench_scale_counts_the_variables_nodes_share(tmp_path):

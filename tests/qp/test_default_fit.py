@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import importlib.machinery
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import ROOT, load_script
 
 
 def bench_qp():
-    loader = importlib.machinery.SourceFileLoader("bench_qp_fit", str(ROOT / "bin" / "bench-qp"))
-    spec = importlib.util.spec_from_loader("bench_qp_fit", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("bench-qp", "bench_qp_fit")
 
 
 def planted(path: Path, rng, threshold: float = 5000.0):

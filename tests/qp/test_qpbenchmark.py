@@ -4,10 +4,6 @@ rejects at the same absolute tolerance."""
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -15,7 +11,7 @@ import optsolve.qp
 from optsolve.core.files import load_problem
 from optsolve.qp.problems import SCHEMA
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, load_script
 
 MM = SHARED_DATA / "maros_meszaros"
 pytest.importorskip("qpbenchmark", reason="qpbenchmark is not installed (optsolve[bench-qp])")
@@ -24,12 +20,7 @@ needs_mm = pytest.mark.skipif(not MM.is_dir(), reason=f"Maros-Meszaros files not
 
 def bench_qp():
     """bin/bench-qp as a module (its qpbenchmark adapters)."""
-    path = Path(__file__).resolve().parents[2] / "bin" / "bench-qp"
-    loader = importlib.machinery.SourceFileLoader("bench_qp", str(path))
-    spec = importlib.util.spec_from_loader("bench_qp", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
+    return load_script("bench-qp", "bench_qp")
 
 
 def check(result, name):
