@@ -21,8 +21,9 @@
    ``docs/qp-default.md``). A larger problem sent to PIQP by its tolerance is first probed
    (:func:`by_pace`): PIQP set up and run for one step, and where that step is dear, Clarabel
    too; the solver whose steps are faster enough to pay for the probes runs (Clarabel's
-   supernodal factorisation is several times faster where the factor fills in: CVXQP*_L). An
-   answer that is not optimal, or a claim that fails its check, goes on to rule 3.
+   supernodal factorisation is several times faster where the factor fills in: CVXQP*_L); where
+   Clarabel's answer fails, PIQP runs next if the time left holds ``PIQP_AFTER_PROBES`` of its
+   probes. An answer that is not optimal, or a claim that fails its check, goes on to rule 3.
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -55,6 +56,8 @@ FIRST_RULE = ("entries", PIQP_FIRST_ENTRIES, "piqp", "admm")  # rule 2: see firs
 PACE_GATE = 0.5  # seconds: a PIQP probe (setup and a step) longer than this has dear steps, and Clarabel is probed
 CLARABEL_PACE = 3.4  # Clarabel is taken where this many of its probes take less than PIQP's probe: it takes about
 # 1.7 times PIQP's steps (25 and 15 on CVXQP2_L at 1e-6), and it must be twice as fast to pay for the probes
+PIQP_AFTER_PROBES = 10.0  # where Clarabel's answer fails, PIQP runs next if the time left holds this many of its
+# probes (a probe is about two of its steps; it takes 15-30)
 PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others

@@ -267,20 +267,25 @@ def _auto(job: Job) -> MethodOutput:
                           stats={"method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}})
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first in ("piqp", "clarabel"):
-        paces = None
+        tries, paces = [first], None
         if first == "piqp" and auto.kkt_entries(qp.P, qp.A) > auto.PIQP_FIRST_ENTRIES:  # sent by its tolerance
             first, paces = auto.by_pace(qp, settings)
-        out = METHODS[first](job)
-        if paces is not None:
-            out.stats["probe_s"] = paces
-        x, y = _primal_dual(out)
-        if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
-                out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):
-            out.stats["method_used"] = first
-            return out
-        said = out.stats.get(f"{first}_status")
-        before = f"{'PIQP' if first == 'piqp' else 'Clarabel'} ended {said} without an answer that passes the " \
-                 "termination test; "
+            tries = [first] + (["piqp"] if first == "clarabel" else [])  # PIQP after Clarabel, where it fits
+        for k, name in enumerate(tries):
+            left = None if job.deadline is None else job.deadline - time.perf_counter()
+            if k and left is not None and left < auto.PIQP_AFTER_PROBES * paces["piqp"]:
+                break
+            out = METHODS[name](job)
+            if paces is not None:
+                out.stats["probe_s"] = paces
+            x, y = _primal_dual(out)
+            if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
+                    out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):
+                out.stats["method_used"] = name
+                return out
+            said = out.stats.get(f"{name}_status")
+            before += f"{'PIQP' if name == 'piqp' else 'Clarabel'} ended {said} without an answer that passes " \
+                      "the termination test; "
     out = _admm(job, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None, row_spread=auto.ROW_SPREAD)
     out.stats["method_used"] = "admm, then piqp" if out.stats["polished"] == SWITCHED else "admm"
     if before:

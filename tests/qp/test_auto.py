@@ -309,3 +309,24 @@ def test_a_tight_tolerance_on_a_large_problem_runs_the_faster_paced_solver(monke
     assert set(res.stats["probe_s"]) == {"piqp", "clarabel"} and all(v > 0 for v in res.stats["probe_s"].values())
     ref = optsolve.qp.solve_problem(big, method="piqp", eps_abs=1e-6, eps_rel=0.0)
     assert res.objective == pytest.approx(ref.objective, rel=1e-5, abs=1e-6)
+
+
+@needs_piqp
+def test_piqp_follows_a_failed_clarabel_where_its_probes_fit_the_time_left(monkeypatch):
+    from optsolve.qp import peers
+
+    big = problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000))
+    monkeypatch.setattr(auto, "by_pace", lambda qp, settings: ("clarabel", {"piqp": 0.01, "clarabel": 0.01}))
+
+    def broken(qp, s, time_limit):
+        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
+                "stats": {"iterations": 2, "clarabel_status": "NumericalError"}}
+
+    monkeypatch.setattr(peers, "solve_clarabel", broken)
+    res = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=0.0)
+    assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
+    assert res.stats["probe_s"] == {"piqp": 0.01, "clarabel": 0.01}
+    monkeypatch.setattr(auto, "PIQP_AFTER_PROBES", 1e9)  # PIQP would not fit: ADMM next
+    res = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=0.0, time_limit=60.0)
+    assert res.stats["method_used"].startswith("admm") and "Clarabel ended NumericalError" in res.message
+    assert "PIQP ended" not in res.message
