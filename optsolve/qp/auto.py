@@ -75,19 +75,34 @@ def equality_only(qp: QPProblem) -> bool:
     return qp.m == 0 or bool(np.all(equality_rows(qp) | (np.isinf(qp.l) & np.isinf(qp.u))))
 
 
-def features(qp: QPProblem) -> dict:
+def features(qp: QPProblem, names=None) -> dict:
     """What the problem shows for the cost of O(its stored entries): sizes, the KKT matrix's stored entries, the
     shares of equality rows and of rows that bound one variable, the longest row of A and the mean entries per column
-    of P (off its diagonal)."""
+    of P (off its diagonal); only those in ``names`` where it is given."""
     m = max(qp.m, 1)
-    A = qp.A.tocsr()
-    degree = np.diff(A.indptr) if qp.m else np.zeros(1, dtype=np.int64)
-    free = np.isinf(qp.l) & np.isinf(qp.u)
-    eq = equality_rows(qp)
-    off = int(qp.P.nnz) - int(np.count_nonzero(qp.P.diagonal()))
-    return {"n": qp.n, "m": qp.m, "entries": kkt_entries(qp.P, qp.A), "eq_only": int(equality_only(qp)),
-            "eq_share": float(eq.sum()) / m, "box_share": float(np.sum((degree == 1) & ~eq & ~free)) / m,
-            "row_max": int(degree.max()), "p_offdiag_per_col": off / max(qp.n, 1)}
+
+    def degree():
+        return np.diff(qp.A.tocsr().indptr) if qp.m else np.zeros(1, dtype=np.int64)
+
+    def box_share():
+        single = (degree() == 1) & ~equality_rows(qp) & ~(np.isinf(qp.l) & np.isinf(qp.u))
+        return float(np.sum(single)) / m
+
+    def p_offdiag_per_col():
+        return (int(qp.P.nnz) - int(np.count_nonzero(qp.P.diagonal()))) / max(qp.n, 1)
+
+    compute = {"n": lambda: qp.n, "m": lambda: qp.m, "entries": lambda: kkt_entries(qp.P, qp.A),
+               "eq_only": lambda: int(equality_only(qp)), "eq_share": lambda: float(equality_rows(qp).sum()) / m,
+               "box_share": box_share, "row_max": lambda: int(degree().max()), "p_offdiag_per_col": p_offdiag_per_col}
+    return {name: compute[name]() for name in (compute if names is None else names)}
+
+
+def rule_features(rule) -> set:
+    """The features a rule of :func:`first_by_rule` reads."""
+    if isinstance(rule, str):
+        return set()
+    feature, _, below, above = rule
+    return {feature} | rule_features(below) | rule_features(above)
 
 
 def has_piqp() -> bool:
@@ -134,7 +149,7 @@ def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
         return "admm"
     if eps <= PIQP_FIRST_EPS:
         return "piqp"
-    first = first_by_rule(features(qp))
+    first = first_by_rule(features(qp, rule_features(FIRST_RULE)))  # only what the rule reads
     return "piqp" if first == "clarabel" and not has_clarabel() else first
 
 

@@ -239,6 +239,7 @@ def test_features_read_the_problem():
     assert f["entries"] == auto.kkt_entries(qp.P, qp.A) == 1 + 3 + 6 + 3
     assert f["eq_share"] == pytest.approx(1 / 3) and f["box_share"] == pytest.approx(1 / 3)
     assert f["p_offdiag_per_col"] == pytest.approx(2 / 3)
+    assert auto.features(qp, {"entries", "row_max"}) == {"entries": f["entries"], "row_max": 3}
 
 
 def test_first_by_rule_walks_nested_splits():
@@ -247,6 +248,7 @@ def test_first_by_rule_walks_nested_splits():
     assert auto.first_by_rule({"entries": 50, "row_max": 6}, rule) == "clarabel"
     assert auto.first_by_rule({"entries": 101, "row_max": 0}, rule) == "admm"
     assert auto.first_by_rule({"entries": 1, "row_max": 1}) == "piqp"  # FIRST_RULE: small problems go to PIQP
+    assert auto.rule_features(rule) == {"entries", "row_max"} and auto.rule_features("admm") == set()
 
 
 @needs_piqp
