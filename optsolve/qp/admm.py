@@ -28,7 +28,7 @@ from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
-from optsolve.qp.termination import dual_cone, residuals_of, tolerance_tests
+from optsolve.qp.termination import dual_cone, gap_limit, residuals_of, tolerance_tests
 
 # What the traces of `--history` record as the residual (the termination test's quantities).
 RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"
@@ -544,7 +544,7 @@ class _Run:
         ratios = [r["prim"] / (st.eps_abs + st.eps_rel * r["prim_tol_scale"]) if m else 0.0,
                   r["dual"] / (st.eps_abs + st.eps_rel * r["dual_tol_scale"])]
         if st.check_dualgap:
-            ratios.append(abs(r["gap"]) / (st.eps_abs + st.eps_rel * r["gap_tol_scale"]))
+            ratios.append(abs(r["gap"]) / gap_limit(r, st.eps_abs, st.eps_rel))
         worst = max(ratios)
         return worst if math.isfinite(worst) else math.inf
 

@@ -36,6 +36,7 @@ from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.qp.problems import QPProblem, prepare
 
 DEFAULT_EPS = 1e-3
+GAP_ROUNDING = 10  # float64 epsilons of the sum of the gap's terms' magnitudes: below that, the gap is rounding
 SIGN_TOL = 1e-12  # relative to ||y||_inf: entries below are rounding, not a push on a missing bound
 OBJ_RTOL = 1e-9
 OBJ_ATOL = 1e-9
@@ -71,14 +72,16 @@ def resolve(limits: dict | None) -> dict:
 def support_function(y, l, u, scale: float = 0.0) -> float:
     """SC(y) = sup over l <= z <= u of y'z: +inf when y_i > 0 with u_i infinite (or y_i < 0 with l_i infinite).
 
-    Entries below SIGN_TOL times max(||y||_inf, ``scale``) count as zero (rounding): ``scale`` is the
-    size the multipliers are measured against (for a solution's duals, max(1, ||q||_inf)), so that
-    y ~ 1e-17 at an unconstrained optimum is not read as a push on a missing bound."""
+    A push on a missing bound below SIGN_TOL times max(||y||_inf, ``scale``) counts as zero (rounding):
+    ``scale`` is the size the multipliers are measured against (for a solution's duals, max(1, ||q||_inf)),
+    so that y ~ 1e-17 at an unconstrained optimum is not read as a push on a missing bound. Every entry
+    on a finite bound counts as it is, however small: with bounds of 1e4, duals of 1e-11 carry 1e-7 of
+    the gap (qpbenchmark's gap sums them too)."""
     tol = SIGN_TOL * max(float(np.abs(y).max()) if y.size else 0.0, scale, 1e-300)
-    pos = np.where(y > tol, y, 0.0)
-    neg = np.where(y < -tol, y, 0.0)
-    if np.any((pos > 0) & np.isinf(u)) or np.any((neg < 0) & np.isinf(l)):
+    if np.any((y > tol) & np.isinf(u)) or np.any((y < -tol) & np.isinf(l)):
         return math.inf
+    pos = np.where(np.isfinite(u), np.maximum(y, 0.0), 0.0)
+    neg = np.where(np.isfinite(l), np.minimum(y, 0.0), 0.0)
     return float(np.where(pos > 0, u, 0.0) @ pos + np.where(neg < 0, l, 0.0) @ neg)
 
 
@@ -171,6 +174,11 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
     sc = support_function(y, qp.l, qp.u, max(1.0, inf(qp.q))) if qp.m else 0.0
     quad, lin = float(x @ Px), float(qp.q @ x)
     gap = quad + lin + sc
+    with np.errstate(over="ignore", invalid="ignore"):  # the gap's rounding: epsilons of its terms' magnitudes
+        upper, lower = np.where(np.isfinite(qp.u), np.abs(qp.u), 0.0), np.where(np.isfinite(qp.l), np.abs(qp.l), 0.0)
+        terms = float(np.abs(x) @ np.abs(Px) + np.abs(qp.q) @ np.abs(x)
+                      + upper @ np.maximum(y, 0.0) + lower @ np.maximum(-y, 0.0))
+    rounding = GAP_ROUNDING * np.finfo(float).eps * terms
     f = qp.objective(x)
     violation = 0.0
     if qp.m:
@@ -181,8 +189,11 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
         Check.at_most("dual_residual", dual, eps_abs + eps_rel * max(inf(Px), inf(Aty), inf(qp.q)),
                       "||Px + q + A'y||_inf"),
         Check.at_most("duality_gap", abs(gap) if math.isfinite(gap) else math.inf,
-                      eps_abs + eps_rel * max(abs(quad), abs(lin), abs(sc) if math.isfinite(sc) else 0.0),
-                      "|x'Px + q'x + SC(y)|; infinite when y pushes on a missing bound"),
+                      eps_abs + eps_rel * max(abs(quad), abs(lin), abs(sc) if math.isfinite(sc) else 0.0)
+                      + (rounding if math.isfinite(rounding) else 0.0),
+                      "|x'Px + q'x + SC(y)|; infinite when y pushes on a missing bound (limit: eps_abs + eps_rel "
+                      f"max(|x'Px|, |q'x|, |SC(y)|), and no less than {GAP_ROUNDING} float64 epsilons of the sum of "
+                      "its terms' magnitudes, its rounding)"),
         # implied by the two checks above (Ax - z and z - [l, u]), hence a number with no limit of its own
         Check.info("constraint_violation", violation, "largest violation of l <= Ax <= u"),
     ]

@@ -42,7 +42,7 @@ from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale, segment_max, segments
-from optsolve.qp.termination import dual_cone, passes_termination, scaled_support
+from optsolve.qp.termination import dual_cone, passes_termination, support
 
 
 def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:
@@ -490,7 +490,7 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
                             float(np.abs(Dinv * s.q).max()) if n else 0.0)
         dtol = eps_abs + eps_rel * dscale
         with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
-            quad, lin, sc = float(Pw @ w), float(s.q @ w), scaled_support(s, lam_g) if m else 0.0
+            quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam_g, s.l, s.u) if m else 0.0
         gap = cinv * abs(quad + lin + sc)
         gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
         dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),

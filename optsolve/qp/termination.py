@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from optsolve.qp.certificate import SIGN_TOL
 from optsolve.qp.scaling import Scaled
 
-ZERO_DEADZONE = 1e-15  # |y| at most this counts as zero in the support function
+
+# float64 epsilons of the sum of the gap's terms' magnitudes within which the gap counts as zero: its rounding
+GAP_ROUNDING = 10
 
 
 def dual_cone(y, l, u) -> np.ndarray:
@@ -24,24 +25,21 @@ def dual_cone(y, l, u) -> np.ndarray:
     return np.where(np.isinf(l) & (y < 0), 0.0, y)
 
 
-def support(y, l, u, dead=None) -> float:
-    """SC(y) = u' max(y, 0) + l' min(y, 0) over the finite bounds (y projected on the polar recession cone).
-
-    ``dead``: entries with ``|y| <= dead`` (a vector or number) count as zero, else ``ZERO_DEADZONE``."""
-    yp = np.where(np.isinf(u), np.minimum(y, 0.0), y)
-    yp = np.where(np.isinf(l), np.maximum(yp, 0.0), yp)
-    yp = np.where(np.abs(yp) <= (ZERO_DEADZONE if dead is None else dead), 0.0, yp)
-    pos, neg = np.maximum(yp, 0.0), np.minimum(yp, 0.0)
+def support(y, l, u) -> float:
+    """SC(y) = u' max(y, 0) + l' min(y, 0) over the finite bounds (y projected on the polar recession cone);
+    every other entry counts as it is, as the certificate's
+    (:func:`optsolve.qp.certificate.support_function`) does."""
+    pos = np.where(np.isfinite(u), np.maximum(y, 0.0), 0.0)
+    neg = np.where(np.isfinite(l), np.minimum(y, 0.0), 0.0)
     return float(np.where(pos > 0, u, 0.0) @ pos + np.where(neg < 0, l, 0.0) @ neg)
 
 
-def scaled_support(s: Scaled, y) -> float:
-    """:func:`support` of scaled duals, with the certificate's dead zone
-    (:data:`optsolve.qp.certificate.SIGN_TOL`) applied to the unscaled ones (``y / c * E``), so
-    that the duality gap the solver stops on is the one the certificate checks."""
-    cinv = 1.0 / s.c
-    size = max(cinv * float(np.abs(s.E * y).max()), 1.0, cinv * float(np.abs(s.q / s.D).max()) if s.q.size else 0.0)
-    return support(y, s.l, s.u, dead=SIGN_TOL * size * s.c / s.E)
+def support_terms(y, l, u) -> float:
+    """The sum of the magnitudes of :func:`support`'s terms, ``|u|' max(y, 0) + |l|' max(-y, 0)`` over the finite
+    bounds: the scale of its rounding."""
+    pos = np.where(np.isfinite(u), np.maximum(y, 0.0), 0.0)
+    neg = np.where(np.isfinite(l), np.maximum(-y, 0.0), 0.0)
+    return float(np.where(pos > 0, np.abs(u), 0.0) @ pos + np.where(neg > 0, np.abs(l), 0.0) @ neg)
 
 
 def residuals_of(s: Scaled, x, y, z) -> dict:
@@ -60,9 +58,13 @@ def residuals_of(s: Scaled, x, y, z) -> dict:
            "dual_scaled": float(np.abs(rd).max()) if n else 0.0,
            "dual": cinv * float(np.abs(Dinv * rd).max()) if n else 0.0}
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
-        quad, lin, sc = float(Px @ x), float(s.q @ x), scaled_support(s, y) if m else 0.0
+        quad, lin, sc = float(Px @ x), float(s.q @ x), support(y, s.l, s.u) if m else 0.0
     out["gap"] = cinv * (quad + lin + sc)
     out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
+    with np.errstate(over="ignore", invalid="ignore"):
+        terms = float(np.abs(Px) @ np.abs(x)) + float(np.abs(s.q) @ np.abs(x))
+        terms += support_terms(y, s.l, s.u) if m else 0.0
+    out["gap_rounding"] = GAP_ROUNDING * np.finfo(float).eps * cinv * terms
     out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0
     out["dual_tol_scale"] = cinv * max(float(np.abs(Dinv * s.q).max()) if n else 0.0,
                                        float(np.abs(Dinv * Aty).max()) if n else 0.0,
@@ -74,8 +76,14 @@ def tolerance_tests(r: dict, eps_abs: float, eps_rel: float) -> tuple[bool, bool
     """OSQP's three tests on :func:`residuals_of`'s quantities: (primal, dual, duality gap) within tolerance."""
     prim_ok = r["rows"] == 0 or r["prim"] < eps_abs + eps_rel * r["prim_tol_scale"]
     dual_ok = r["dual"] < eps_abs + eps_rel * r["dual_tol_scale"]
-    gap_ok = abs(r["gap"]) < eps_abs + eps_rel * r["gap_tol_scale"]
+    gap_ok = abs(r["gap"]) < gap_limit(r, eps_abs, eps_rel)
     return prim_ok, dual_ok, gap_ok
+
+
+def gap_limit(r: dict, eps_abs: float, eps_rel: float) -> float:
+    """OSQP's gap tolerance ``eps_abs + eps_rel * scale``, and no less than the gap's float64 rounding
+    (:data:`GAP_ROUNDING` epsilons of its terms' magnitudes: at 1e-9 on terms of 1e8 no sum resolves less)."""
+    return eps_abs + eps_rel * r["gap_tol_scale"] + r["gap_rounding"]
 
 
 def passes_termination(s: Scaled, x, y, z, eps_abs: float, eps_rel: float) -> bool:

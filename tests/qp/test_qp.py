@@ -414,3 +414,38 @@ def test_support_function_reads_rounding_as_zero_against_the_scale():
     assert support_function(y, l, u, scale=1.0) == 0.0
     assert support_function(np.array([1e-3, 0.0]), l, u, scale=1.0) == np.inf  # a real push stays one
     assert support_function(np.array([-2.0, 1.0]), l, u, scale=1.0) == 4.0
+
+
+def test_small_duals_on_finite_bounds_count_in_the_gap_as_qpbenchmark_sums_them():
+    """A dual of 1e-11 on a bound of 1e4 carries 1e-7 of the duality gap: the certificate and the solver's
+    termination test both count it (only a push on a missing bound below the rounding scale reads as zero)."""
+    from optsolve.qp.certificate import support_function
+    from optsolve.qp.termination import support
+
+    l, u = np.array([-np.inf, -1e4, 0.0]), np.array([1e4, np.inf, 1.0])
+    y = np.array([1e-11, -1e-11, 1.0])
+    want = 1e-11 * 1e4 + (-1e-11) * (-1e4) + 1.0
+    assert support_function(y, l, u, scale=1.0) == pytest.approx(want, rel=1e-15)
+    assert support(y, l, u) == pytest.approx(want, rel=1e-15)
+    assert support(np.array([1e-3, 0.0, 0.0]), np.array([-np.inf] * 3), np.array([np.inf] * 3)) == 0.0  # projected
+
+
+def test_a_gap_within_the_rounding_of_its_terms_counts_as_zero_in_the_test_and_the_certificate():
+    """Terms of 1e8 resolve no gap below about 1e-8: at eps 1e-12 such a gap passes both the termination test
+    and the certificate, while a gap ten times its rounding allowance fails both."""
+    from optsolve.qp.certificate import solution_checks
+    from optsolve.qp.problems import QPProblem
+    from optsolve.qp.scaling import Scaled
+    from optsolve.qp.termination import residuals_of, tolerance_tests
+
+    # min 1/2 x^2 - 1e4 x over x <= 1e4: x* = 1e4, y* = 0; the terms x'Px, q'x are 1e8
+    P, A = sp.csc_matrix([[1.0]]), sp.csc_matrix([[1.0]])
+    qp = QPProblem(P=P, q=np.array([-1e4]), A=A, l=np.array([-np.inf]), u=np.array([1e4]))
+    plain = Scaled(P=P, q=qp.q, A=A, l=qp.l, u=qp.u, D=np.ones(1), E=np.ones(1), c=1.0)
+    for x, holds in ((1e4 * (1 + 2.0 ** -52), True), (1e4 * (1 + 2.0 ** -40), False)):
+        x, y = np.array([x]), np.array([0.0])
+        r = residuals_of(plain, x, y, np.minimum(x, qp.u))
+        assert bool(tolerance_tests(r, 1e-12, 0.0)[2]) is holds
+        gap = next(c for c in solution_checks(qp, x, y, np.minimum(x, qp.u), eps_abs=1e-12, eps_rel=0.0,
+                                              objective=qp.objective(x)) if c.name == "duality_gap")
+        assert bool(gap.holds) is holds and gap.value > 0
