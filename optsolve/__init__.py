@@ -5,7 +5,7 @@ function that returns a :class:`optsolve.core.result.Result`. Importing this
 package is cheap: solver packages and their dependencies load on first use.
 """
 
-__version__ = "0.1.0"
+from optsolve._version import __version__
 
 __all__ = ["__version__", "Result", "Status"]
 

@@ -16,8 +16,8 @@ _as_program = False  # set by run(): the process is this one command (not Click'
 
 import click  # noqa: E402
 
-from optsolve import __version__
-from optsolve.core.registry import KINDS
+from optsolve._version import __version__
+from optsolve.catalogue import KINDS
 
 # Subcommands inherit the environment prefix from the root: OPTSOLVE_<COMMAND>_<OPTION>.
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -88,7 +88,7 @@ def _kind_entries() -> dict:
 
 def _solver_entries() -> dict:
     """The solver commands and the solver packages' extra commands (``qp-train``)."""
-    from optsolve.core.registry import EXTRA_COMMANDS
+    from optsolve.catalogue import EXTRA_COMMANDS
 
     entries = _kind_entries()
     entries.update({name: (target, text) for name, (kind, target, text) in EXTRA_COMMANDS.items() if kind in entries})

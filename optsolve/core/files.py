@@ -39,6 +39,7 @@ from optsolve.core import memory
 from optsolve.core.errors import InputError
 from optsolve.core.mps import EXTENSIONS as MPS_EXTENSIONS
 from optsolve.core.problem import Problem, Schema, as_string, is_sparse, kind_of, shape_text
+from optsolve.core.result import LazyArray, write_atomic, write_atomic_with
 
 EXTENSIONS = (".npz", ".json", ".mat")  # read and written
 READ_EXTENSIONS = EXTENSIONS + MPS_EXTENSIONS  # .qps / .mps: QP files, read by HiGHS (core/mps.py), never written
@@ -57,9 +58,13 @@ def file_label(path: str) -> str:
 
 
 def refuse_other_format(path: str, schema: Schema) -> None:
-    """A QPS / MPS file holds a quadratic program: refused, in one line, for any schema but qp's."""
-    if os.path.splitext(path)[1].lower() in MPS_EXTENSIONS and schema.name != "qp":
-        raise InputError(f"{file_label(path)}: a QPS / MPS file holds a quadratic program, for 'optsolve qp'; "
+    """A QPS / MPS file holds a quadratic program: refused, in one line, for a schema that does not read one
+    (``Schema.reads_mps``), naming the commands whose schemas do."""
+    if os.path.splitext(path)[1].lower() in MPS_EXTENSIONS and not schema.reads_mps:
+        from optsolve.core.registry import kinds_reading_mps
+
+        readers = " or ".join(f"'optsolve {kind}'" for kind in kinds_reading_mps())
+        raise InputError(f"{file_label(path)}: a QPS / MPS file holds a quadratic program, for {readers}; "
                          f"{schema.name} problems are {', '.join(EXTENSIONS)} files.")
 
 
@@ -412,6 +417,13 @@ def _read_mat(path: str, label: str) -> dict:
 # --------------------------------------------------------------------------- writing
 
 
+def write_arrays(path: str, arrays: dict) -> None:
+    """Write named arrays (a result's ``--arrays``) to an ``.npz`` file atomically (dense arrays; scipy sparse
+    in prefixed keys; a :class:`~optsolve.core.result.LazyArray` computed as it is written)."""
+    flat = flatten_arrays({k: v() if isinstance(v, LazyArray) else v for k, v in arrays.items()})
+    write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))
+
+
 def flatten_arrays(data: dict) -> dict:
     """Arrays for ``numpy.savez``: sparse matrices under prefixed keys, strings as string arrays."""
     flat = {}
@@ -456,7 +468,6 @@ def _json_value(value):
 
 def save_problem(path: str, data: dict) -> None:
     """Write a problem file (``.npz``, ``.json`` or ``.mat`` by extension) atomically."""
-    from optsolve.core.result import write_atomic, write_atomic_with
 
     ext = os.path.splitext(path)[1].lower()
     if ext == ".npz":

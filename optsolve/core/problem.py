@@ -73,13 +73,15 @@ class Schema:
 
     Each rule is a callable ``rule(problem)`` that raises ``problem.error(...)``. ``marks``: the keys whose
     presence identifies a file of this schema (default: the required keys), so that a file given to another
-    command is recognised (:func:`optsolve.core.registry.recognise`).
+    command is recognised (:func:`optsolve.core.registry.recognise`). ``reads_mps``: whether a QPS / MPS file
+    (read by :mod:`optsolve.core.mps` into a quadratic program's keys) is a problem of this schema.
     """
 
     name: str
     fields: tuple[Field, ...]
     rules: tuple[Callable[["Problem"], None], ...] = ()
     marks: tuple[str, ...] | None = None
+    reads_mps: bool = False
 
     @property
     def known(self) -> set[str]:

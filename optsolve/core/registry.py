@@ -26,24 +26,8 @@ import importlib.util
 import os
 import sys
 
+from optsolve.catalogue import KINDS  # the commands are the application's table; core names none
 from optsolve.core.errors import ParameterError
-
-# command -> one-line description (shown by `optsolve --help` without importing anything)
-KINDS = {
-    "ot": "Optimal transport between two histograms (exact network simplex, Sinkhorn).",
-    "qp": "Convex quadratic programs (OSQP's ADMM, DistributedQP, learned DeepQP policies).",
-    "cover": "Fair submodular cover (bicriteria greedy, threshold, continuous).",
-    "kmeans": "k-means with predicted labels (learning-augmented sampling).",
-    "truncated": "Estimation from truncated samples (oracle-efficient MLE).",
-    "mvi": "Nonmonotone variational inequalities (error-corrected proximal point).",
-}
-
-
-# extra commands of solver packages: name -> (kind, import path, one-line help)
-EXTRA_COMMANDS = {
-    "qp-train": ("qp", "optsolve.qp.cli:train_command",
-                 "Train a learned DeepQP policy on a problem family and certify it (PAC-Bayes)."),
-}
 
 
 def available_kinds() -> list[str]:
@@ -78,6 +62,31 @@ def recognise(keys, but: str) -> str | None:
         if schema.fits(keys):
             return kind
     return None
+
+
+def kinds_reading_mps() -> list[str]:
+    """The commands whose problem files may be QPS / MPS files (their schema's ``reads_mps``)."""
+    kinds = []
+    for kind in available_kinds():
+        try:
+            if importlib.import_module(f"optsolve.{kind}.problems").SCHEMA.reads_mps:
+                kinds.append(kind)
+        except ImportError:  # a package whose optional dependencies are missing reads nothing
+            continue
+    return kinds
+
+
+def user_function_owners(name: str) -> list[str]:
+    """The commands whose certificates take the user function ``name`` (``oracle``, ``operator``: their
+    certificate module's ``USER_FUNCTIONS``), for verify's ``--<name>``."""
+    kinds = []
+    for kind in available_kinds():
+        try:
+            if name in getattr(importlib.import_module(f"optsolve.{kind}.certificate"), "USER_FUNCTIONS", ()):
+                kinds.append(kind)
+        except ImportError:
+            continue
+    return kinds
 
 
 def load_user_function(spec: str, option: str):

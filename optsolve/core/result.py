@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from optsolve import __version__
+from optsolve._version import __version__
 
 SCHEMA_ID = "optsolve.solution/1"
 VERIFICATION_SCHEMA_ID = "optsolve.verification/1"
@@ -525,14 +525,6 @@ def write_atomic_with(path: str, writer) -> None:
         except OSError:
             pass
         raise
-
-
-def write_arrays(path: str, arrays: dict) -> None:
-    """Write named arrays to an ``.npz`` file atomically (dense arrays; scipy sparse in prefixed keys)."""
-    from optsolve.core.files import flatten_arrays
-
-    flat = flatten_arrays({k: v() if isinstance(v, LazyArray) else v for k, v in arrays.items()})
-    write_atomic_with(path, lambda f: np.savez_compressed(f, **flat))
 
 
 def solution_vector(solution: dict, key: str, size: int) -> np.ndarray:

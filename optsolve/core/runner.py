@@ -17,11 +17,11 @@ from optsolve.core.clock import started_at
 from optsolve.core.errors import OptsolveError
 from optsolve.core.history import recording
 from optsolve.core.memory import budget, budget_bytes, human_bytes
-from optsolve.core.files import file_label, load_problem
+from optsolve.core.files import file_label, load_problem, write_arrays
 from optsolve.core.progress import (NORMAL, QUIET, SILENT, VERBOSE, Progress, configure_logging, get_logger,
                                     stages_to)
 from optsolve.core.registry import solver_package
-from optsolve.core.result import ProblemInfo, Result, Status, write_all, write_arrays, write_atomic
+from optsolve.core.result import ProblemInfo, Result, Status, write_all, write_atomic
 from optsolve.core.signals import handling, signal_name
 
 # Options every solve command has that are about output, not about the solve.

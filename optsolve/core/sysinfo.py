@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 
-from optsolve import __version__
+from optsolve._version import __version__
 
 PACKAGES = ("numpy", "scipy", "click", "pot", "osqp", "threadpoolctl", "cupy-cuda12x", "cvxpy", "scikit-learn")
 

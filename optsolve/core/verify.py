@@ -15,7 +15,7 @@ import sys
 
 from optsolve.core.errors import InputError, OptsolveError, ParameterError
 from optsolve.core.files import load_problem, parse_json, read_json_bytes
-from optsolve.core.registry import available_kinds, solver_module, solver_package
+from optsolve.core.registry import available_kinds, solver_module, solver_package, user_function_owners
 from optsolve.core.result import (SCHEMA_ID, VERIFICATION_SCHEMA_ID, Certificate, Check, Status, dumps,
                                   write_atomic)
 
@@ -126,16 +126,15 @@ def verify_document(problem_path: str, doc: dict, stdin=None, oracle: str | None
     ``oracle``: the membership function (``module:function``) of a truncated solution computed with
     one; ``operator``: the user operator of an mvi solution."""
     kind = doc["command"]
-    extra = {}
-    for name, value, owner in (("oracle", oracle, "truncated"), ("operator", operator, "mvi")):
-        if value:
-            if kind != owner:
-                raise ParameterError(f"The '--{name}' option applies to {owner} solutions; this one is {kind!r}.")
-            extra[name] = value
     pkg = solver_package(kind)
+    certificate_module = solver_module(kind, "certificate")
+    extra = {name: value for name, value in (("oracle", oracle), ("operator", operator)) if value}
+    for name in extra:  # a user function goes to a certificate that takes it (its module's USER_FUNCTIONS)
+        if name not in getattr(certificate_module, "USER_FUNCTIONS", ()):
+            owners = " and ".join(user_function_owners(name))
+            raise ParameterError(f"The '--{name}' option applies to {owners} solutions; this one is {kind!r}.")
     problem = load_problem(problem_path, pkg.SCHEMA, stdin=stdin, log=False)
     sha = problem.sha256
-    certificate_module = solver_module(kind, "certificate")
     settings = doc["settings"]
     claimed = doc.get("status")
     limits = resolve_limits(certificate_module, problem, options)

@@ -41,6 +41,7 @@ import scipy.sparse as sp
 
 from optsolve.core import memory
 from optsolve.cover.functions import positions
+from optsolve.cover.picks import Fairness
 from optsolve.cover.problems import CoverProblem
 from optsolve.cover.swaps import MOVES_MIN_S, MOVES_SHARE, swap_and_remove
 
@@ -247,38 +248,7 @@ def held_set(cp: CoverProblem, S):
     return _CoverageHeld(cp, S) if cp.kind == "coverage" else _FacilityHeld(cp, S)
 
 
-class _Fairness:
-    """The group counts of S and which groups one removal (of |S| - 1) or one exchange may touch."""
-
-    def __init__(self, cp: CoverProblem, S):
-        self.p, self.q, self.groups = cp.p, cp.q, cp.groups
-        self.counts = np.bincount(cp.groups[np.asarray(S, dtype=np.int64)], minlength=cp.G).astype(np.int64)
-
-    def bounds(self, m: int):
-        return np.ceil(self.p * m - 1e-9), np.floor(self.q * m + 1e-9)
-
-    def fair(self, counts: np.ndarray) -> bool:
-        lo, hi = self.bounds(int(counts.sum()))
-        return bool(np.all(counts >= lo) and np.all(counts <= hi))
-
-    def removable(self) -> np.ndarray:
-        """Per group: whether removing one of its elements leaves counts fair for |S| - 1."""
-        m = int(self.counts.sum())
-        out = np.zeros(self.counts.size, dtype=bool)
-        if m <= 1:
-            return out
-        lo, hi = self.bounds(m - 1)
-        bad = (self.counts < lo) | (self.counts > hi)
-        fits = (self.counts - 1 >= lo) & (self.counts - 1 <= hi)
-        nbad = int(bad.sum())
-        if nbad == 0:
-            return fits
-        if nbad == 1:
-            out[bad] = fits[bad]
-        return out
-
-
-def remove_redundant(cp: CoverProblem, held, fair: _Fairness, S: list, target: float, reached,
+def remove_redundant(cp: CoverProblem, held, fair: Fairness, S: list, target: float, reached,
                      budget=None) -> list:
     """Drop elements of S, cheapest loss first, while f stays at ``target`` and the counts stay
     fair; a pass costs the incidences of S's rows. Losses only grow as S shrinks, so another pass
@@ -308,7 +278,7 @@ def remove_redundant(cp: CoverProblem, held, fair: _Fairness, S: list, target: f
     return S
 
 
-def exchange(cp: CoverProblem, held, fair: _Fairness, S: list, target: float, reached, until: float,
+def exchange(cp: CoverProblem, held, fair: Fairness, S: list, target: float, reached, until: float,
              budget=None) -> tuple[list, int]:
     """2-for-1 exchanges, and 2-for-0 where two elements are redundant together (see the module),
     each followed by a redundancy pass, until none of the tried pairs gives one or the time
@@ -350,7 +320,7 @@ def exchange(cp: CoverProblem, held, fair: _Fairness, S: list, target: float, re
 class _Pairs:
     """The pair trials of :func:`exchange`: S - a - b (+ e) against the target and the proportions."""
 
-    def __init__(self, cp: CoverProblem, held, fair: _Fairness, S: list, target: float, reached):
+    def __init__(self, cp: CoverProblem, held, fair: Fairness, S: list, target: float, reached):
         self.cp, self.held, self.fair, self.target, self.reached = cp, held, fair, target, reached
         self.inside = np.zeros(cp.n, dtype=bool)
         self.inside[np.asarray(S, dtype=np.int64)] = True
@@ -441,7 +411,7 @@ def improve(cp: CoverProblem, fn, S: list, target: float, *, built_s: float = 0.
     report = Improvement()
     original = list(S)
     try:
-        held, fair = held_set(cp, S), _Fairness(cp, S)
+        held, fair = held_set(cp, S), Fairness(cp, S)
         S = remove_redundant(cp, held, fair, S, target, reached, budget)
         report.removed = len(original) - len(S)
         if exchanges and cp.kind == "coverage" and not budget.out():

@@ -290,3 +290,35 @@ class RepairAdmission:
             self.short -= 1
         self.counts[c] += 1
         self.left -= 1
+
+
+class Fairness:
+    """The group counts of a cover S (of :mod:`optsolve.cover.improve`) and which groups one removal (of
+    |S| - 1) or one exchange may touch."""
+
+    def __init__(self, cp: CoverProblem, S):
+        self.p, self.q, self.groups = cp.p, cp.q, cp.groups
+        self.counts = np.bincount(cp.groups[np.asarray(S, dtype=np.int64)], minlength=cp.G).astype(np.int64)
+
+    def bounds(self, m: int):
+        return np.ceil(self.p * m - 1e-9), np.floor(self.q * m + 1e-9)
+
+    def fair(self, counts: np.ndarray) -> bool:
+        lo, hi = self.bounds(int(counts.sum()))
+        return bool(np.all(counts >= lo) and np.all(counts <= hi))
+
+    def removable(self) -> np.ndarray:
+        """Per group: whether removing one of its elements leaves counts fair for |S| - 1."""
+        m = int(self.counts.sum())
+        out = np.zeros(self.counts.size, dtype=bool)
+        if m <= 1:
+            return out
+        lo, hi = self.bounds(m - 1)
+        bad = (self.counts < lo) | (self.counts > hi)
+        fits = (self.counts - 1 >= lo) & (self.counts - 1 <= hi)
+        nbad = int(bad.sum())
+        if nbad == 0:
+            return fits
+        if nbad == 1:
+            out[bad] = fits[bad]
+        return out

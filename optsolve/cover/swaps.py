@@ -4,14 +4,10 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from optsolve.cover.picks import Fairness
 from optsolve.cover.problems import CoverProblem
-
-if TYPE_CHECKING:
-    from optsolve.cover.improve import _Fairness
 
 MOVES_SHARE = 1.0  # the one-for-one swaps and their removals (coverage) may take as long as the build took
 MOVES_MIN_S = 0.25  # ... and at least this long (they stop earlier when no swap raises f)
@@ -91,7 +87,7 @@ def _least(values: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
     return idx[part]
 
 
-def swap_and_remove(cp: CoverProblem, fn, held, fair: _Fairness, S: list, target: float, reached,
+def swap_and_remove(cp: CoverProblem, fn, held, fair: Fairness, S: list, target: float, reached,
                     until: float, budget=None) -> tuple[list, int, int]:
     """Coverage only: remove the member of least loss whenever f stays at the target and the counts
     stay fair at |S| - 1; otherwise make the one-for-one swap (a member out, an outside element in,

@@ -214,12 +214,4 @@ def solve(X, labels, *, k: int | None = None, method: str = DEFAULT_METHOD, prog
     return solve_problem(problem, method=method, progress=progress, **options)
 
 
-def __getattr__(name: str):
-    if name == "PredictedLabelsKMeans":  # scikit-learn's estimator machinery, imported on first use
-        from optsolve.kmeans.estimator import PredictedLabelsKMeans
-
-        return PredictedLabelsKMeans
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA", "PredictedLabelsKMeans"]
+__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "SCHEMA"]

@@ -45,6 +45,7 @@ LIMITS = (
           "absolute floor of that comparison, times max(1, ||z||, ||F(z)||)"),
 )
 CLAIMS = ("optimal",)
+USER_FUNCTIONS = ("operator",)  # the user function verify's --operator passes to check()
 
 
 def resolve(limits: dict | None) -> dict:

@@ -4,13 +4,15 @@ Every method calls F only through an :class:`Evaluator`, so evaluations are coun
 same way for all of them (Jacobian evaluations of CurvatureEG+ separately), the natural
 residual ||z - P_C(z - F(z))|| is measured at every point where F is evaluated, and the
 best point by residual is the one reported. A stop (tolerance reached, budget spent, time
-up, a non-finite value) is raised as :class:`Stop` from inside the method's loop.
+up, a non-finite value) is raised as :class:`Stop` from inside the method's loop. :class:`Setup`
+is what every method is given beside its evaluator.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -162,3 +164,21 @@ class Evaluator:
               evaluations_of="operator F", jacobian_evaluations=self.jacobian_evals, best_residual=self.best_residual,
               u_norm=u, **sampled)
         self._next_record = max(self.evals + 1, self._next_record * 10 ** (1 / HISTORY_PER_DECADE))
+
+
+@dataclass
+class Setup:
+    """What every method is given (after validation)."""
+
+    z0: np.ndarray
+    L: float | None  # the global Lipschitz constant, when known
+    rho: float | None  # the weak-MVI constant, when known
+    gamma: float | None = None  # a fixed step (None: chosen by the method)
+    lam: float = 1.0
+    sigma: float | None = None
+    inner_steps: int | None = None  # ecppa: forced inner steps; rppa: the fixed count
+    inner: str = "auto"  # ecppa's resolvents: "fixed-point", "gmres" (affine F on R^d), "auto" (gmres where it applies)
+    max_iter: int | None = None
+    batch: int | None = None  # bc-seg+: terms per sampled evaluation
+    seed: int = 0  # bc-seg+: the sampling generator's seed
+    notes: list = field(default_factory=list)

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from optsolve.mvi.ecppa import Setup, probe_lipschitz
+from optsolve.mvi.ecppa import probe_lipschitz
+from optsolve.mvi.evaluator import Setup
 from optsolve.mvi.evaluator import Evaluator, Stop
 
 NU, TAU = 0.99, 0.5

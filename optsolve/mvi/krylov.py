@@ -25,7 +25,7 @@ a = (1 - sigma)(gamma + rho); and since ||u|| >= (||y|| - ||r||) / gamma, once
 ||r|| <= c ||y|| with c = beta / (1 + beta), beta = a / gamma. The loop stops there (or at
 KRYLOV_DIM directions, then restarts from w); the point w is evaluated (F(w) = u, its natural
 residual measured like every point's), t is computed exactly, and the outer step is ecppa's:
-the projection onto the halfspaces of z_k and of w (:class:`optsolve.mvi.ecppa.Halfspaces`), a
+the projection onto the halfspaces of z_k and of w (:class:`optsolve.mvi.halfspaces.Halfspaces`), a
 Fejer step whatever the accuracy reached, so long as t > 0.
 
 Each product M v counts as one evaluation of F (it costs the same sparse product).
@@ -38,8 +38,8 @@ import math
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from optsolve.mvi.ecppa import Halfspaces, Setup
-from optsolve.mvi.evaluator import Evaluator, Stop
+from optsolve.mvi.evaluator import Evaluator, Setup, Stop
+from optsolve.mvi.halfspaces import Halfspaces
 from optsolve.mvi.operators import norm2
 
 KRYLOV_GAMMA = 10.0  # gamma = KRYLOV_GAMMA / L

@@ -47,7 +47,7 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
     constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
     method's counts and its :class:`~optsolve.mvi.evaluator.Stop`. ``deadline`` (a time.perf_counter
     value) takes precedence over ``time_limit`` (seconds from now)."""
-    from optsolve.mvi.ecppa import Setup
+    from optsolve.mvi.evaluator import Setup
     from optsolve.mvi.evaluator import Evaluator, Stop
     from optsolve.mvi.problems import reordered
 

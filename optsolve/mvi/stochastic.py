@@ -39,7 +39,8 @@ import math
 
 import numpy as np
 
-from optsolve.mvi.ecppa import Setup, probe_lipschitz
+from optsolve.mvi.ecppa import probe_lipschitz
+from optsolve.mvi.evaluator import Setup
 from optsolve.mvi.evaluator import Evaluator, Stop
 
 ALPHA0 = 0.5  # alpha_k's start: EG+'s second-step ratio

@@ -286,16 +286,21 @@ def _lifted(ot) -> bool:
             and np.asarray(ot.x).shape[1] <= LIFTED_MAX_DIM)
 
 
+def _distinct(points: np.ndarray):
+    """``(first, label)``: an index per distinct row and each row's distinct row; None where all differ."""
+    _, first, label = np.unique(points, axis=0, return_index=True, return_inverse=True)
+    return (first, label.ravel()) if first.size < points.shape[0] else None
+
+
 def sq_ctransform(P: np.ndarray, w: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """``min_i |P_i - Q_j|^2 - w_i`` for every row Q_j, without the |P| x |Q| costs: the minimiser is a
     vertex of the convex hull of the points (P_i, (|P_i|^2 - w_i) / 2), reached by a walk along its
     edges (:mod:`optsolve.ot.legendre`). The value is recomputed from the points at the minimiser.
-    Equal points are taken once (:func:`optsolve.ot.repeats.distinct`): of equal P_i the largest w_i,
-    and each distinct Q_j answered once; many equal points slow the hull and the k-d tree down."""
+    Equal points are taken once (:func:`_distinct`): of equal P_i the largest w_i, and each distinct Q_j
+    answered once; many equal points slow the hull and the k-d tree down."""
     from optsolve.ot.legendre import Envelope
-    from optsolve.ot.repeats import distinct
 
-    same_p, same_q = distinct(P), distinct(Q)
+    same_p, same_q = _distinct(P), _distinct(Q)
     if same_p is not None:
         first, label = same_p
         top = np.full(first.size, -np.inf)
@@ -558,10 +563,6 @@ QUALIFIER_RTOL = 1e-2  # the qualifier writes its numbers to 3 significant digit
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")
 
 
-def _value(cert: Certificate, name: str):
-    return next((c.value for c in cert.checks if c.name == name), None)
-
-
 def qualifier(solution: dict, settings: dict | None, cert: Certificate) -> str:
     """What a rounded entropic plan answers, from its plan's ``reg`` and the certificate: ``entropic at reg R;
     LP gap <= G, P% of the cost`` (G = U - D, P = 100 G / U). Empty for an answer to the LP: an explicit plan,
@@ -570,7 +571,7 @@ def qualifier(solution: dict, settings: dict | None, cert: Certificate) -> str:
     entropic = isinstance(spec, dict) and spec.get("format") == "gibbs_rounded" and spec.get("reg") is not None
     if not entropic or (settings or {}).get("target_gap") is not None:
         return ""
-    gap, rel = _value(cert, "gap_upper_bound"), _value(cert, "relative_gap")
+    gap, rel = (next((c.value for c in cert.checks if c.name == k), None) for k in ("gap_upper_bound", "relative_gap"))
     lp = "LP gap not certified" if gap is None else f"LP gap <= {gap:.3g}"
     if gap is not None and rel is not None:
         lp += f", {100 * rel:.3g}% of the cost"

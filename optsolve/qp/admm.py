@@ -28,10 +28,7 @@ from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
-from optsolve.qp.termination import dual_cone, gap_limit, residuals_of, tolerance_tests
-
-# What the traces of `--history` record as the residual (the termination test's quantities).
-RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"
+from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, gap_limit, residuals_of, tolerance_tests
 
 RHO_MIN, RHO_MAX = 1e-6, 1e6
 RHO_EQ_FACTOR = 1e3

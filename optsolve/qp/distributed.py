@@ -37,12 +37,12 @@ from optsolve.core.history import trace
 from optsolve.core import signals
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp import defaults
-from optsolve.qp.admm import REFINED, RESIDUAL_MEASURE, rho_vector
+from optsolve.qp.admm import REFINED, rho_vector
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale, segment_max, segments
-from optsolve.qp.termination import dual_cone, passes_termination, support
+from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, passes_termination, support
 
 
 def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:

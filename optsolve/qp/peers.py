@@ -73,7 +73,7 @@ def passes(qp: QPProblem, settings: dict, x: np.ndarray, y: np.ndarray) -> bool:
 def trace_answer(qp: QPProblem, iterations: int, x: np.ndarray | None, y: np.ndarray | None) -> None:
     """The one point of ``--history`` that a method without a per-iteration trace has: its answer's residuals."""
     from optsolve.core.history import active, trace
-    from optsolve.qp.admm import RESIDUAL_MEASURE
+    from optsolve.qp.termination import RESIDUAL_MEASURE
 
     if active() is None or x is None or y is None:
         return

@@ -178,6 +178,7 @@ SCHEMA = Schema(
               doc="the generator family it belongs to ('optsolve gen qp' writes it): picks the shipped policy"),
     ),
     rules=(_bounds_rule, _sizes_rule, _psd_rule),
+    reads_mps=True,
 )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from optsolve.qp.scaling import Scaled
 
 
+RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"  # what a qp history's residual is
 # float64 epsilons of the sum of the gap's terms' magnitudes within which the gap counts as zero: its rounding
 GAP_ROUNDING = 10
 

@@ -85,6 +85,7 @@ LIMITS = (
 # An estimation problem with samples inside the set always has a likelihood: nothing to be
 # infeasible, and a bounded truncated NLL is never certified unbounded here.
 CLAIMS = ("optimal",)
+USER_FUNCTIONS = ("oracle",)  # the user function verify's --oracle passes to check()
 
 
 def gradient_limit(p: int, Nc: int, tol: float, m: int) -> float:

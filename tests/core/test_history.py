@@ -120,11 +120,11 @@ def test_plot_axes_follow_each_command_and_keep_zeros():
 
     assert _series({"residual": [1.0, 0.0, None], "iteration": [0, 1, 2]}, "iteration") == ([0, 1], [1.0, 0.0])
 
-    def h(evals):
-        return {"residual": [1.0], "evaluations": evals}
+    def h(evals, of="operator F"):
+        return {"residual": [1.0], "evaluations": evals, "evaluations_of": of}
 
-    assert x_column([("a", h([5]), "mvi"), ("b", h([7]), "truncated")]) == "evaluations"
-    assert x_column([("a", h([5]), "mvi"), ("b", h([7]), "qp")]) == "iteration"  # one axis for all
+    assert x_column([("a", h([5]), "mvi"), ("b", h([7], "membership oracle"), "truncated")]) == "evaluations"
+    assert x_column([("a", h([5]), "mvi"), ("b", h([7], None), "qp")]) == "iteration"  # one axis for all
     assert x_column([("a", h([None]), "ot")]) == "iteration"  # a method that counts none
     assert y_scale([1.0, 1e-3]) == ("log", {})
     assert y_scale([5.0, 0.0, 1e-2]) == ("symlog", {"linthresh": 1e-2})  # cover's final zero deficit

@@ -116,7 +116,7 @@ def test_a_plan_of_hundreds_of_points_is_drawn_thinned_and_its_markers_leave_roo
     from matplotlib.collections import LineCollection, PathCollection
 
     from optsolve.core.files import load_problem
-    from optsolve.core.plot import PLAN_LINES, _ot_plan
+    from optsolve.ot.plot import PLAN_LINES, draw_answer
     from optsolve.ot.problems import SCHEMA
 
     problem, solution = tmp_path / "p.npz", tmp_path / "s.json"
@@ -126,7 +126,7 @@ def test_a_plan_of_hundreds_of_points_is_drawn_thinned_and_its_markers_leave_roo
     doc = json.loads(solution.read_text())
     fig, ax = plt.subplots(figsize=(9, 7), dpi=100)
     try:
-        _ot_plan(ax, doc, load_problem(str(problem), SCHEMA, log=False))
+        draw_answer(ax, doc, load_problem(str(problem), SCHEMA, log=False))
         lines = [c for c in ax.collections if isinstance(c, LineCollection)]
         markers = [c for c in ax.collections if isinstance(c, PathCollection)]
         box, (w, h) = ax.get_position(), fig.get_size_inches()

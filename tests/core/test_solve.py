@@ -8,7 +8,7 @@ import pytest
 
 from optsolve.core import clock
 from optsolve.core.errors import ParameterError
-from optsolve.core.registry import KINDS
+from optsolve.catalogue import KINDS
 from optsolve.core.result import Certificate, Check, Status
 from optsolve.core.solve import Job, MethodOutput, Solver, run
 

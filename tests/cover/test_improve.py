@@ -14,7 +14,8 @@ from optsolve.cover import improve as improve_mod
 from optsolve.cover.certificate import set_value
 from optsolve.cover.functions import make_function
 from optsolve.cover.greedy import convert_fair, reached
-from optsolve.cover.improve import _Fairness, exchange, held_set, improve, remove_redundant
+from optsolve.cover.improve import exchange, held_set, improve, remove_redundant
+from optsolve.cover.picks import Fairness
 from optsolve.cover.milp import MILPRun
 from optsolve.cover.problems import FAMILIES, SCHEMA, prepare
 
@@ -39,7 +40,7 @@ def random_move(rng, held, S: list, out, add: bool) -> None:
 
 
 def state(cp, S):
-    return held_set(cp, S), _Fairness(cp, S)
+    return held_set(cp, S), Fairness(cp, S)
 
 
 @pytest.mark.parametrize("facility", [False, True])

@@ -8,7 +8,7 @@ from sklearn.base import clone
 
 import optsolve.kmeans
 from optsolve.core.errors import InputError
-from optsolve.kmeans import PredictedLabelsKMeans
+from optsolve.kmeans.estimator import PredictedLabelsKMeans
 from optsolve.kmeans.problems import FAMILIES
 
 

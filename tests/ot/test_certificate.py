@@ -234,3 +234,17 @@ def test_verify_refuses_a_qualifier_that_understates_the_gap_or_qualifies_an_lp_
     exact = json.loads((tmp_path / "e.json").read_text())
     r = verify_forged(path, dict(exact, qualifier=doc["qualifier"]))
     assert r.exit_code == 6 and "qualifier_matches" in r.stderr, r.stderr
+
+
+def test_the_certificates_distinct_points_agree_with_the_solvers_on_random_clouds():
+    from optsolve.ot.repeats import distinct
+
+    rng = np.random.default_rng(5)
+    for n, d, pool in ((1, 2, 1), (50, 2, 10), (200, 3, 150), (30, 1, 30), (40, 2, 1000)):
+        P = rng.integers(0, pool, size=(n, d)).astype(float) / 7.0
+        mine, theirs = certificate._distinct(P), distinct(P)
+        assert (mine is None) == (theirs is None)
+        if mine is not None:
+            (f1, l1), (f2, l2) = mine, theirs
+            assert np.array_equal(P[f1][l1], P) and np.array_equal(P[f2][l2], P)
+            assert np.array_equal(np.sort(P[f1], axis=0), np.sort(P[f2], axis=0))
