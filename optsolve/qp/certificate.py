@@ -36,7 +36,7 @@ from optsolve.core.result import Certificate, Check, Limit, solution_vector
 from optsolve.qp.problems import QPProblem, prepare
 
 DEFAULT_EPS = 1e-3
-GAP_ROUNDING = 10  # float64 epsilons of the sum of the gap's terms' magnitudes: below that, the gap is rounding
+GAP_ROUNDING = 2  # float64 epsilons of the largest of the gap's three sums: below that, the gap is their rounding
 SIGN_TOL = 1e-12  # relative to ||y||_inf: entries below are rounding, not a push on a missing bound
 OBJ_RTOL = 1e-9
 OBJ_ATOL = 1e-9
@@ -174,11 +174,7 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
     sc = support_function(y, qp.l, qp.u, max(1.0, inf(qp.q))) if qp.m else 0.0
     quad, lin = float(x @ Px), float(qp.q @ x)
     gap = quad + lin + sc
-    with np.errstate(over="ignore", invalid="ignore"):  # the gap's rounding: epsilons of its terms' magnitudes
-        upper, lower = np.where(np.isfinite(qp.u), np.abs(qp.u), 0.0), np.where(np.isfinite(qp.l), np.abs(qp.l), 0.0)
-        terms = float(np.abs(x) @ np.abs(Px) + np.abs(qp.q) @ np.abs(x)
-                      + upper @ np.maximum(y, 0.0) + lower @ np.maximum(-y, 0.0))
-    rounding = GAP_ROUNDING * np.finfo(float).eps * terms
+    largest = max(abs(quad), abs(lin), abs(sc) if math.isfinite(sc) else 0.0)
     f = qp.objective(x)
     violation = 0.0
     if qp.m:
@@ -189,11 +185,10 @@ def solution_checks(qp: QPProblem, x, y, z, *, eps_abs: float, eps_rel: float, o
         Check.at_most("dual_residual", dual, eps_abs + eps_rel * max(inf(Px), inf(Aty), inf(qp.q)),
                       "||Px + q + A'y||_inf"),
         Check.at_most("duality_gap", abs(gap) if math.isfinite(gap) else math.inf,
-                      eps_abs + eps_rel * max(abs(quad), abs(lin), abs(sc) if math.isfinite(sc) else 0.0)
-                      + (rounding if math.isfinite(rounding) else 0.0),
+                      eps_abs + (eps_rel + GAP_ROUNDING * np.finfo(float).eps) * largest,
                       "|x'Px + q'x + SC(y)|; infinite when y pushes on a missing bound (limit: eps_abs + eps_rel "
-                      f"max(|x'Px|, |q'x|, |SC(y)|), and no less than {GAP_ROUNDING} float64 epsilons of the sum of "
-                      "its terms' magnitudes, its rounding)"),
+                      f"max(|x'Px|, |q'x|, |SC(y)|), plus {GAP_ROUNDING} float64 epsilons of that largest sum, its "
+                      "rounding)"),
         # implied by the two checks above (Ax - z and z - [l, u]), hence a number with no limit of its own
         Check.info("constraint_violation", violation, "largest violation of l <= Ax <= u"),
     ]

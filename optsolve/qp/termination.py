@@ -15,8 +15,10 @@ from optsolve.qp.scaling import Scaled
 
 
 RESIDUAL_MEASURE = "max(primal, dual) residual (unscaled, OSQP's)"  # what a qp history's residual is
-# float64 epsilons of the sum of the gap's terms' magnitudes within which the gap counts as zero: its rounding
-GAP_ROUNDING = 10
+# float64 epsilons of the largest of the gap's three sums (x'Px, q'x, SC(y)) within which the gap counts as zero:
+# their own rounding, which no sum of them resolves
+GAP_ROUNDING = 2
+EPS64 = float(np.finfo(float).eps)
 
 
 def dual_cone(y, l, u) -> np.ndarray:
@@ -33,14 +35,6 @@ def support(y, l, u) -> float:
     pos = np.where(np.isfinite(u), np.maximum(y, 0.0), 0.0)
     neg = np.where(np.isfinite(l), np.minimum(y, 0.0), 0.0)
     return float(np.where(pos > 0, u, 0.0) @ pos + np.where(neg < 0, l, 0.0) @ neg)
-
-
-def support_terms(y, l, u) -> float:
-    """The sum of the magnitudes of :func:`support`'s terms, ``|u|' max(y, 0) + |l|' max(-y, 0)`` over the finite
-    bounds: the scale of its rounding."""
-    pos = np.where(np.isfinite(u), np.maximum(y, 0.0), 0.0)
-    neg = np.where(np.isfinite(l), np.maximum(-y, 0.0), 0.0)
-    return float(np.where(pos > 0, np.abs(u), 0.0) @ pos + np.where(neg > 0, np.abs(l), 0.0) @ neg)
 
 
 def residuals_of(s: Scaled, x, y, z) -> dict:
@@ -62,10 +56,6 @@ def residuals_of(s: Scaled, x, y, z) -> dict:
         quad, lin, sc = float(Px @ x), float(s.q @ x), support(y, s.l, s.u) if m else 0.0
     out["gap"] = cinv * (quad + lin + sc)
     out["gap_tol_scale"] = cinv * max(abs(quad), abs(lin), abs(sc))
-    with np.errstate(over="ignore", invalid="ignore"):
-        terms = float(np.abs(Px) @ np.abs(x)) + float(np.abs(s.q) @ np.abs(x))
-        terms += support_terms(y, s.l, s.u) if m else 0.0
-    out["gap_rounding"] = GAP_ROUNDING * np.finfo(float).eps * cinv * terms
     out["prim_tol_scale"] = max(float(np.abs(Einv * z).max()), float(np.abs(Einv * Ax).max())) if m else 0.0
     out["dual_tol_scale"] = cinv * max(float(np.abs(Dinv * s.q).max()) if n else 0.0,
                                        float(np.abs(Dinv * Aty).max()) if n else 0.0,
@@ -83,8 +73,9 @@ def tolerance_tests(r: dict, eps_abs: float, eps_rel: float) -> tuple[bool, bool
 
 def gap_limit(r: dict, eps_abs: float, eps_rel: float) -> float:
     """OSQP's gap tolerance ``eps_abs + eps_rel * scale``, and no less than the gap's float64 rounding
-    (:data:`GAP_ROUNDING` epsilons of its terms' magnitudes: at 1e-9 on terms of 1e8 no sum resolves less)."""
-    return eps_abs + eps_rel * r["gap_tol_scale"] + r["gap_rounding"]
+    (:data:`GAP_ROUNDING` epsilons of the scale, the largest of its sums: at 1e-9 on sums of 1e8 no gap is
+    resolved)."""
+    return eps_abs + (eps_rel + GAP_ROUNDING * EPS64) * r["gap_tol_scale"]
 
 
 def passes_termination(s: Scaled, x, y, z, eps_abs: float, eps_rel: float) -> bool:
