@@ -34,6 +34,34 @@ BUILTIN_COMMANDS = {
 }
 
 
+class MethodChoice(click.Choice):
+    """``--method`` of a solver command: the names its ``METHODS`` table holds when the command runs (an entry
+    added to the table is offered, and listed in ``--help``)."""
+
+    def __init__(self, solver):
+        self.solver = solver
+        super().__init__(sorted(solver.method_names))
+
+    @property
+    def choices(self):
+        return tuple(sorted(self.solver.method_names))
+
+    @choices.setter
+    def choices(self, _value):  # click.Choice sets its list once; this one reads the table each time
+        pass
+
+
+def method_option(solver, default=None, default_text: str | None = None):
+    """The ``--method`` option of ``solver``'s command, its help made of the methods' entries
+    (:func:`optsolve.core.solve.methods_help`); ``default_text``: the default in words, where it depends on
+    other options."""
+    from optsolve.core.solve import methods_help
+
+    shown = "" if default is not None else f" [default: {default_text or solver.default_method}]"
+    return click.option("--method", type=MethodChoice(solver), default=default, show_default=default is not None,
+                        help=methods_help(solver) + shown)
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands are imported only when invoked (Click's lazy-loading recipe)."""
 

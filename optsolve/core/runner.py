@@ -59,7 +59,8 @@ def solve_file(kind: str, path: str, params: dict, *, progress: Progress = SILEN
 
         problem = load_problem(path, pkg.SCHEMA, stdin=stdin, on_read=read)
         tell("stage", "importing the method's libraries")
-        for name in getattr(pkg, "SETUP_IMPORTS", {}).get(method, ()):  # setup, like reading the file
+        entry = pkg.SOLVER.methods.get(method)
+        for name in entry.imports if entry is not None else ():  # setup, like reading the file
             importlib.import_module(name)
         load_s = time.perf_counter() - t0
         tell("stage", "solving")

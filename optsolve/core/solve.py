@@ -86,12 +86,55 @@ class Job:
 Method = Callable[[Job], MethodOutput]
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One method of a package's ``METHODS`` table: all that the pipeline, ``--help`` and the package's
+    option checks know of it, so that a method is added by adding its entry.
+
+    ``run``: the method, a function of the :class:`Job` returning a :class:`MethodOutput`; ``help``: its
+    sentence in ``--help`` (:func:`methods_help`); ``defaults``: its own defaults of the package's options
+    (``tol``, ``max_iter``, ``rho``, ...), which the package reads where the user gave none (a method without
+    one gets the package's default); ``tags``: what kind of method it is, where the package's option rules
+    ask (``entropic``, ``distributed``, ``stochastic``, ...); ``imports``: modules it needs imported before
+    the solve starts (third-party solvers, whose import counts as setup, and whose thread pools the thread
+    limit must reach).
+    """
+
+    run: Method
+    help: str
+    defaults: dict = field(default_factory=dict)
+    tags: frozenset = frozenset()
+    imports: tuple[str, ...] = ()
+
+    def default(self, option: str, fallback=None):
+        """This method's default of ``option``, else ``fallback`` (the package's)."""
+        return self.defaults.get(option, fallback)
+
+
+def entry(run: Method, help: str, *, defaults: dict | None = None, tags=(), imports=()) -> Entry:
+    """An :class:`Entry` of ``METHODS``."""
+    return Entry(run, help, dict(defaults or {}), frozenset(tags), tuple(imports))
+
+
+def methods_help(solver: "Solver") -> str:
+    """The ``--method`` help of ``solver``: each alias's and method's sentence, in table order."""
+    lines = [f"{name}: {solver.alias_help.get(name, '')}" for name in solver.aliases]
+    lines += [f"{name}: {e.help}" for name, e in solver.methods.items()]
+    return " ".join(line if line.endswith(".") else line + "." for line in lines)
+
+
+def tagged(methods: dict, tag: str) -> tuple[str, ...]:
+    """The names of the methods of ``methods`` that carry ``tag``."""
+    return tuple(name for name, e in methods.items() if tag in e.tags)
+
+
 class Solver:
     """A solver package's part of the pipeline; subclasses set the attributes and override the steps."""
 
     command: str = ""
-    methods: dict[str, Method] = {}
+    methods: dict[str, Entry] = {}
     aliases: tuple[str, ...] = ()  # names setup resolves to one of the methods (ot's auto)
+    alias_help: dict[str, str] = {}  # an alias's sentence in --help (methods_help)
     default_method: str = ""
     cpu_only: bool = True
     blas_threads: int | None = None  # BLAS/OpenMP threads of a solve unless the user sets --threads; None: all
@@ -103,8 +146,10 @@ class Solver:
         return (*self.aliases, *self.methods)
 
     def libraries(self, method: str) -> tuple[str, ...]:
-        """The modules with thread pools ``method`` uses, loaded before the thread limit (:attr:`thread_libraries`)."""
-        return self.thread_libraries
+        """The modules with thread pools ``method`` uses, loaded before the thread limit: :attr:`thread_libraries`
+        and its entry's ``imports``."""
+        entry = self.methods.get(method)
+        return (*self.thread_libraries, *(entry.imports if entry is not None else ()))
 
     def setup(self, problem, method: str, options: dict, deadline: float | None, progress: Progress) -> Job:
         """Check ``options`` (the keyword arguments of ``solve_problem`` less method, device, time limit and
@@ -119,9 +164,10 @@ class Solver:
         """What the method's output needs before it is a document (a rounding, a bootstrap); timed as solve."""
         return out
 
-    def certify(self, job: Job, result: Result) -> Certificate | None:
+    def certify(self, job: Job, result: Result, out: MethodOutput) -> Certificate | None:
         """The package's independent certificate of ``result`` (which it may complete first, as a measured
-        quantity the solution reports); called only when the result has a solution."""
+        quantity the solution reports); ``out``: the method's output the result was made from (a package's
+        typed output carries what its checks start from); called only when the result has a solution."""
         raise NotImplementedError
 
     def judge(self, job: Job, result: Result) -> None:
@@ -150,7 +196,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
         job = solver.setup(problem, method, options, clock.deadline(time_limit), progress)
         job.problem = problem
         t_prep = time.perf_counter()
-        out = solver.screen(job) or solver.methods[job.method](job)
+        out = solver.screen(job) or solver.methods[job.method].run(job)
         stage("finishing the answer")
         out = solver.finish(job, out)
         t_solve = time.perf_counter()
@@ -165,7 +211,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
         if result.solution is not None:
             stage("certifying the answer")
             with clock.timed(stats["time_s"], "certificate"):
-                certificate = solver.certify(job, result)
+                certificate = solver.certify(job, result, out)
             if certificate is not None:
                 result.attach_certificate(certificate)
             solver.judge(job, result)

@@ -18,13 +18,12 @@ from optsolve.core import clock
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, MethodOutput, Solver, run
+from optsolve.core.solve import Job, MethodOutput, Solver, run, tagged
 from optsolve.cover.certificate import VALUE_RTOL
 from optsolve.cover.methods import METHODS
 from optsolve.cover.problems import SCHEMA, infeasibility_reason, prepare
 
 DEFAULT_METHOD = "greedy"
-DEFAULT_MILP_TIME_LIMIT = 60.0
 
 
 def _beta(beta):
@@ -41,9 +40,11 @@ def _beta(beta):
 
 def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed,
                      unfair=False, value_rtol=VALUE_RTOL, improve=True):
-    if unfair and method != "unfair-greedy":
+    entry = METHODS[method]
+    if unfair and "unfair" not in entry.tags:
+        takers = " or ".join(f"'--method {m}'" for m in tagged(METHODS, "unfair"))
         raise ParameterError(f"The '--unfair' flag drops the proportions, which '--method {method}' enforces; "
-                             "use it with '--method unfair-greedy' (which sets it).")
+                             f"use it with {takers} (which sets it).")
     if not (0 <= value_rtol < 1):
         raise ParameterError(f"The '--value-rtol' option must be a number in [0, 1); got {value_rtol!r}.")
     if max_iter is not None and max_iter < 1:
@@ -62,12 +63,12 @@ def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_
         raise ParameterError(f"The '--tau' option must be a positive number; got {tau!r}.")
     if tau_frac is not None and not 0 < tau_frac <= 1:
         raise ParameterError(f"The '--tau-frac' option must be a number in (0, 1]; got {tau_frac!r}.")
-    if time_limit is None and method == "milp":
-        time_limit = DEFAULT_MILP_TIME_LIMIT
+    if time_limit is None:
+        time_limit = entry.default("time_limit")
     # balance, tau, tau_frac: the options given (None: the file's); unfair: what unfair-greedy solves
     return {"eps": float(eps), "alpha": float(alpha), "beta": _beta(beta), "bicriteria": bool(bicriteria),
             "balance": balance, "tau": tau, "tau_frac": tau_frac, "max_iter": max_iter, "time_limit": time_limit,
-            "seed": 0 if seed is None else int(seed), "unfair": method == "unfair-greedy",
+            "seed": 0 if seed is None else int(seed), "unfair": "unfair" in entry.tags,
             "value_rtol": float(value_rtol), "improve": bool(improve)}
 
 
@@ -93,7 +94,7 @@ class CoverSolver(Solver):
         return MethodOutput(Status.INFEASIBLE, {"certificate_kind": "infeasible", "reason": reason},
                             f"Infeasible: {reason}", iterations=0, evaluations=0, stats=job.context["stats"])
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         from optsolve.cover import certificate
 
         settings = job.settings

@@ -2,8 +2,8 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
-from optsolve.cover import METHODS
+from optsolve.cli import CONTEXT_SETTINGS, method_option, run_solve, seed_option, solve_options
+from optsolve.cover import SOLVER
 
 OUTPUT_OPTIONS = ()
 
@@ -11,11 +11,7 @@ OUTPUT_OPTIONS = ()
 @click.command("cover", context_settings=CONTEXT_SETTINGS)
 @solve_options
 @seed_option
-@click.option("--method", type=click.Choice(sorted(METHODS)), default="greedy", show_default=True,
-              help="greedy: convert-fair with greedy-fairness-bi (lazy evaluations). "
-                   "threshold: convert-fair with threshold-fairness-bi. "
-                   "milp: the exact optimum by HiGHS (small instances; --time-limit, default 60 s). "
-                   "unfair-greedy: the classic greedy cover, no fairness (a baseline).")
+@method_option(SOLVER, "greedy")
 @click.option("--eps", type=float, default=0.1, show_default=True,
               help="The fair-cover paper's epsilon, the accuracy: the extension factor beta = ceil(1/eps), the "
                    "threshold steps, and with --bicriteria the accepted shortfall.")

@@ -1,7 +1,10 @@
-"""The methods of ``optsolve cover``: ``METHODS[name](job)`` runs convert-fair with its FSM
+"""The methods of ``optsolve cover``: ``METHODS[name]`` is the method's entry
+(:class:`optsolve.core.solve.Entry`): its function of the job, which runs convert-fair with its FSM
 subroutine (:mod:`optsolve.cover.greedy`, :mod:`optsolve.cover.continuous`), the exact MILP
 (:mod:`optsolve.cover.milp`) or the unfair baseline, and returns the selected set as a
-:class:`~optsolve.core.solve.MethodOutput`.
+:class:`~optsolve.core.solve.MethodOutput` (:func:`set_solution`: ``selected`` and ``group_counts``);
+its help line; its defaults (``time_limit``); and its tags: ``unfair`` (it solves the problem without
+proportions, ``--unfair``).
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import time
 import numpy as np
 
 from optsolve.core.result import Status
-from optsolve.core.solve import Job, MethodOutput
+from optsolve.core.solve import Job, MethodOutput, entry
 from optsolve.cover.problems import fairness_violation
 
 
@@ -77,7 +80,7 @@ def _milp(job: Job) -> MethodOutput:
                             f"Infeasible: {found.message}", iterations=found.nodes, evaluations=0, stats=stats)
     out = MethodOutput(found.status, None, found.message, iterations=found.nodes, evaluations=0, stats=stats)
     if found.selected is not None:  # even empty: an optimum HiGHS got wrong is then judged (and downgraded)
-        _set_solution(out, cp, found.selected)
+        set_solution(out, cp, found.selected)
     return out
 
 
@@ -98,15 +101,22 @@ def _output(job: Job, found, reports=()) -> MethodOutput:
     out = MethodOutput(found.status, None, found.message, iterations=found.rounds, evaluations=int(found.calls),
                        stats=stats)
     if found.selected:
-        _set_solution(out, job.data, found.selected)
+        set_solution(out, job.data, found.selected)
     return out
 
 
-METHODS = {"greedy": _convert("greedy"), "threshold": _convert("threshold"), "continuous": _continuous,
-           "milp": _milp, "unfair-greedy": _unfair}
+METHODS = {
+    "greedy": entry(_convert("greedy"), "convert-fair with greedy-fairness-bi (lazy evaluations)"),
+    "threshold": entry(_convert("threshold"), "convert-fair with threshold-fairness-bi"),
+    "continuous": entry(_continuous, "convert-fair with continuous greedy on the multilinear extension, greedy "
+                        "rounding on its support, repair and removals (--seed)"),
+    "milp": entry(_milp, "the exact optimum by HiGHS (small instances; --time-limit, default 60 s)",
+                  defaults={"time_limit": 60.0}),
+    "unfair-greedy": entry(_unfair, "the classic greedy cover, no fairness (a baseline)", tags=("unfair",)),
+}
 
 
-def _set_solution(out: MethodOutput, cp, selected) -> None:
+def set_solution(out: MethodOutput, cp, selected) -> None:
     S = [int(i) for i in selected]
     counts = np.bincount(cp.groups[S], minlength=cp.G)
     out.solution = {"selected": S, "group_counts": cp.counts_by_label(counts)}

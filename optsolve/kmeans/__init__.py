@@ -20,15 +20,13 @@ from optsolve.core.errors import ParameterError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, Solver, run
+from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.kmeans.methods import KMEANS_MEASURE, METHODS
 from optsolve.kmeans.problems import SCHEMA, prepare
 
 DEFAULT_METHOD = "sample-centre"
 # Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
 PRELOAD = ("optsolve.kmeans.estimators", "optsolve.kmeans.lloyd", "optsolve.kmeans.certificate")
-# Libraries a method imports, imported before its solve starts (scikit-learn's takes about a second).
-SETUP_IMPORTS = {"lloyd": ("sklearn.cluster",)}
 LLOYD_STEPS = 10  # Lloyd steps at most after an estimator's centres (refine, the default)
 
 
@@ -77,9 +75,6 @@ class KMeansSolver(Solver):
     methods = METHODS
     default_method = DEFAULT_METHOD
 
-    def libraries(self, method: str) -> tuple[str, ...]:
-        return SETUP_IMPORTS.get(method, ())  # scikit-learn's OpenMP (the lloyd method's KMeans)
-
     def setup(self, problem, method, options, deadline, progress) -> Job:
         o = options
         alpha = _alpha_option(o["alpha"])
@@ -91,8 +86,9 @@ class KMeansSolver(Solver):
                                  f"'lloyd_steps'); got {refine!r}.")
         if isinstance(lloyd_steps, bool) or not isinstance(lloyd_steps, (int, np.integer)) or lloyd_steps < 0:
             raise ParameterError(f"The '--lloyd-steps' option must be a nonnegative integer; got {lloyd_steps!r}.")
-        if o["max_iter"] is not None and method != "lloyd":
-            raise ParameterError(f"The '--max-iter' option applies to '--method lloyd' (KMeans's iteration limit); "
+        if o["max_iter"] is not None and "iterative" not in METHODS[method].tags:
+            takers = " and ".join(f"'--method {m}'" for m in tagged(METHODS, "iterative"))
+            raise ParameterError(f"The '--max-iter' option applies to {takers} (KMeans's iteration limit); "
                                  f"{method} is not iterative: '--lloyd-steps N' sets the Lloyd steps after it.")
         allowed = int(lloyd_steps) if refine else 0  # the Lloyd steps allowed after the estimate
         kp = prepare(problem)
@@ -100,8 +96,7 @@ class KMeansSolver(Solver):
         settings = {"alpha": alpha, "refine": allowed > 0, "lloyd_steps": int(lloyd_steps), "seed": seed, **limits}
         if o["time_limit"] is not None:
             settings["time_limit"] = float(o["time_limit"])
-        context = {"allowed": allowed, "max_iter": o["max_iter"], "limits": limits, "timed_out": [],
-                   "workers": _block_workers()}
+        context = {"allowed": allowed, "max_iter": o["max_iter"], "limits": limits, "workers": _block_workers()}
         return Job(method, kp, settings, problem.info(m=kp.m, d=kp.d, k=kp.k), deadline=deadline,
                    progress=progress, context=context)
 
@@ -109,8 +104,11 @@ class KMeansSolver(Solver):
         """Every point assigned to its nearest centre; what the time limit cut short said."""
         from optsolve.kmeans.estimators import assign
 
-        kp, empty, timed_out = job.data, job.context["empty"], job.context["timed_out"]
-        centres = out.solution["centres"]
+        from optsolve.kmeans.methods import KMeansOutput
+
+        typed = out if isinstance(out, KMeansOutput) else KMeansOutput(out.status)  # a plain output: no extras
+        kp, empty, timed_out, used = job.data, typed.empty, typed.cut_short, typed.alpha_used
+        centres = np.asarray(out.solution["centres"], dtype=float)
         if empty:
             out.add_message(f"Predicted clusters {empty} are empty: their centres are dropped ({centres.shape[0]} "
                             "centres).")
@@ -124,10 +122,9 @@ class KMeansSolver(Solver):
             out.objective = float(dist.sum())
         cost = out.objective
         trace(out.iterations, cost, measure=KMEANS_MEASURE, stage="final")
-        used = job.context["used"]
         job.progress.update(out.iterations, cost=cost, alpha_used=used)
+        job.settings["alpha_used"] = used  # the document records the alpha the guarantee is stated for
         out.evaluations = out.stats.pop("distance_rows", None)  # the k-means work: a point against every centre
-        job.settings["alpha_used"] = used
         out.stats = {"evaluations_of": "distance rows (a point's distances to every centre)", "m": kp.m, "d": kp.d,
                      "k": kp.k, "dtype": str(kp.X.dtype), "block_threads": job.context["workers"], **out.stats,
                      "alpha_used": used, "empty_clusters": empty, "sizes": np.bincount(assignment,
@@ -135,7 +132,7 @@ class KMeansSolver(Solver):
         out.solution = {"centres": centres.tolist(), "assignment": assignment}
         return out
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         from optsolve.kmeans import certificate
 
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,

@@ -2,8 +2,8 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, AliasedOption, run_solve, seed_option, solve_options
-from optsolve.kmeans import LLOYD_STEPS, METHODS
+from optsolve.cli import CONTEXT_SETTINGS, AliasedOption, method_option, run_solve, seed_option, solve_options
+from optsolve.kmeans import LLOYD_STEPS, SOLVER
 
 OUTPUT_OPTIONS = ()
 
@@ -11,12 +11,7 @@ OUTPUT_OPTIONS = ()
 @click.command("kmeans", context_settings=CONTEXT_SETTINGS)
 @solve_options
 @seed_option
-@click.option("--method", type=click.Choice(sorted(METHODS)), default="sample-centre", show_default=True,
-              help="sample-centre: the best of a few sampled candidate centres by trimmed cost, then the mean of "
-                   "the (1 - alpha) nearest points. sample-window: per coordinate, the best window of a sorted "
-                   "subsample, then the mean of the cluster's values in its range (linear time). sort-window: Nguyen et al. 2023 (sorts every coordinate). "
-                   "crdest: Ergun et al. 2022. labels: plain centroids of the predicted labels. lloyd: "
-                   "scikit-learn's KMeans (k-means++, n_init = 10).")
+@method_option(SOLVER, "sample-centre")
 @click.option("--alpha", default="auto", show_default=True,
               help="The learning-augmented k-means papers' alpha, the labels' error rate the estimators trim "
                    "for, in [0, 0.5), or 'auto': one value per predicted "

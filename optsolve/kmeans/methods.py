@@ -1,5 +1,9 @@
-"""The methods of ``optsolve kmeans``: ``METHODS[name](job)`` returns the centres as a
-:class:`~optsolve.core.solve.MethodOutput` (the assignment is :class:`optsolve.kmeans.KMeansSolver`'s finish).
+"""The methods of ``optsolve kmeans``: ``METHODS[name]`` is the method's entry
+(:class:`optsolve.core.solve.Entry`): its function of the job, which returns the centres as the
+solution's ``centres`` (a k x d array; its ``assignment`` too where it has one, else
+:class:`optsolve.kmeans.KMeansSolver`'s finish assigns every point to its nearest centre) in a
+:class:`KMeansOutput` (or a plain :class:`~optsolve.core.solve.MethodOutput`); its help line; what it
+imports; its tags: ``iterative`` (``--max-iter`` applies).
 
 The estimators (:mod:`optsolve.kmeans.estimators`) give one centre per predicted cluster at an
 error rate alpha; with ``alpha='auto'`` each cluster's alpha is chosen on a grid
@@ -10,13 +14,14 @@ scikit-learn's KMeans, the reference.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from optsolve.core import memory
 from optsolve.core.history import trace
 from optsolve.core.result import Status
-from optsolve.core.solve import Job, MethodOutput
+from optsolve.core.solve import Job, MethodOutput, entry
 
 ALPHA_GRID = tuple(round(0.05 * i, 2) for i in range(10))  # 0, 0.05, ..., 0.45
 # kmeans's methods run in one pass: `--history` records the cost of the estimate and, where it is
@@ -27,6 +32,17 @@ SELECTION_POINTS = 20000  # auto alpha compares costs on at most this many point
 SELECTION_PER_CLUSTER = 1000  # ... of centres estimated from at most this many points of each predicted cluster
 MAX_SWEEPS = 3  # sweeps over the clusters choosing each one's alpha
 LLOYD_STARTS = 10  # k-means++ starts of the lloyd method (scikit-learn's n_init)
+
+
+@dataclass
+class KMeansOutput(MethodOutput):
+    """A kmeans method's output: ``empty``, the predicted clusters left without a centre (their centres
+    dropped); ``alpha_used``, the error rate its estimator trimmed for (per cluster under ``alpha='auto'``);
+    ``cut_short``, what the time limit cut short, in words (the finish then reports ``time_limit``)."""
+
+    empty: list = field(default_factory=list)
+    alpha_used: object = None
+    cut_short: list = field(default_factory=list)
 
 
 def cluster_points(kp) -> list:
@@ -185,7 +201,7 @@ def _lloyd(job: Job) -> MethodOutput:
     from optsolve.kmeans.estimators import lloyd_restarts
 
     kp, seed, max_iter = job.data, job.settings["seed"], job.context["max_iter"]
-    stats = {}
+    stats, cut = {}, []
     if job.deadline is None:
         from sklearn.cluster import KMeans
 
@@ -199,10 +215,8 @@ def _lloyd(job: Job) -> MethodOutput:
                                                          LLOYD_STARTS)
         stats["lloyd_starts"] = starts
         if stopped:
-            job.context["timed_out"].append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut "
-                                            "short (the cheapest kept)")
-    job.context.update(empty=[], used=None)
-    out = MethodOutput(Status.OPTIMAL, None, iterations=steps, stats=stats)
+            cut.append(f"{starts} of the {LLOYD_STARTS} k-means++ starts run, the last cut short (the cheapest kept)")
+    out = KMeansOutput(Status.OPTIMAL, None, iterations=steps, stats=stats, cut_short=cut)
     _refine(job, centres, out, None, 0)  # every point to its nearest centre
     return out
 
@@ -212,21 +226,23 @@ def _estimator(method: str):
     steps of the refinement."""
 
     def solve_with(job: Job) -> MethodOutput:
-        centres, empty, used, stats, messages = _estimate(job, method)
-        job.context.update(empty=empty, used=used)
-        out = MethodOutput(Status.OPTIMAL, None, " ".join(messages), iterations=0, stats=stats)
+        cut = []
+        centres, empty, used, stats, messages = _estimate(job, method, cut)
+        out = KMeansOutput(Status.OPTIMAL, None, " ".join(messages), iterations=0, stats=stats, empty=empty,
+                           alpha_used=used, cut_short=cut)
         _refine(job, centres, out, empty, job.context["allowed"])
         return out
 
     return solve_with
 
 
-def _estimate(job: Job, method: str):
-    """The estimator's centres, the empty clusters' labels, the alpha used, stats and messages."""
+def _estimate(job: Job, method: str, timed_out: list):
+    """The estimator's centres, the empty clusters' labels, the alpha used, stats and messages; what the time
+    limit cut short is added to ``timed_out``."""
     from optsolve.kmeans.estimators import assign, clusters
 
     kp, alpha, seed = job.data, job.settings["alpha"], job.settings["seed"]
-    timed_out, stats, messages = job.context["timed_out"], {}, []
+    stats, messages = {}, []
     grid = None
     if alpha == "auto" and method != "labels":
         grid = CRDEST_GRID if method == "crdest" else ALPHA_GRID
@@ -299,7 +315,7 @@ def _estimate(job: Job, method: str):
     return centres, empty, used, stats, messages
 
 
-def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None, allowed: int) -> None:
+def _refine(job: Job, centres: np.ndarray, out: KMeansOutput, empty: list | None, allowed: int) -> None:
     """At most ``allowed`` Lloyd steps from ``centres`` (their count in ``out.iterations``),
     the predicted labels tried first (:func:`optsolve.kmeans.lloyd.lloyd`); ``empty``: the predicted
     clusters without a centre (None: the centres are not the predicted clusters'). Sets the solution
@@ -308,7 +324,7 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
 
     kp = job.data
     if allowed and _late(job):
-        job.context["timed_out"].append("no Lloyd step of the refinement run")
+        out.cut_short.append("no Lloyd step of the refinement run")
         allowed = 0
     start = None
     if empty == []:
@@ -328,11 +344,19 @@ def _refine(job: Job, centres: np.ndarray, out: MethodOutput, empty: list | None
         out.iterations = run.steps
     out.stats["distance_rows"] = run.full_rows
     if run.stopped:
-        job.context["timed_out"].append(f"{run.steps} of the {allowed} Lloyd steps of the refinement run")
+        out.cut_short.append(f"{run.steps} of the {allowed} Lloyd steps of the refinement run")
     out.solution = {"centres": run.centres, "assignment": run.nearest}
     out.objective = run.cost
 
 
-METHODS = {"sample-centre": _estimator("sample-centre"), "sample-window": _estimator("sample-window"),
-           "sort-window": _estimator("sort-window"), "crdest": _estimator("crdest"), "labels": _estimator("labels"),
-           "lloyd": _lloyd}
+METHODS = {
+    "sample-centre": entry(_estimator("sample-centre"), "per predicted cluster, the best of a few sampled centres by "
+                           "trimmed cost, then the mean of the (1 - alpha) nearest points (the default)"),
+    "sample-window": entry(_estimator("sample-window"), "per coordinate, the best window of (1 - alpha) of a sorted "
+                           "subsample, then the mean of the cluster's values in its range (linear time)"),
+    "sort-window": entry(_estimator("sort-window"), "Nguyen et al. 2023 (sorts every coordinate)"),
+    "crdest": entry(_estimator("crdest"), "Ergun et al. 2022"),
+    "labels": entry(_estimator("labels"), "the plain centroids of the predicted labels"),
+    "lloyd": entry(_lloyd, "scikit-learn's KMeans (k-means++, n_init = 10), the reference", tags=("iterative",),
+                   imports=("sklearn.cluster",)),
+}

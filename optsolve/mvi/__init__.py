@@ -57,13 +57,17 @@ import numpy as np
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result
-from optsolve.core.solve import Job, Solver, run
-from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS, STOCHASTIC, optimize
+from optsolve.core.solve import Job, Solver, run, tagged
+from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS
 from optsolve.mvi.problems import SCHEMA, prepare, with_constants
 
 DEFAULT_METHOD = "ecppa"
 INNER_SOLVERS = ("auto", "fixed-point", "gmres")
 CONSTANTS_SHARE = 0.5  # of a time limit, at most, for ||M|| and rho of an affine operator
+
+
+def _is(method: str, tag: str) -> bool:
+    return tag in METHODS[method].tags
 
 
 def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits, inner_solver="auto", batch=None):
@@ -75,34 +79,34 @@ def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, lim
         raise ParameterError(f"The '--relax' option must be a float in (0, 2); got {relax!r}.")
     if sigma is not None and not 0 < sigma < 1:
         raise ParameterError(f"The '--sigma' option must be a float in (0, 1); got {sigma!r}.")
-    if sigma is not None and method != "ecppa":
+    if sigma is not None and not _is(method, "inner_loop"):
         raise ParameterError(f"The '--sigma' option (ecppa's inner stop) does not apply to method {method!r}.")
     if max_evals is not None and max_evals < 1:
         raise ParameterError(f"The '--max-evals' option must be a positive integer; got {max_evals!r}.")
     if inner_solver not in INNER_SOLVERS:
         raise ParameterError(f"The '--inner-solver' option must be one of {', '.join(INNER_SOLVERS)}; "
                              f"got {inner_solver!r}.")
-    if inner_solver != "auto" and method != "ecppa":
+    if inner_solver != "auto" and not _is(method, "inner_loop"):
         raise ParameterError(f"The '--inner-solver' option (ecppa's resolvents) does not apply to method {method!r}.")
     if inner_solver == "gmres" and inner_steps is not None:
         raise ParameterError("The '--inner-solver gmres' option and '--inner-steps' exclude each other (forced inner "
                              "steps are fixed-point steps).")
-    if inner_steps is not None and (inner_steps < 1 or method not in ("ecppa", "rppa")):
-        raise ParameterError("The '--inner-steps' option must be a positive integer and applies to ecppa "
-                             f"(forced inner steps) and rppa; got {inner_steps!r} with method {method!r}.")
+    if inner_steps is not None and (inner_steps < 1 or not _is(method, "proximal")):
+        raise ParameterError("The '--inner-steps' option must be a positive integer and applies to "
+                             f"{' and '.join(tagged(METHODS, 'proximal'))}; got {inner_steps!r} with method {method!r}.")
     _check_batch(method, batch, relax)
 
 
 def _check_batch(method, batch, relax) -> None:
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
         raise ParameterError(f"The '--batch' option must be a positive integer; got {batch!r}.")
-    if batch is not None and method not in STOCHASTIC:
+    if batch is not None and not _is(method, "stochastic"):
         raise ParameterError(f"The '--batch' option (sampled terms of the operator) applies to method "
-                             f"{' and '.join(STOCHASTIC)}; got method {method!r}.")
-    if method in STOCHASTIC and batch is None:
+                             f"{' and '.join(tagged(METHODS, 'stochastic'))}; got method {method!r}.")
+    if _is(method, "stochastic") and batch is None:
         raise ParameterError(f"The method {method!r} samples the terms of an operator given as a mean: give "
                              "'--batch B', the terms per sample.")
-    if method in STOCHASTIC and relax is not None:
+    if _is(method, "stochastic") and relax is not None:
         raise ParameterError(f"The '--relax' option does not apply to method {method!r} (its diminishing alpha_k "
                              "takes the place of a relaxation).")
 
@@ -113,7 +117,7 @@ def _gmres_without_constants(mp, method, inner_solver, inner_steps) -> bool:
     the solve and GMRES needs only its scale, estimated by a few products (optsolve.mvi.krylov.norm_estimate)."""
     from optsolve.mvi.operators import WEAK_MVI_SIZE
 
-    return (method == "ecppa" and inner_solver != "fixed-point" and inner_steps is None and mp.op.matrix is not None
+    return (_is(method, "inner_loop") and inner_solver != "fixed-point" and inner_steps is None and mp.op.matrix is not None
             and mp.C.kind == "none" and mp.d > WEAK_MVI_SIZE)
 
 
@@ -127,10 +131,10 @@ def _inner_misfit(mp) -> str:
 def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | None:
     """The rho the method uses; refuses rho <= -1/L (or gamma <= -rho) unless forced."""
     rho, L = mp.rho, mp.L
-    if method in STOCHASTIC:
+    if _is(method, "stochastic"):
         return _stochastic_range(mp, method, force, notes, where)
     if rho is None:
-        if method in ("ecppa", "rppa", "adaptive-eg+"):
+        if _is(method, "assumes_rho"):
             notes.append("no rho given: the method assumes rho = -0.99 gamma / 2 (CEG+'s adaptive choice; "
                          "-0.99 / (2L) with GMRES resolvents), which covers rho > -1/(2L); give '--rho' for a harder "
                          "problem")
@@ -144,7 +148,7 @@ def _range_check(mp, method, gamma, force, notes, where: str = "") -> float | No
         notes.append(f"rho L = {rho * L:.4g} <= -1: outside every guarantee, run with '--force'; the method "
                      "assumes rho = -0.99 gamma / 2 instead")
         return None
-    if gamma is not None and method in ("ecppa", "rppa") and gamma <= -rho:
+    if gamma is not None and _is(method, "proximal") and gamma <= -rho:
         raise ParameterError(f"The '--gamma' option must exceed -rho = {-rho:.6g} for {method} "
                              f"(the window is (-rho, 1/L)); got {gamma!r}.")
     return rho
@@ -203,7 +207,7 @@ class MviSolver(Solver):
         mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, constants=False)
         if not _gmres_without_constants(mp, method, inner_solver, o["inner_steps"]):
             mp = with_constants(mp, problem, lipschitz=lipschitz, rho=rho, deadline=constants_by)
-        if method in STOCHASTIC:
+        if _is(method, "stochastic"):
             _sum_misfit(mp, problem, method, batch)
         notes = list(mp.notes)
         given = [f"'--{name}'" for name, value in (("rho", rho), ("lipschitz", lipschitz)) if value is not None]
@@ -216,7 +220,7 @@ class MviSolver(Solver):
                                  f"file) on R^d; {problem.source} has {_inner_misfit(mp)}.")
         tol = DEFAULT_TOL if o["tol"] is None else float(o["tol"])
         budget = DEFAULT_MAX_EVALS if o["max_evals"] is None else int(o["max_evals"])
-        if method in ("eg+", "ceg+", "eg", "gda", "rppa") and mp.L is None and o["gamma"] is None:
+        if _is(method, "secant") and mp.L is None and o["gamma"] is None:
             notes.append("L unknown: the step comes from the largest secant ||F(z) - F(z')|| / ||z - z'|| seen "
                          "(give '--lipschitz' for a guaranteed step)")
         from optsolve.mvi import certificate
@@ -224,13 +228,13 @@ class MviSolver(Solver):
         limits = certificate.resolve(dict(extra_limits, tol=tol))
         settings = {"operator": o["operator"], "gamma": o["gamma"], "relax": o["relax"], "sigma": o["sigma"],
                     "inner_solver": inner_solver, "batch": batch,
-                    "seed": (0 if o.get("seed") is None else int(o["seed"])) if method in STOCHASTIC else None,
+                    "seed": (0 if o.get("seed") is None else int(o["seed"])) if _is(method, "stochastic") else None,
                     "rho": mp.rho, "lipschitz": mp.L, "max_evals": budget, "inner_steps": o["inner_steps"],
                     "force": o["force"], "time_limit": o["time_limit"], **limits}
         return Job(method, mp, settings, problem.info(d=mp.d), deadline=deadline, progress=progress,
                    context={"rho": rho_used, "notes": notes, "max_iter": o["max_iter"], "limits": limits})
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         from optsolve.mvi import certificate
 
         return certificate.check(job.problem, result.solution, method=job.method, objective=None,
@@ -313,4 +317,4 @@ def solve(operator, z0=None, *, constraint: str | None = None, method: str | Non
     return solve_problem(problem, method=method, progress=progress, **options)
 
 
-__all__ = ["solve", "solve_problem", "optimize", "METHODS", "DEFAULT_METHOD", "INNER_SOLVERS", "SCHEMA"]
+__all__ = ["solve", "solve_problem", "METHODS", "DEFAULT_METHOD", "INNER_SOLVERS", "SCHEMA"]

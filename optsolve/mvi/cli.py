@@ -2,19 +2,15 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
-from optsolve.mvi import INNER_SOLVERS, METHODS
+from optsolve.cli import CONTEXT_SETTINGS, method_option, run_solve, seed_option, solve_options
+from optsolve.mvi import INNER_SOLVERS, SOLVER
 
 OUTPUT_OPTIONS = ()
 
 
 @click.command("mvi", context_settings=CONTEXT_SETTINGS)
 @solve_options
-@click.option("--method", type=click.Choice(METHODS), default=None,
-              help="ecppa: error-corrected inexact proximal point (adaptive inner steps). eg+, ceg+, adaptive-eg+, "
-                   "curvature-eg+: extragradient-type; rppa: relaxed proximal point with a fixed number of inner "
-                   "steps; eg: extragradient; gda: gradient descent-ascent; bc-seg+: bias-corrected stochastic "
-                   "extragradient on sampled terms (with --batch). [default: ecppa; bc-seg+ with --batch]")
+@method_option(SOLVER, default_text="ecppa; bc-seg+ with --batch")
 @click.option("--operator", metavar="MODULE:FUNCTION", default=None,
               help="A user operator F (array of length d -> array of length d) instead of the file's.")
 @click.option("--gamma", type=float, default=None, help="A fixed step (default: from a local Lipschitz estimate).")

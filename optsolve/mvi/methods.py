@@ -1,12 +1,22 @@
-"""The methods of ``optsolve mvi``: ``METHODS[name](job)`` runs :func:`optimize` with that
-method (:mod:`optsolve.mvi.ecppa`, :mod:`optsolve.mvi.extragradient`) and returns the best point
-it evaluated as a :class:`~optsolve.core.solve.MethodOutput`.
+"""The methods of ``optsolve mvi``: ``METHODS[name]`` is the method's entry (:class:`MviEntry`): its
+algorithm, a function ``(evaluator, setup) -> counts`` that calls F only through the
+:class:`~optsolve.mvi.evaluator.Evaluator` and ends by raising or returning its
+:class:`~optsolve.mvi.evaluator.Stop` (:mod:`optsolve.mvi.ecppa`, :mod:`optsolve.mvi.extragradient`,
+:mod:`optsolve.mvi.stochastic`); its function of the job, :func:`optimize` with that algorithm, which
+returns the best point evaluated as a :class:`~optsolve.core.solve.MethodOutput`; its help line; and its
+tags, which the option checks read: ``inner_loop`` (``--sigma``, ``--inner-solver``), ``proximal``
+(``--inner-steps``; ``--gamma`` within (-rho, 1/L)), ``assumes_rho`` (without a rho it assumes
+rho = -0.99 gamma / 2), ``stochastic`` (``--batch``, ``--seed``: it samples the terms of an operator given as a
+mean), ``secant`` (a step from L, else from the largest secant seen).
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -14,11 +24,9 @@ from optsolve.core.errors import SolverError
 from optsolve.core.history import active
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Status
-from optsolve.core.solve import Job, MethodOutput
+from optsolve.core.solve import Entry, Job, MethodOutput
 from optsolve.mvi.operators import norm2
 
-METHOD_NAMES = ("ecppa", "eg+", "ceg+", "adaptive-eg+", "curvature-eg+", "rppa", "eg", "gda", "bc-seg+")
-STOCHASTIC = ("bc-seg+",)  # methods that sample the terms of an operator given as a mean (--batch)
 DEFAULT_TOL = 1e-6
 DEFAULT_MAX_EVALS = 1_000_000
 
@@ -29,21 +37,27 @@ REASONS = {"budget": "the evaluation budget ({max_evals}) is spent", "max_iter":
            "time_limit": "the time limit is reached", "interrupted": "interrupted"}
 
 
-def _run(method: str, ev, setup) -> dict:
-    from optsolve.mvi import ecppa, extragradient as eg, stochastic
+@dataclass(frozen=True)
+class MviEntry(Entry):
+    """An entry of mvi's ``METHODS``: :class:`~optsolve.core.solve.Entry` with its ``algorithm``."""
 
-    table = {"ecppa": ecppa.ecppa, "rppa": lambda ev, setup: ecppa.ecppa(ev, setup, relaxed_ppa=True),
-             "eg+": eg.eg_plus, "ceg+": eg.ceg_plus, "adaptive-eg+": eg.adaptive_eg_plus,
-             "curvature-eg+": eg.curvature_eg_plus, "eg": eg.eg, "gda": eg.gda,
-             "bc-seg+": stochastic.bc_seg_plus}
-    return table[method](ev, setup)
+    algorithm: Callable | None = None
+
+
+def algorithm(module: str, name: str, **fixed) -> Callable:
+    """``optsolve.mvi.<module>.<name>(ev, setup, **fixed)``, imported when it first runs."""
+
+    def run_algorithm(ev, setup) -> dict:
+        return getattr(importlib.import_module(f"optsolve.mvi.{module}"), name)(ev, setup, **fixed)
+
+    return run_algorithm
 
 
 def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigma=None, inner_steps=None, inner="auto",
              batch: int | None = None, seed: int = 0, tol: float = DEFAULT_TOL, max_evals: int = DEFAULT_MAX_EVALS,
              max_iter=None, time_limit=None, deadline: float | None = None, history: bool = False,
              progress: Progress = SILENT):
-    """Run ``method`` on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
+    """Run ``method`` (a name in :data:`METHODS`) on a prepared problem (:func:`optsolve.mvi.problems.prepare`) with the weak-MVI
     constant ``rho`` (None: unknown); returns the evaluator (counts, best point, history), the
     method's counts and its :class:`~optsolve.mvi.evaluator.Stop`. ``deadline`` (a time.perf_counter
     value) takes precedence over ``time_limit`` (seconds from now)."""
@@ -59,7 +73,7 @@ def optimize(mp, method: str, *, rho: float | None, gamma=None, relax=None, sigm
     ev = Evaluator(mp.op, mp.C, tol=tol, max_evals=max_evals, deadline=deadline, history=history, progress=progress)
     try:
         with np.errstate(all="ignore"):  # overflow ends as a non-finite value, which the evaluator reports
-            run = _run(method, ev, setup)
+            run = METHODS[method].algorithm(ev, setup)
         stop = run.pop("stop")
     except KeyboardInterrupt:
         run, stop = {}, Stop("interrupted")
@@ -109,7 +123,7 @@ def _method(name: str):
                  "renumbered": counts.get("renumbered"),
                  "time_in_F_s": counts.get("time_in_F_s"),
                  "F_time_share": counts.get("F_time_share")}
-        if name in STOCHASTIC:
+        if "stochastic" in METHODS[name].tags:
             stats.update(batch=settings["batch"], terms=mp.op.terms, term_evaluations=counts.get("term_evaluations"),
                          passes=ev.evals + ev.sampled, L_batch=counts.get("L_batch"))
         if counts.get("gamma_max"):
@@ -120,4 +134,25 @@ def _method(name: str):
     return solve_with
 
 
-METHODS = {name: _method(name) for name in METHOD_NAMES}
+def mvi_method(name: str, algorithm_of: Callable, help: str, tags=()) -> MviEntry:
+    """The entry of method ``name``: its algorithm, run through :func:`optimize` as a method of the job."""
+    return MviEntry(_method(name), help, {}, frozenset(tags), (), algorithm_of)
+
+
+METHODS = {
+    "ecppa": mvi_method("ecppa", algorithm("ecppa", "ecppa"), "the error-corrected inexact relaxed proximal point "
+                        "method (inner fixed-point or GMRES resolvents, the default)", tags=("inner_loop", "proximal", "assumes_rho")),
+    "eg+": mvi_method("eg+", algorithm("extragradient", "eg_plus"), "EG+ (gamma = 1/L, alpha = 1/2)", tags=("secant",)),
+    "ceg+": mvi_method("ceg+", algorithm("extragradient", "ceg_plus"), "CEG+", tags=("secant",)),
+    "adaptive-eg+": mvi_method("adaptive-eg+", algorithm("extragradient", "adaptive_eg_plus"),
+                               "adaptive EG+ (sigma = rho, or -0.99 gamma / 2 without a rho)", tags=("assumes_rho",)),
+    "curvature-eg+": mvi_method("curvature-eg+", algorithm("extragradient", "curvature_eg_plus"),
+                                "CurvatureEG+ (gamma from ||JF(z)||, backtracking)"),
+    "rppa": mvi_method("rppa", algorithm("ecppa", "ecppa", relaxed_ppa=True), "the relaxed proximal point method "
+                       "with a fixed number of inner steps", tags=("proximal", "assumes_rho", "secant")),
+    "eg": mvi_method("eg", algorithm("extragradient", "eg"), "extragradient (gamma = 0.9/L)", tags=("secant",)),
+    "gda": mvi_method("gda", algorithm("extragradient", "gda"), "gradient descent-ascent (gamma = 0.1/L)",
+                      tags=("secant",)),
+    "bc-seg+": mvi_method("bc-seg+", algorithm("stochastic", "bc_seg_plus"), "the bias-corrected stochastic "
+                          "extragradient on sampled terms (--batch)", tags=("stochastic",)),
+}

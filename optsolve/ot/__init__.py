@@ -16,21 +16,21 @@ the LP optimum (see :mod:`optsolve.ot.certificate`).
 
 from __future__ import annotations
 
+import importlib
+
 from optsolve.core import memory
 from optsolve.core.backend import get_backend
 from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import Result
-from optsolve.core.solve import Job, Solver, run
+from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.ot import defaults, repeats
-from optsolve.ot.methods import ENTROPIC, METHODS
+from optsolve.ot.methods import METHODS
 from optsolve.ot.problems import SCHEMA, is_grid, prepare
 
 DEFAULT_METHOD = "auto"
 # Heavy modules a batch worker imports ahead of its first file (optsolve.core.cluster.preload).
 PRELOAD = ("ot", "optsolve.ot.tnt", "optsolve.ot.certificate")
-# Libraries a method imports, imported before its solve starts (POT's import takes about a second).
-SETUP_IMPORTS = {"emd": ("ot",), "sinkhorn": ("ot",), "exact": ("ot",)}
 DEFAULT_GAMMA = 1024.0  # gamma_f = max(C) / reg
 DEFAULT_TARGET_GAP = defaults.TARGET_GAP
 FLOAT32_MAX_GAMMA = 2.0 ** 10
@@ -39,9 +39,6 @@ PCG_MODES = ("plain", "discounted")
 DEFAULT_PCG = "plain"  # see solve_problem's Notes
 DTYPES = ("auto", "float32", "float64")
 
-
-DEFAULT_TOL = {"emd": None, "sinkhorn": 1e-9, "tnt": None, "exact": None}
-DEFAULT_MAX_ITER = {"emd": 1_000_000, "sinkhorn": 100_000, "tnt": None, "exact": None}
 
 
 def choose_method(problem, *, reg=None, gamma=None, target_gap=None, gpu: bool = False) -> str:
@@ -78,16 +75,18 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     target_gap = positive_option("target-gap", target_gap)
     if reg is not None and gamma is not None:
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
-    if target_gap is not None and method not in ("tnt", "exact"):
-        raise ParameterError("The '--target-gap' option applies to '--method tnt' and '--method exact' only.")
-    if method == "exact" and (reg is not None or gamma is not None):
-        raise ParameterError("Method 'exact' solves the unregularised LP: '--gamma' and '--reg' do not apply.")
+    entry, stoppers = METHODS[method], " and ".join(f"'--method {m}'" for m in tagged(METHODS, "target_gap"))
+    if target_gap is not None and "target_gap" not in entry.tags:
+        raise ParameterError(f"The '--target-gap' option applies to {stoppers} only.")
+    if "exact_lp" in entry.tags and (reg is not None or gamma is not None):
+        raise ParameterError(f"Method {method!r} solves the unregularised LP: '--gamma' and '--reg' do not apply.")
     if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
         raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     scale = cmax if cmax > 0 else 1.0
-    if method == "tnt" and reg is None and gamma is None and target_gap is None:
-        target_gap = DEFAULT_TARGET_GAP  # right by default: a certified gap, not a temperature
-    if method in ENTROPIC:
+    if reg is None and gamma is None and target_gap is None:
+        target_gap = entry.default("target_gap")  # tnt: right by default, a certified gap, not a temperature
+    entropic = "entropic" in entry.tags
+    if entropic:
         given = gamma
         if gamma is None:
             gamma = scale / reg if reg is not None else DEFAULT_GAMMA
@@ -100,9 +99,9 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     _choice("pcg", pcg, PCG_MODES)
     _choice("dtype", dtype, DTYPES)
     if dtype == "auto":
-        dtype = "float32" if (method == "tnt" and backend.device == "gpu" and target_gap is None
+        dtype = "float32" if ("float32" in entry.tags and backend.device == "gpu" and target_gap is None
                               and gamma <= FLOAT32_MAX_GAMMA) else "float64"
-    elif dtype == "float32" and method != "tnt":
+    elif dtype == "float32" and "float32" not in entry.tags:
         raise ParameterError(f"The '--dtype float32' option applies to '--method tnt' only; {method} runs in "
                              "float64.")
     elif dtype == "float32" and (target_gap is not None or gamma > FLOAT32_MAX_GAMMA):
@@ -112,10 +111,10 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
              "lp_tol": lp_tol}
     limits = {lim.name: positive_option(lim.name.replace("_", "-"), given[lim.name]) or lim.default
               for lim in LIMITS if lim.name in given}
-    return {"method": method, "reg": reg, "gamma": gamma if method in ENTROPIC else None,
-            "target_gap": target_gap, "tol": positive_option("tol", tol) or DEFAULT_TOL[method],
-            "max_iter": int(max_iter) if max_iter is not None else DEFAULT_MAX_ITER[method],
-            "time_limit": time_limit, "pcg": pcg if method == "tnt" else None,
+    return {"method": method, "reg": reg, "gamma": gamma if entropic else None,
+            "target_gap": target_gap, "tol": positive_option("tol", tol) or entry.default("tol"),
+            "max_iter": int(max_iter) if max_iter is not None else entry.default("max_iter"),
+            "time_limit": time_limit, "pcg": pcg if "float32" in entry.tags else None,
             "dtype": dtype, "device": backend.device, **limits}
 
 
@@ -124,6 +123,8 @@ class OTSolver(Solver):
     command = "ot"
     methods = METHODS
     aliases = ("auto",)  # resolved by choose_method in setup
+    alias_help = {"auto": "tnt given --gamma or --reg, on images on a grid and on a GPU, else exact to --target-gap "
+                          "(1e-3 unless given)"}
     default_method = DEFAULT_METHOD
     cpu_only = False
 
@@ -137,30 +138,32 @@ class OTSolver(Solver):
         if chosen:
             method = choose_method(problem, reg=o["reg"], gamma=o["gamma"], target_gap=o["target_gap"],
                                    gpu=backend.device == "gpu")
-        if method != "tnt":
-            import ot  # noqa: F401  (POT's import takes about a second: setup, like reading the file, not solving)
+        entry = METHODS[method]
+        for name in entry.imports:  # POT's import takes about a second: setup, like reading the file, not solving
+            importlib.import_module(name)
         clock = Deadline.after(o["time_limit"])
-        if method == "emd" and device in (None, "auto") and backend.device != "cpu":
+        if "cpu" in entry.tags and device in (None, "auto") and backend.device != "cpu":
             backend = get_backend("cpu")
         block_size, plan_threshold, low_memory = o["block_size"], o["plan_threshold"], o["low_memory"]
         if block_size is not None and (int(block_size) != block_size or block_size < 1):
             raise ParameterError(f"The '--block-size' option must be a positive integer; got {block_size!r}.")
         if plan_threshold is not None and not (float(plan_threshold) >= 0):
             raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
-        if low_memory and method not in ("tnt", "exact"):
+        streams = "low_memory" in entry.tags
+        if low_memory and not streams:
             raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "
-                                 "'--method tnt' or '--method exact'.")
-        if method == "exact" and low_memory is None:  # point clouds are costed where needed, not as a matrix
+                                 f"{' or '.join(repr('--method ' + m) for m in tagged(METHODS, 'low_memory'))}.")
+        if "exact_lp" in entry.tags and low_memory is None:  # point clouds are costed where needed, not as a matrix
             low_memory = "C" not in problem and not is_grid(problem)
-        merge = repeats.find(problem) if method in repeats.MERGED else None  # equal points solved as one
+        merge = repeats.find(problem) if "merged" in entry.tags else None  # equal points solved as one
         ot = prepare(problem if merge is None else merge.problem, normalize=o["normalize"],
-                     low_memory=low_memory if method in ("tnt", "exact") else False, block_size=block_size, use=method)
+                     low_memory=low_memory if streams else False, block_size=block_size, use=method)
         n, m = (merge.n, merge.m) if merge is not None else (ot.n, ot.m)
         if ot.low_memory and block_size is None and backend.device == "gpu":
             from optsolve.ot.problems import auto_block
 
             ot.block = auto_block(ot.n, ot.m, xp=backend.xp)
-        if method in ("emd", "sinkhorn") and ot.grid is not None:
+        if "dense" in entry.tags and ot.grid is not None:
             ot.C = ot.dense_cost(method)  # POT's solvers take the matrix
         if o["plan_needed"] and plan_threshold is None and (ot.C is None or merge is not None):
             memory.require(problem.source, f"the dense {n} x {m} plan for --plan/--arrays (--plan-threshold T "
@@ -177,13 +180,13 @@ class OTSolver(Solver):
             if method == "exact" and settings["target_gap"] is None:  # right by default: the default target, as tnt's
                 settings["target_gap"] = DEFAULT_TARGET_GAP
         return Job(method, ot, settings, problem.info(n=n, m=m), deadline=deadline, progress=progress,
-                   context={"backend": backend, "deadline": clock, "plan_needed": o["plan_needed"], "merge": merge})
+                   context={"backend": backend, "clock": clock, "plan_needed": o["plan_needed"], "merge": merge})
 
     def finish(self, job, out):
         merge = job.context["merge"]
         return out if merge is None else repeats.expand_output(merge, job, out)
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         from optsolve.ot import certificate
 
         settings = job.settings
@@ -196,10 +199,10 @@ class OTSolver(Solver):
 
         if result.certificate is not None:  # an entropic answer says so, with its certified LP gap
             result.qualifier = certificate.qualifier(result.solution, job.settings, result.certificate)
-        clock = job.context["deadline"]
+        clock = job.context["clock"]
+        stopped_s = result.stats.pop("solver_stopped_s", None)
         if clock.end is not None:
-            result.stats["deadline"] = dict(clock.report(), solver_stopped_s=job.context["stopped"] - clock.start,
-                                            finished_s=clock.elapsed())
+            result.stats["deadline"] = dict(clock.report(), solver_stopped_s=stopped_s, finished_s=clock.elapsed())
 
 
 SOLVER = OTSolver()

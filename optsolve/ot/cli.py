@@ -2,7 +2,7 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, solve_options
+from optsolve.cli import CONTEXT_SETTINGS, method_option, run_solve, solve_options
 from optsolve.ot import DEFAULT_METHOD, DEFAULT_PCG, DTYPES, PCG_MODES, SOLVER
 
 # Range checks happen in the solver, so that a bad value is invalid input (exit 7, a JSON document).
@@ -12,11 +12,7 @@ OUTPUT_OPTIONS = ("plan_file",)  # per-solve outputs, not offered by `optsolve b
 
 @click.command("ot", context_settings=CONTEXT_SETTINGS)
 @solve_options
-@click.option("--method", type=click.Choice(sorted(SOLVER.method_names)), default=DEFAULT_METHOD, show_default=True,
-              help="auto: tnt given --gamma or --reg, on images on a grid and on a GPU, else exact to "
-                   "--target-gap (1e-3 unless given). exact: the network simplex (POT) on candidate pairs, priced "
-                   "over all pairs, to the LP optimum or --target-gap. tnt: MDOT truncated Newton (entropic, "
-                   "rounded). emd: dense network simplex (POT). sinkhorn: log-domain Sinkhorn (POT), rounded.")
+@method_option(SOLVER, DEFAULT_METHOD)
 @click.option("--gamma", type=POSITIVE, default=None,
               help="Final temperature gamma_f = max(C)/reg of the entropic methods [default: tnt runs to "
                    "--target-gap 1e-3; sinkhorn: 1024].")

@@ -1,8 +1,21 @@
-"""The methods of ``optsolve ot``: ``METHODS[name](job)`` calls its solver and returns the
+"""The methods of ``optsolve ot``: ``METHODS[name]`` is the method's entry
+(:class:`optsolve.core.solve.Entry`): its function of the job, which calls its solver and returns the
 :class:`~optsolve.core.solve.MethodOutput` that :func:`plan_output` makes of the answer (the
-potentials, the plan or its entries, its cost).
+potentials ``f``, ``g`` and the plan or its entries, its cost), its help line, its defaults (``tol``,
+``max_iter``, ``target_gap``) and its tags, which the option checks read:
 
-``auto`` is not a method: :func:`optsolve.ot.choose_method` resolves it before one runs.
+* ``entropic``: it solves the entropic problem at ``--gamma``/``--reg`` (its plan is rounded);
+* ``target_gap``: it stops at ``--target-gap`` itself (and its messages name the stage it returned);
+* ``exact_lp``: it solves the unregularised LP only (``--gamma``/``--reg`` refused);
+* ``low_memory``: it works from point clouds without the n x m cost (``--low-memory``);
+* ``dense``: it needs the n x m cost matrix (an image grid's is built for it);
+* ``cpu``: it runs on the CPU only (``--device auto`` moves it there);
+* ``float32``: ``--dtype float32`` and ``--pcg`` apply;
+* ``merged``: equal points are solved as one and its explicit plan expanded back.
+
+A method without tags is given the dense cost and float64, and answers with potentials and a plan
+through :func:`plan_output`. ``auto`` is not a method: :func:`optsolve.ot.choose_method` resolves it
+before one runs.
 """
 
 from __future__ import annotations
@@ -13,10 +26,10 @@ import numpy as np
 
 from optsolve.core.errors import ParameterError
 from optsolve.core.result import LazyArray, Status
-from optsolve.core.solve import Job, MethodOutput
+from optsolve.core.solve import Job, MethodOutput, entry
+from optsolve.ot import defaults
 from optsolve.ot.problems import pair_costs
 
-ENTROPIC = ("tnt", "sinkhorn")
 SKIP_FACTOR = 1000.0  # see _gap_checker
 
 
@@ -32,7 +45,7 @@ def _emd(job: Job) -> MethodOutput:
 
     ot = job.data
     _on_cpu(job, "emd")
-    out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.context["deadline"])
+    out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.context["clock"])
     return plan_output(job, "emd", out)
 
 
@@ -43,7 +56,7 @@ def _exact(job: Job) -> MethodOutput:
 
     settings = job.settings
     _on_cpu(job, "exact")
-    res = solve_large(job.data, deadline=job.context["deadline"], progress=job.progress,
+    res = solve_large(job.data, deadline=job.context["clock"], progress=job.progress,
                       max_rounds=settings["max_iter"] or MAX_ROUNDS, target=settings["target_gap"],
                       atol=settings["objective_atol"])
     out = {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
@@ -59,7 +72,7 @@ def _sinkhorn(job: Job) -> MethodOutput:
     ot, settings = job.data, job.settings
     out = solve_sinkhorn(ot.a, ot.b, ot.C, reg=settings["reg"], tol=settings["tol"], max_iter=settings["max_iter"],
                          time_limit=settings["time_limit"], backend=job.context["backend"], progress=job.progress,
-                         deadline=job.context["deadline"])
+                         deadline=job.context["clock"])
     out["evaluations"] = 2 * out["iterations"]  # two kernel products an iteration
     return plan_output(job, "sinkhorn", out)
 
@@ -76,7 +89,7 @@ def _tnt(job: Job) -> MethodOutput:
     res = solve_tnt(ot, gamma_f=settings["gamma"], tol=settings["tol"], pcg_mode=settings["pcg"],
                     dtype=np.dtype(settings["dtype"]), max_iter=settings["max_iter"],
                     time_limit=settings["time_limit"], target_gap=settings["target_gap"], gap_fn=gap_fn,
-                    backend=backend, progress=job.progress, deadline=job.context["deadline"])
+                    backend=backend, progress=job.progress, deadline=job.context["clock"])
     settings["reg"] = res.reg
     rounded = getattr(gap_fn, "last", None)  # the returned stage was rounded for the gap test: reuse it
     if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
@@ -140,7 +153,7 @@ def _finish_if_short(job: Job, out: dict) -> dict:
     from optsolve.ot.exact import solve_exact
     from optsolve.ot.rounding import round_problem
 
-    ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.context["deadline"]
+    ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.context["clock"]
     rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
     out["rounded"] = rd
     gap = out.get("entropic_gap")
@@ -195,15 +208,16 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     """A solver's answer (``out``: potentials ``f``, ``g``; an explicit plan as ``coo`` entries or a dense
     ``plan``; ``status``, ``message``, counts and ``extra`` stats) as the method's output: an entropic answer
     rounded onto the polytope (its plan built only when written), an exact one as the plan's entries."""
-    job.context["stopped"] = time.perf_counter()
+    stopped_s = job.context["clock"].elapsed()  # when the solver stopped, for stats.deadline
     from optsolve.ot.certificate import dual_bound_of
     from optsolve.ot.rounding import round_problem
 
     ot, settings, backend = job.data, job.settings, job.context["backend"]
     plan_threshold, plan_needed = settings["plan_threshold"], job.context["plan_needed"]
-    entropic_plan = method in ENTROPIC and "coo" not in out  # tnt's exact finish answers an explicit plan
+    # tnt's exact finish answers an explicit plan
+    entropic_plan = "entropic" in METHODS[method].tags and "coo" not in out
     t_round = time.perf_counter()
-    stats = {"device": backend.device, "dtype": settings["dtype"]}
+    stats = {"device": backend.device, "dtype": settings["dtype"], "solver_stopped_s": stopped_s}
     if entropic_plan:
         rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
         out["f"], out["g"] = rd.f, rd.g
@@ -232,8 +246,8 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     result = MethodOutput(out["status"], solution, out.get("message", ""), objective=objective,
                           iterations=out.get("iterations"), evaluations=out.get("evaluations"), stats=stats,
                           arrays={"plan": plan})
-    rounded = "" if method in ("emd", "exact") else "; the plan is the rounded last iterate"
-    if method not in ("tnt", "exact"):  # their messages name the stage they returned
+    rounded = "; the plan is the rounded last iterate" if "entropic" in METHODS[method].tags else ""
+    if "target_gap" not in METHODS[method].tags:  # those methods' messages name the stage they returned
         if result.status is Status.MAX_ITER:
             result.add_message(f"Iteration limit {settings['max_iter']} reached{rounded}.")
         elif result.status is Status.TIME_LIMIT:
@@ -243,4 +257,13 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     return result
 
 
-METHODS = {"exact": _exact, "tnt": _tnt, "emd": _emd, "sinkhorn": _sinkhorn}
+METHODS = {
+    "exact": entry(_exact, "the network simplex (POT) on candidate pairs, priced over all pairs, to the LP optimum "
+                   "or --target-gap", tags=("target_gap", "exact_lp", "low_memory", "cpu", "merged"), imports=("ot",)),
+    "tnt": entry(_tnt, "MDOT truncated Newton (entropic, rounded)", defaults={"target_gap": defaults.TARGET_GAP},
+                 tags=("entropic", "target_gap", "low_memory", "float32")),
+    "emd": entry(_emd, "dense network simplex (POT)", defaults={"max_iter": 1_000_000}, tags=("dense", "cpu", "merged"),
+                 imports=("ot",)),
+    "sinkhorn": entry(_sinkhorn, "log-domain Sinkhorn (POT), rounded", defaults={"tol": 1e-9, "max_iter": 100_000},
+                      tags=("entropic", "dense"), imports=("ot",)),
+}

@@ -90,11 +90,12 @@ def _cost_range_rule(problem: Problem) -> None:
 # Peak numbers of n x m float64 arrays (the cost included) while solving with a dense cost, measured
 # with tracemalloc and rounded up; emd adds POT's graph of n m arcs, which tracemalloc does not see.
 DENSE_COPIES = {"tnt": 8, "emd": 13, "sinkhorn": 16, "exact": 6, "certificate": 6}
+UNMEASURED_COPIES = max(DENSE_COPIES.values())  # a method not measured here is held to the most
 
 
 def require_dense(label: str, n: int, m: int, use: str, why: str = "") -> None:
     """Refuse (exit 7, :func:`optsolve.core.memory.require`) a dense n x m cost that ``use`` could not work with."""
-    copies = DENSE_COPIES[use]
+    copies = DENSE_COPIES.get(use, UNMEASURED_COPIES)
     what = "the certificate" if use == "certificate" else f"method {use!r}"
     memory.require(label, f"the {n} x {m} cost matrix{why}, with the {copies} arrays of its size that {what} "
                           f"works with ({copies} x {memory.human_bytes(8 * n * m)})", copies * 8 * n * m)
@@ -345,7 +346,7 @@ def prepare(problem: Problem, normalize: bool = False, low_memory: bool | None =
         return OTProblem(a=a / a.sum(), b=b / b.sum(), C=None, mass=mass, x=x, y=y, cost=problem["cost"],
                          block=block, grid=grid, label=problem.source)
     if low_memory is None:
-        need = DENSE_COPIES[use] * 8 * n * m
+        need = DENSE_COPIES.get(use, UNMEASURED_COPIES) * 8 * n * m
         low_memory = points and need > min(available_memory_bytes(), memory.budget_bytes())
     if low_memory and not points:
         raise problem.error("low-memory mode needs point clouds 'x', 'y' and a 'cost' instead of 'C'.")

@@ -8,7 +8,8 @@ rule per group (:func:`split`): each point receives exactly its mass, and the pl
 entries + n + m entries. Equal points get their distinct point's potentials, which stay dual
 feasible and complementary, with the same dual bound (c-transforms see each distinct point once).
 
-The methods with an explicit plan (:data:`MERGED`) are solved so; the entropic methods keep the
+The methods with an explicit plan (tagged ``merged`` in :data:`optsolve.ot.methods.METHODS`) are solved
+so; the entropic methods keep the
 original problem, whose Gibbs plan and potentials their documents describe.
 """
 
@@ -18,7 +19,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-MERGED = ("exact", "emd")  # the methods whose plan (coo) is expanded back to the original points
 
 
 def distinct(points: np.ndarray):

@@ -29,7 +29,7 @@ import numpy as np
 from optsolve.core.errors import InputError, ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
-from optsolve.core.solve import Job, Solver, run
+from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.qp import defaults
 from optsolve.qp.methods import METHODS, no_variables
 from optsolve.qp.problems import SCHEMA, QPProblem, prepare
@@ -75,8 +75,15 @@ def _warm_start(warm_start, qp: QPProblem):
     return x0, y0
 
 
-DEFAULT_RHO = {"auto": 0.1, "admm": 0.1, "osqp": 0.1, "distributed": 1.0, "deepqp": 0.1, "deepdistributed": 1.0,
-               "piqp": 0.1, "clarabel": 0.1}
+DEFAULT_RHO = 0.1  # OSQP's; a method's entry may give its own (distributed: 1.0)
+DEFAULT_MAX_ITER = 4000
+
+
+def _applies(option: str, tag: str, method: str) -> None:
+    """Refuse ``--option`` for a method whose entry lacks ``tag``, naming the methods that take it."""
+    if tag not in METHODS[method].tags:
+        takers = " and ".join(tagged(METHODS, tag))
+        raise ParameterError(f"The '--{option}' option applies to the methods {takers} only.")
 
 
 def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sigma, alpha, scaling, adaptive_rho,
@@ -99,30 +106,32 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
         raise ParameterError("At least one of '--eps-abs' and '--eps-rel' must be positive.")
     if nodes is not None and (int(nodes) != nodes or nodes < 1):
         raise ParameterError(f"The '--nodes' option must be a positive integer; got {nodes!r}.")
-    if nodes is not None and method not in ("distributed", "deepdistributed"):
-        raise ParameterError("The '--nodes' option applies to the methods distributed and deepdistributed only.")
+    entry = METHODS[method]
+    if nodes is not None:
+        _applies("nodes", "distributed", method)
     if rho is None:
-        rho = DEFAULT_RHO[method]
-    if residual_balancing and method not in ("distributed", "deepdistributed"):
-        raise ParameterError("The '--residual-balancing' option applies to the methods distributed and "
-                             "deepdistributed only.")
-    if policy is not None and method not in ("deepqp", "deepdistributed"):
-        raise ParameterError("The '--policy' option applies to the methods deepqp and deepdistributed only.")
+        rho = entry.default("rho", DEFAULT_RHO)
+    if residual_balancing:
+        _applies("residual-balancing", "distributed", method)
+    if policy is not None:
+        _applies("policy", "learned", method)
     if engine not in ("local", "mpi"):
         raise ParameterError(f"Unknown engine {engine!r}; expected 'local' or 'mpi'.")
-    if engine == "mpi" and method not in ("distributed", "deepdistributed"):
-        raise ParameterError(f"'--engine mpi' runs the methods distributed and deepdistributed; got method {method!r} "
-                             "(add '--method distributed').")
+    if engine == "mpi" and "distributed" not in entry.tags:
+        raise ParameterError(f"'--engine mpi' runs the methods {' and '.join(tagged(METHODS, 'distributed'))}; got "
+                             f"method {method!r} (add '--method distributed').")
+    given = {"cert_tol": cert_tol, "obj_rtol": obj_rtol, "obj_atol": obj_atol}
     return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
-            "nodes": None if nodes is None else int(nodes), "max_iter": int(max_iter) if max_iter is not None else 4000,
+            "nodes": None if nodes is None else int(nodes),
+            "max_iter": int(max_iter) if max_iter is not None else entry.default("max_iter", DEFAULT_MAX_ITER),
             "time_limit": time_limit, "rho": positive_option("rho", rho),
             "sigma": positive_option("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
             "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
             "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
-            "refine": bool(refine) and method != "osqp", "policy": policy,
+            "refine": bool(refine) and "no_refine" not in entry.tags, "policy": policy,
             "residual_balancing": bool(residual_balancing), "engine": engine,
-            **{lim.name: _limit_option(lim, value) for lim, value in zip(LIMITS[2:], (cert_tol, obj_rtol, obj_atol))}}
+            **{lim.name: _limit_option(lim, given[lim.name]) for lim in LIMITS if lim.name in given}}
 
 
 def _limit_option(lim, value) -> float:
@@ -168,7 +177,7 @@ class QPSolver(Solver):
             out.stats["P_storage"] = "upper"
         return out
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         from optsolve.qp import certificate
 
         settings = job.settings

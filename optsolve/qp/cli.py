@@ -5,8 +5,8 @@ import sys
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, AliasedOption, run_solve, solve_options
-from optsolve.qp import METHODS
+from optsolve.cli import CONTEXT_SETTINGS, AliasedOption, method_option, run_solve, solve_options
+from optsolve.qp import SOLVER
 from optsolve.qp.certificate import CERT_TOL
 from optsolve.qp.defaults import ALPHA, CHECK_EVERY, EPS, EPS_INFEASIBLE, SCALING, SIGMA
 
@@ -15,17 +15,7 @@ OUTPUT_OPTIONS = ()
 
 @click.command("qp", context_settings=CONTEXT_SETTINGS)
 @solve_options
-@click.option("--method", type=click.Choice(sorted(METHODS)), default=None,
-              help="[default: auto] "
-                   "auto: one KKT solve where every row is an equality; PIQP where the KKT matrix has at most "
-                   "40,000 entries; else ADMM (one rho per row from its active set at early adaptive steps), "
-                   "handed over to PIQP once its iterations cost its setup and 10 factorisations "
-                   "(stats.method_used says which answered). "
-                   "admm: OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are made. "
-                   "distributed: DistributedQP over --nodes nodes (or the file's partition). "
-                   "deepqp: admm with rho and alpha (or one rho per row) from a learned policy for its first K steps. "
-                   "deepdistributed: distributed with each node's rho and mu from a learned policy. "
-                   "osqp, piqp, clarabel: those packages called on the problem.")
+@method_option(SOLVER)
 @click.option("--nodes", type=int, default=None,
               help="distributed: number of nodes of the automatic partition [default: the file's 'partition' "
                    "or 'nodes', else 1].")

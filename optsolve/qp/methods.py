@@ -1,6 +1,9 @@
-"""The methods of ``optsolve qp``: ``METHODS[name](job)`` returns the method's
+"""The methods of ``optsolve qp``: ``METHODS[name]`` is the method's entry
+(:class:`optsolve.core.solve.Entry`): its function of the job, which returns the method's
 :class:`~optsolve.core.solve.MethodOutput`, built by :func:`answer` (x, y and z, or the certificate
-vector of an infeasible or unbounded problem).
+vector of an infeasible or unbounded problem), its help line, its defaults (``rho``, ``max_iter``) and
+its tags, which the option checks read: ``distributed`` (``--nodes``, ``--residual-balancing``,
+``--engine mpi``), ``learned`` (``--policy``), ``no_refine`` (no iterative refinement of its answer).
 
 ``auto`` and the learned methods call the others' functions here with the same job (``auto``
 tries a KKT solve or PIQP, then ADMM; ``deepqp`` is ADMM under a policy). Infeasibility claims,
@@ -16,7 +19,7 @@ import numpy as np
 
 from optsolve.core.errors import ParameterError, SolverError
 from optsolve.core.result import Status
-from optsolve.core.solve import Job, MethodOutput
+from optsolve.core.solve import Job, MethodOutput, entry
 from optsolve.qp.problems import QPProblem
 
 TIME_FOR_CERTIFICATE = "the time limit ran out before the exact certificate was computed"
@@ -275,7 +278,7 @@ def _auto(job: Job) -> MethodOutput:
             left = None if job.deadline is None else job.deadline - time.perf_counter()
             if k and left is not None and left < auto.PIQP_AFTER_PROBES * paces["piqp"]:
                 break
-            out = METHODS[name](job)
+            out = METHODS[name].run(job)
             if paces is not None:
                 out.stats["probe_s"] = paces
             x, y = _primal_dual(out)
@@ -322,7 +325,21 @@ def _factorable(method):
     return solve_with
 
 
-METHODS = {name: _factorable(method) for name, method in
-           (("auto", _auto), ("admm", _admm), ("osqp", _osqp), ("distributed", _distributed), ("deepqp", _deepqp),
-            ("deepdistributed", _deepdistributed), ("piqp", _interior_point_peer("piqp")),
-            ("clarabel", _interior_point_peer("clarabel")))}
+METHODS = {
+    "auto": entry(_factorable(_auto), "one KKT solve where every row is an equality; PIQP where the KKT matrix has at "
+                  "most 40,000 entries; else ADMM (one rho per row from its active set at early adaptive steps), "
+                  "handed over to PIQP once its iterations cost its setup and 10 factorisations "
+                  "(stats.method_used says which answered)"),
+    "admm": entry(_factorable(_admm), "OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are "
+                  "made"),
+    "osqp": entry(_factorable(_osqp), "the osqp package called on the problem", tags=("no_refine",)),
+    "distributed": entry(_factorable(_distributed), "DistributedQP over --nodes nodes (or the file's partition)",
+                         defaults={"rho": 1.0}, tags=("distributed",)),
+    "deepqp": entry(_factorable(_deepqp), "admm with rho and alpha (or one rho per row) from a learned policy for its "
+                    "first K steps", tags=("learned",)),
+    "deepdistributed": entry(_factorable(_deepdistributed), "distributed with each node's rho and mu from a learned "
+                             "policy", defaults={"rho": 1.0}, tags=("distributed", "learned")),
+    "piqp": entry(_factorable(_interior_point_peer("piqp")), "the PIQP package called on the problem"),
+    "clarabel": entry(_factorable(_interior_point_peer("clarabel")), "the Clarabel package called on the problem "
+                      "(optional: pip install 'optsolve[peers]')"),
+}

@@ -63,7 +63,7 @@ def _check_sizes(tp, method, tol, bootstrap) -> None:
     """Refuse, before any draw, options whose draws or resamples would pass the memory budget."""
     from optsolve.truncated.newton import FINAL_ESS, KEPT_PER_EFFECTIVE, final_target, kept_target, pool_bytes
 
-    if method == "newton":
+    if "newton" in METHODS[method].tags:
         target = final_target(tp.family.p, tp.n, None if tol is None else 1.0 / tol)
         kept = KEPT_PER_EFFECTIVE * kept_target(tp.family.p, target)
         if pool_bytes(kept, tp.d) > memory.budget_bytes():
@@ -104,7 +104,7 @@ class TruncatedSolver(Solver):
         counter = tp.oracle()
         alpha0 = None
         max_evals = o["max_evals"]
-        if method != "naive":  # alpha_0 by the certificate's seeded draws, so that verify finds the same R_0
+        if "measures_alpha0" in METHODS[method].tags:  # by the certificate's seeded draws (verify finds one R_0)
             alpha0 = certificate.initial_mass(problem, tp.membership, most=max_evals)
             counter.calls += alpha0[1]
             if not alpha0[0] and alpha0[1] < sum(certificate.ALPHA0_DRAWS):
@@ -116,7 +116,8 @@ class TruncatedSolver(Solver):
                     "max_evals": max_evals, "seed": seed, "bootstrap": o["bootstrap"], "oracle": o["oracle"]}
         # the estimate and the bootstrap stop at their share of the time limit, the certificate's draws at the limit
         context = {"fit_rows": fit_rows, "held": held, "rng": rng, "counter": counter,
-                   "alpha0": alpha0, "deadline": clock.deadline(o["time_limit"], share=1.0 - CERTIFICATE_TIME_SHARE)}
+                   "alpha0": alpha0,
+                   "estimate_deadline": clock.deadline(o["time_limit"], share=1.0 - CERTIFICATE_TIME_SHARE)}
         return Job(method, tp, settings, problem.info(n=tp.n, d=tp.d), deadline=deadline, progress=progress,
                    context=context)
 
@@ -129,7 +130,7 @@ class TruncatedSolver(Solver):
         if resamples:
             intervals, done, late = bootstrap_intervals(tp, c["fit_rows"], job.method, c["rng"], int(resamples),
                                                         tol=settings["tol"], radius=settings["radius"],
-                                                        deadline=c["deadline"], oracle=c["counter"])
+                                                        deadline=c["estimate_deadline"], oracle=c["counter"])
             out.solution.update(intervals)
             out.stats["bootstrap_resamples"] = done
             out.evaluations = c["counter"].calls
@@ -140,37 +141,39 @@ class TruncatedSolver(Solver):
             elif done < resamples:
                 out.add_message(f"The bootstrap intervals come from {done} of {resamples} resamples (the others gave "
                                 "no estimate).")
-        keeps_region = job.method in ("newton", "psgd")
+        keeps_region = "region" in METHODS[job.method].tags
+        radius = getattr(out, "radius", None)
         limits = {"tol": settings["tol"] if settings["tol"] is not None else certificate.DEFAULT_TOL,
-                  "radius": c["found"].get("radius", settings["radius"]) if keeps_region else None,
+                  "radius": (settings["radius"] if radius is None else radius) if keeps_region else None,
                   "holdout": settings["holdout"], "objective_rtol": settings["objective_rtol"],
                   "objective_atol": settings["objective_atol"]}
-        c["limits"] = limits = certificate.resolved_limits(limits)
+        limits = certificate.resolved_limits(limits)
         job.settings = dict(limits, radius=limits["radius"] if keeps_region else settings["radius"],
                             max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=resamples,
                             oracle=settings["oracle"])
         return out
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         """The certificate's seeded draws measure alpha_hat, which completes the solution and the objective,
         then the checks."""
         from optsolve.truncated import certificate
         from optsolve.truncated.sampling import clopper_pearson
 
         tp, c, solution = job.data, job.context, result.solution
-        draws = certificate.measure(job.problem, solution, limits=c["limits"], settings=job.settings,
+        limits = {lim.name: job.settings.get(lim.name) for lim in certificate.LIMITS}  # as finish resolved them
+        if "region" not in METHODS[job.method].tags:
+            limits["radius"] = None
+        draws = certificate.measure(job.problem, solution, limits=limits, settings=job.settings,
                                     oracle=job.settings["oracle"], deadline=job.deadline)
-        if draws is not None and draws.hits:
-            solution["alpha_hat"] = draws.alpha
-            solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals))
-            theta, found = c["found"]["theta"], c["found"]
-            Tbar = found["Tbar"] if "Tbar" in found else tp.mean_statistics(c["fit_rows"])
+        theta = getattr(out, "theta", None)  # a TruncatedOutput's; a plain output states no objective
+        measured = draws is not None and draws.hits
+        solution["alpha_hat"] = draws.alpha if measured else None
+        solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals)) if measured else None
+        if measured and theta is not None:
+            Tbar = out.Tbar if out.Tbar is not None else tp.mean_statistics(c["fit_rows"])
             logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
             result.objective = float(-theta @ Tbar + tp.family.A(theta) - tp.mean_log_h(c["fit_rows"]) + logdet
                                      + math.log(draws.alpha))
-        else:
-            solution["alpha_hat"] = None
-            solution["alpha_interval"] = None
         if draws is not None:
             result.stats["certificate_proposals"] = draws.proposals
             if draws.cut:
@@ -179,7 +182,7 @@ class TruncatedSolver(Solver):
                 if result.status is Status.OPTIMAL:
                     result.status = Status.TIME_LIMIT
         return certificate.check(job.problem, solution, method=job.method, objective=result.objective,
-                                 settings=job.settings, limits=c["limits"], status=result.status.value,
+                                 settings=job.settings, limits=limits, status=result.status.value,
                                  oracle=job.settings["oracle"], draws=draws)
 
 

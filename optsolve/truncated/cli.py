@@ -2,8 +2,8 @@
 
 import click
 
-from optsolve.cli import CONTEXT_SETTINGS, run_solve, seed_option, solve_options
-from optsolve.truncated import METHODS
+from optsolve.cli import CONTEXT_SETTINGS, method_option, run_solve, seed_option, solve_options
+from optsolve.truncated import SOLVER
 
 OUTPUT_OPTIONS = ()
 
@@ -11,10 +11,7 @@ OUTPUT_OPTIONS = ()
 @click.command("truncated", context_settings=CONTEXT_SETTINGS)
 @solve_options
 @seed_option
-@click.option("--method", type=click.Choice(sorted(METHODS)), default="newton", show_default=True,
-              help="newton: Newton steps inside the region L(theta) <= L(theta0) + R, rejection draws reused by "
-                   "importance weights. psgd: the paper's projected SGD. dgtz: Daskalakis et al. 2018 (tuned). "
-                   "naive: the empirical moments.")
+@method_option(SOLVER, "newton")
 @click.option("--oracle", metavar="MODULE:FUNCTION", default=None,
               help="A vectorised membership function (N x d array -> N booleans) used instead of the file's set.")
 @click.option("--radius", type=float, default=None, help="R of the region (default log(1/alpha_0) + 2, doubled "

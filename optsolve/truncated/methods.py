@@ -1,23 +1,40 @@
-"""The methods of ``optsolve truncated``: ``METHODS[name](job)`` runs :func:`estimate` with that
+"""The methods of ``optsolve truncated``: ``METHODS[name]`` is the method's entry
+(:class:`optsolve.core.solve.Entry`): its function of the job, which runs :func:`estimate` with that
 method on the whitened samples (:mod:`optsolve.truncated.newton`, :mod:`optsolve.truncated.sgd`,
-or the empirical moments) and returns the estimate in the original coordinates as a
-:class:`~optsolve.core.solve.MethodOutput`; :func:`bootstrap_intervals` estimates again on resamples.
+or the empirical moments) and returns a :class:`TruncatedOutput`: the estimate in the original
+coordinates as the solution, its natural parameters ``theta`` in the whitened ones (the finish and the
+certificate start from them); its help line; and its tags: ``region`` (it keeps to the paper's region
+of radius R, which the certificate then checks), ``measures_alpha0`` (it needs alpha_0, the samples' own
+fit's mass on the set, measured before it starts), ``newton`` (its draws are sized by ``--tol``).
+:func:`bootstrap_intervals` estimates again on resamples.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from optsolve.core.errors import SolverError
 from optsolve.core.result import Status
-from optsolve.core.solve import Job, MethodOutput
+from optsolve.core.solve import Job, MethodOutput, entry
 
 
 STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": Status.MAX_ITER,
          "limit": Status.MAX_ITER, "time_limit": Status.TIME_LIMIT, "collapse": Status.NUMERICAL_ERROR,
          "runoff": Status.NUMERICAL_ERROR, "interrupted": Status.INTERRUPTED}
+
+
+@dataclass
+class TruncatedOutput(MethodOutput):
+    """A truncated method's output: ``theta``, the estimate's natural parameters in the whitened coordinates;
+    ``Tbar``, the fitted rows' mean statistics where the method computed them (None: recomputed); ``radius``,
+    the region's radius R it ended with (None: the setting's)."""
+
+    theta: np.ndarray | None = None
+    Tbar: np.ndarray | None = None
+    radius: float | None = None
 
 
 def estimate(tp, rows, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
@@ -46,12 +63,11 @@ def _method(name: str):
         tp, settings, c = job.data, job.settings, job.context
         try:
             found = estimate(tp, c["fit_rows"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
-                             max_calls=settings["max_evals"], deadline=c["deadline"], progress=job.progress,
+                             max_calls=settings["max_evals"], deadline=c["estimate_deadline"], progress=job.progress,
                              oracle=c["counter"], alpha0=c["alpha0"])
         except np.linalg.LinAlgError as exc:
             raise SolverError(f"The {name} estimate failed numerically ({exc}); the samples may be too badly scaled "
                               "or too few for their dimension.") from None
-        c["found"] = found
         theta = found["theta"]
         messages = [text[0].upper() + text[1:] + "." for text in found.get("notes", []) + [found["reason"]] if text]
         if not tp.family.valid(theta):
@@ -68,13 +84,22 @@ def _method(name: str):
                 stats[key] = found[key]
         if "batches" in found:
             stats["batches"] = found["batches"]
-        return MethodOutput(STOPS[found["stop"]], solution, " ".join(messages), iterations=int(steps),
-                            evaluations=c["counter"].calls, stats=stats)
+        return TruncatedOutput(STOPS[found["stop"]], solution, " ".join(messages), iterations=int(steps),
+                               evaluations=c["counter"].calls, stats=stats, theta=theta, Tbar=found.get("Tbar"),
+                               radius=found.get("radius"))
 
     return solve_with
 
 
-METHODS = {name: _method(name) for name in ("newton", "psgd", "dgtz", "naive")}
+METHODS = {
+    "newton": entry(_method("newton"), "Newton / Fisher-scoring steps on the truncated NLL inside the paper's region, "
+                    "expectations from rejection draws reused by importance weights (the default)",
+                    tags=("region", "measures_alpha0", "newton")),
+    "psgd": entry(_method("psgd"), "the paper's projected SGD (lr 0.1, batches of 10)",
+                  tags=("region", "measures_alpha0")),
+    "dgtz": entry(_method("dgtz"), "Daskalakis et al. 2018 projected SGD in its tuned form", tags=("measures_alpha0",)),
+    "naive": entry(_method("naive"), "the empirical mean and covariance"),
+}
 
 
 def bootstrap_intervals(tp, rows, method, rng, B, *, tol, radius, deadline, oracle) -> tuple[dict, int, bool]:

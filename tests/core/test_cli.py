@@ -164,7 +164,9 @@ def test_internal_error_has_traceback_only_with_verbose(cli, small_ot, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setitem(optsolve.ot.METHODS, "exact", broken)
+    import dataclasses
+
+    monkeypatch.setitem(optsolve.ot.METHODS, "exact", dataclasses.replace(optsolve.ot.METHODS["exact"], run=broken))
     path, _ = small_ot
     r = cli("ot", path)
     assert r.exit_code == 1

@@ -10,7 +10,7 @@ from optsolve.core import clock
 from optsolve.core.errors import ParameterError
 from optsolve.catalogue import KINDS
 from optsolve.core.result import Certificate, Check, Status
-from optsolve.core.solve import Job, MethodOutput, Solver, run
+from optsolve.core.solve import Entry, Job, MethodOutput, Solver, entry, run
 
 
 class Toy(Solver):
@@ -21,7 +21,7 @@ class Toy(Solver):
 
     def __init__(self):
         self.calls = []
-        self.methods = {"copy": self.copy, "slow": self.slow}
+        self.methods = {"copy": entry(self.copy, "the value"), "slow": entry(self.slow, "the value, late")}
 
     def setup(self, problem, method, options, deadline, progress):
         if options["scale"] <= 0:
@@ -43,7 +43,7 @@ class Toy(Solver):
         stop = Status.TIME_LIMIT if job.deadline is not None and job.deadline < time.perf_counter() + 10 else None
         return MethodOutput(stop or Status.OPTIMAL, {"x": job.data}, objective=job.data)
 
-    def certify(self, job, result):
+    def certify(self, job, result, out):
         self.calls.append(("certify", result.status.value))
         holds = result.solution.get("x", 0) < 100
         return Certificate([Check("x_small", result.solution.get("x", 0), 100, holds)])
@@ -75,14 +75,14 @@ def test_a_failed_certificate_downgrades_optimal_and_judge_sees_it():
 
 def test_screen_answers_before_any_method():
     toy = Toy()
-    toy.methods["copy"] = lambda job: pytest.fail("the method ran")
+    toy.methods["copy"] = entry(lambda job: pytest.fail("the method ran"), "fails")
     result = run(toy, {"value": -1.0}, scale=1.0)
     assert result.status is Status.INFEASIBLE and result.solution == {"reason": "negative"}
 
 
 def test_no_solution_no_certificate():
     toy = Toy()
-    toy.methods["copy"] = lambda job: MethodOutput("max_iter", None, "Nothing found.")
+    toy.methods["copy"] = entry(lambda job: MethodOutput("max_iter", None, "Nothing found."), "finds nothing")
     result = run(toy, {"value": 1.0}, scale=1.0)
     assert result.certificate is None and result.status is Status.MAX_ITER
     assert [c[0] for c in toy.calls] == ["setup"]
@@ -133,8 +133,8 @@ def test_every_package_runs_through_the_pipeline(kind):
     assert pkg.SOLVER.methods is pkg.METHODS and pkg.DEFAULT_METHOD in pkg.SOLVER.method_names
     assert importlib.import_module(f"optsolve.{kind}.methods").METHODS is pkg.METHODS  # each in its methods.py
     for name, method in pkg.METHODS.items():
-        assert callable(method), name
-        required = [p for p in inspect.signature(method).parameters.values() if p.default is p.empty]
+        assert isinstance(method, Entry) and callable(method.run) and method.help, name  # one entry a method
+        required = [p for p in inspect.signature(method.run).parameters.values() if p.default is p.empty]
         assert len(required) == 1, (name, required)  # one signature: called with the job alone
     source = inspect.getsource(pkg.solve_problem)
     assert "run(SOLVER," in source

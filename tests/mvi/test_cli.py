@@ -10,7 +10,7 @@ import pytest
 
 import optsolve.mvi as mvi
 from optsolve.mvi import operators as ops
-from optsolve.mvi.methods import STOCHASTIC
+from optsolve.core.solve import tagged
 from optsolve.mvi import problems as P
 
 
@@ -122,7 +122,7 @@ def test_history_is_monotone_and_ends_at_the_answer(cli, tmp_path):
     assert h["evaluations"][-1] == doc["stats"]["evaluations"]
 
 
-@pytest.mark.parametrize("method", [m for m in mvi.METHODS if m not in STOCHASTIC])  # on sums: test_stochastic
+@pytest.mark.parametrize("method", [m for m in mvi.METHODS if m not in tagged(mvi.METHODS, "stochastic")])  # on sums: test_stochastic
 def test_every_method_runs_on_the_bilinear_game(cli, tmp_path, method):
     path = tmp_path / "b.npz"
     assert cli("gen", "mvi", "--family", "bilinear", "--d", "4", "-o", path).exit_code == 0

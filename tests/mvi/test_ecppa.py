@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import optsolve.mvi as mvi
+import optsolve.mvi.methods as mvi_methods
 from optsolve.mvi import problems as P
 from optsolve.mvi.ecppa import Setup, ecppa
 from optsolve.mvi.evaluator import Evaluator
@@ -77,7 +78,7 @@ def test_inner_steps_grow_as_rho_approaches_minus_one_over_L():
     for rho in (-0.1, -0.5, -0.9, -0.99):
         _, mp = prepared(P.gen_quadratic_game(None, L=1.0, rho=rho))
         gamma = 0.5 * (1.0 - rho)  # the middle of the window (-rho, 1/L)
-        ev, run, stop = mvi.optimize(mp, "ecppa", rho=rho, gamma=gamma, max_evals=20_000, tol=1e-8,
+        ev, run, stop = mvi_methods.optimize(mp, "ecppa", rho=rho, gamma=gamma, max_evals=20_000, tol=1e-8,
                                      inner="fixed-point")
         means.append(run["inner"] / run["outer"])
     assert all(b > a for a, b in zip(means, means[1:])), means
@@ -117,7 +118,7 @@ def test_many_inner_steps_approach_relaxed_ppa():
     gamma = 0.75
 
     def after(method, m):
-        ev, run, stop = mvi.optimize(mp, method, rho=mp.rho, gamma=gamma, inner_steps=m, max_iter=5, tol=1e-300)
+        ev, run, stop = mvi_methods.optimize(mp, method, rho=mp.rho, gamma=gamma, inner_steps=m, max_iter=5, tol=1e-300)
         return ev
 
     def final(method, m):

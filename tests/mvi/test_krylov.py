@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import spsolve
 
 import optsolve.mvi as mvi
+import optsolve.mvi.methods as mvi_methods
 from optsolve.mvi import krylov
 from optsolve.mvi import problems as P
 from optsolve.mvi.ecppa import Setup
@@ -35,7 +36,7 @@ def test_gmres_resolvents_reach_the_direct_solution_with_fewer_evaluations(d, rh
     tol = 1e-8 * float(np.linalg.norm(data["q"]))
     runs = {}
     for inner in ("gmres", "fixed-point"):
-        ev, run, stop = mvi.optimize(mp, "ecppa", rho=mp.rho, inner=inner, tol=tol, max_evals=400_000)
+        ev, run, stop = mvi_methods.optimize(mp, "ecppa", rho=mp.rho, inner=inner, tol=tol, max_evals=400_000)
         assert stop.reason == "converged", (inner, stop.reason, stop.detail)
         assert run["inner_solver"] == inner
         assert np.linalg.norm(ev.best_z - reference) <= 1e-6 * np.linalg.norm(reference)
