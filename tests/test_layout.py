@@ -120,6 +120,30 @@ def test_no_module_over_600_lines():
         assert lines <= 600, f"{path.relative_to(ROOT)} has {lines} lines"
 
 
+# Solver modules a certificate still reads beyond the problem reader: each a kernel the certificate has no copy
+# of yet (ot's separable grid products and Legendre c-transform; truncated's Gaussian statistics). The list
+# only shrinks: a certificate that reads any other module of its package fails.
+CERTIFICATE_SHARES = {"ot": {"grid", "legendre"}, "truncated": {"fisher"}}
+
+
+def test_certificates_read_only_the_problem_reader_of_their_package():
+    """A certificate is checked by code that does not share the solver's internals: from its own package it
+    reads the problem file's rules (problems) and nothing else (but the kernels of CERTIFICATE_SHARES)."""
+    for kind in SOLVERS:
+        path = ROOT / "optsolve" / kind / "certificate.py"
+        own = {m.split(".")[2] for m in _imports(path) if m.startswith(f"optsolve.{kind}.")}
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == f"optsolve.{kind}":
+                own |= {a.name for a in node.names}
+        extra = own - {"problems"} - CERTIFICATE_SHARES.get(kind, set())
+        assert not extra, f"{kind}/certificate.py reads {sorted(extra)} of its package"
+        assert not any(m.startswith("optsolve.") and m.split(".")[1] in SOLVERS and m.split(".")[1] != kind
+                       for m in _imports(path)), f"{kind}/certificate.py reads another solver"
+    for kind, shared in CERTIFICATE_SHARES.items():  # each entry still needed: the list shrinks as copies come
+        path = ROOT / "optsolve" / kind / "certificate.py"
+        assert shared <= {m.split(".")[2] for m in _imports(path) if m.startswith(f"optsolve.{kind}.")}, kind
+
+
 def test_certificates_read_no_name_of_their_package_or_its_methods():
     """A certificate is checked by code that does not share the solver's internals: it may read the problem
     file's rules (problems), shared constants (defaults) and tools of its own, not the package's entry module

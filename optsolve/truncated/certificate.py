@@ -206,7 +206,7 @@ def largest_radius(R0: float) -> float:
 
 def limits_from_problem(problem) -> dict:
     """verify's default radius, from the problem's set (none when the set is given by --oracle only)."""
-    from optsolve.truncated.sets import SetError, parse_set
+    from optsolve.truncated.problems import SetError, parse_set
 
     if "set" not in problem:
         return {}
@@ -219,7 +219,7 @@ def limits_from_problem(problem) -> dict:
 
 
 def _membership(problem, settings, oracle):
-    from optsolve.truncated.sets import load_oracle, parse_set
+    from optsolve.truncated.problems import load_oracle, parse_set
 
     used = settings.get("oracle") if isinstance(settings, dict) else None
     if oracle:

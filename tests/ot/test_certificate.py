@@ -248,3 +248,9 @@ def test_the_certificates_distinct_points_agree_with_the_solvers_on_random_cloud
             (f1, l1), (f2, l2) = mine, theirs
             assert np.array_equal(P[f1][l1], P) and np.array_equal(P[f2][l2], P)
             assert np.array_equal(np.sort(P[f1], axis=0), np.sort(P[f2], axis=0))
+
+
+def test_the_certificates_constants_are_its_own_and_equal_the_solvers():
+    from optsolve.ot import defaults
+
+    assert certificate.DEFAULT_TARGET_GAP == defaults.TARGET_GAP
