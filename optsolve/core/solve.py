@@ -7,7 +7,7 @@ does the rest the same way for all six:
 
 1. the method's name is checked against ``METHODS`` and a CPU-only command refuses a GPU;
 2. the clock starts, so that ``time_limit`` counts from the command's start (or from the
-   call, in Python) and every deadline is on ``time.perf_counter``;
+   call, in Python), and the job's :class:`~optsolve.core.clock.Deadline` is on ``time.perf_counter``;
 3. ``setup`` makes a :class:`Job`: the prepared problem, the settings recorded in the
    document, the deadline and the progress reporter;
 4. ``METHODS[name](job)`` returns a :class:`MethodOutput` (unless ``screen`` answers first, as for
@@ -68,9 +68,10 @@ class Job:
 
     ``data``: the package's prepared problem; ``settings``: the resolved options, recorded in the
     document; ``info``: the document's ``problem`` entry; ``problem``: the validated problem file (set by
-    :func:`run`, for the certificate and messages naming the file); ``deadline``: a ``time.perf_counter()``
-    value or None; ``context``: what setup computed for the methods beyond the problem (a warm
-    start, an oracle, a random generator).
+    :func:`run`, for the certificate and messages naming the file); ``deadline``: the time limit's
+    :class:`~optsolve.core.clock.Deadline` (its ``at``: a ``time.perf_counter()`` value, None without a limit);
+    ``context``: what setup computed for the methods beyond the problem (a warm start, an oracle, a random
+    generator), which they read and never write.
     """
 
     method: str
@@ -78,7 +79,7 @@ class Job:
     settings: dict
     info: ProblemInfo
     problem: Any = None
-    deadline: float | None = None
+    deadline: clock.Deadline = field(default_factory=clock.Deadline)
     progress: Progress = SILENT
     context: dict = field(default_factory=dict)
 
@@ -151,7 +152,7 @@ class Solver:
         entry = self.methods.get(method)
         return (*self.thread_libraries, *(entry.imports if entry is not None else ()))
 
-    def setup(self, problem, method: str, options: dict, deadline: float | None, progress: Progress) -> Job:
+    def setup(self, problem, method: str, options: dict, deadline: clock.Deadline, progress: Progress) -> Job:
         """Check ``options`` (the keyword arguments of ``solve_problem`` less method, device, time limit and
         progress), prepare ``problem`` and return the job (its ``method`` may differ: ``auto`` resolved)."""
         raise NotImplementedError
@@ -193,7 +194,7 @@ def run(solver: Solver, problem, *, method: str | None = None, device: str = "au
     started = clock.started_at(t0) if clock.spent() == 0.0 else contextlib.nullcontext()
     with started, threads.limited(limit, solver.libraries(method)):
         options = dict(options, device=device, time_limit=time_limit)
-        job = solver.setup(problem, method, options, clock.deadline(time_limit), progress)
+        job = solver.setup(problem, method, options, clock.Deadline.after(time_limit), progress)
         job.problem = problem
         t_prep = time.perf_counter()
         out = solver.screen(job) or solver.methods[job.method].run(job)

@@ -81,7 +81,7 @@ class CoverSolver(Solver):
     def setup(self, problem, method, options, deadline, progress) -> Job:
         settings = resolve_settings(method, **{k: v for k, v in options.items() if k != "device"})
         if options["time_limit"] is None and settings["time_limit"] is not None:  # milp's default limit
-            deadline = clock.deadline(settings["time_limit"])
+            deadline = clock.Deadline.after(settings["time_limit"])
         cp = prepare(problem, balance=settings["balance"], tau=settings["tau"], tau_frac=settings["tau_frac"])
         info = problem.info(n=cp.n, items=cp.M.shape[1], groups=cp.G)
         stats = {"function": cp.kind, "f_all": cp.f_all, "tau": cp.tau}
@@ -102,12 +102,12 @@ class CoverSolver(Solver):
         solve_s = result.stats.get("time_s", {}).get("solve")  # the certificate's bounds: a share of its time
         solve_s = None if solve_s is None else certificate.BOUND_SHARE * solve_s
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
-                                 settings=settings, limits=limits, status=result.status.value, deadline=job.deadline,
+                                 settings=settings, limits=limits, status=result.status.value, deadline=job.deadline.at,
                                  bound_seconds=solve_s)
 
     def judge(self, job, result):
         if result.status is Status.INFEASIBLE and not result.certificate.holds:
-            late = job.deadline is not None and time.perf_counter() > job.deadline
+            late = job.deadline.at is not None and time.perf_counter() > job.deadline.at
             result.status = Status.TIME_LIMIT if late else Status.NUMERICAL_ERROR
             result.add_message("The certificate could not re-derive the infeasibility"
                                + (" before the time limit." if late else "."))

@@ -25,7 +25,7 @@ def _convert(method):
         settings = job.settings
         finish, reports = _improver(job)
         found = convert_fair(job.data, _function(job), method=method, eps=settings["eps"], alpha=settings["alpha"],
-                             beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
+                             beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline.at,
                              max_rounds=settings["max_iter"], finish=finish, progress=job.progress)
         return _output(job, found, reports)
     return solve_with
@@ -37,7 +37,7 @@ def _continuous(job: Job) -> MethodOutput:
     settings = job.settings
     finish, reports = _improver(job)
     found = continuous_fair(job.data, _function(job), eps=settings["eps"], alpha=settings["alpha"],
-                            beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline,
+                            beta=settings["beta"], bicriteria=settings["bicriteria"], deadline=job.deadline.at,
                             max_rounds=settings["max_iter"], seed=settings["seed"], finish=finish,
                             progress=job.progress)
     return _output(job, found, reports)
@@ -54,7 +54,7 @@ def _improver(job: Job):
     started = time.perf_counter()
 
     def finish(fn, S, target):
-        S, report = improve(job.data, fn, S, target, built_s=time.perf_counter() - started, deadline=job.deadline)
+        S, report = improve(job.data, fn, S, target, built_s=time.perf_counter() - started, deadline=job.deadline.at)
         reports.append(report)
         return S
     return finish, reports
@@ -63,14 +63,14 @@ def _improver(job: Job):
 def _unfair(job: Job) -> MethodOutput:
     from optsolve.cover.greedy import unfair_greedy
 
-    return _output(job, unfair_greedy(job.data, _function(job), job.deadline))
+    return _output(job, unfair_greedy(job.data, _function(job), job.deadline.at))
 
 
 def _milp(job: Job) -> MethodOutput:
     from optsolve.cover.milp import solve_milp
 
     cp, settings = job.data, job.settings
-    remaining = None if job.deadline is None else max(0.05, job.deadline - time.perf_counter())
+    remaining = None if job.deadline.at is None else max(0.05, job.deadline.at - time.perf_counter())
     found = solve_milp(cp, time_limit=remaining, tau=(1 - settings["eps"]) * cp.tau if settings["bicriteria"] else None,
                        label=job.problem.source)
     stats = dict(job.context["stats"], dual_bound=found.dual_bound)

@@ -138,7 +138,7 @@ class KMeansSolver(Solver):
         return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
                                  settings=job.settings, limits=job.context["limits"], status=result.status.value,
                                  workers=job.context["workers"],
-                                 deadline=job.deadline)
+                                 deadline=job.deadline.at)
 
 
 SOLVER = KMeansSolver()

@@ -192,7 +192,7 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
 
 
 def _late(job: Job) -> bool:
-    return job.deadline is not None and time.perf_counter() >= job.deadline
+    return job.deadline.at is not None and time.perf_counter() >= job.deadline.at
 
 
 def _lloyd(job: Job) -> MethodOutput:
@@ -202,7 +202,7 @@ def _lloyd(job: Job) -> MethodOutput:
 
     kp, seed, max_iter = job.data, job.settings["seed"], job.context["max_iter"]
     stats, cut = {}, []
-    if job.deadline is None:
+    if job.deadline.at is None:
         from sklearn.cluster import KMeans
 
         memory.require(job.problem.source, f"lloyd: scikit-learn's float64 copy of the points ({kp.m} x {kp.d})",
@@ -211,7 +211,7 @@ def _lloyd(job: Job) -> MethodOutput:
             np.asarray(kp.X, dtype=float))
         centres, steps = km.cluster_centers_, int(km.n_iter_)
     else:
-        centres, steps, starts, stopped = lloyd_restarts(kp.X, kp.k, seed, max_iter or 300, job.deadline,
+        centres, steps, starts, stopped = lloyd_restarts(kp.X, kp.k, seed, max_iter or 300, job.deadline.at,
                                                          LLOYD_STARTS)
         stats["lloyd_starts"] = starts
         if stopped:
@@ -255,7 +255,7 @@ def _estimate(job: Job, method: str, timed_out: list):
 
     def full(a):
         if gathered:
-            return estimate_centres(kp, method, a, seed, parts, deadline=job.deadline, cut=cut)
+            return estimate_centres(kp, method, a, seed, parts, deadline=job.deadline.at, cut=cut)
         return sample_centres(kp, a, seed)
 
     if grid is None:
@@ -332,7 +332,7 @@ def _refine(job: Job, centres: np.ndarray, out: KMeansOutput, empty: list | None
     elif empty is not None:  # the predicted labels as indices of the centres kept
         start = centre_of_label(kp.k, np.setdiff1d(np.arange(kp.k), empty))[kp.labels]
     try:
-        run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline, threads=job.context["workers"])
+        run = lloyd(kp.X, centres, allowed, start=start, deadline=job.deadline.at, threads=job.context["workers"])
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): the estimate is the iterate
         out.status = Status.INTERRUPTED
         out.add_message("Interrupted during the Lloyd steps of the refinement: the centres are the estimate's."

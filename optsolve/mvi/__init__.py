@@ -50,7 +50,6 @@ sampled: ``--batch B`` runs the bias-corrected stochastic extragradient BC-SEG+
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
@@ -92,8 +91,9 @@ def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, lim
         raise ParameterError("The '--inner-solver gmres' option and '--inner-steps' exclude each other (forced inner "
                              "steps are fixed-point steps).")
     if inner_steps is not None and (inner_steps < 1 or not _is(method, "proximal")):
-        raise ParameterError("The '--inner-steps' option must be a positive integer and applies to "
-                             f"{' and '.join(tagged(METHODS, 'proximal'))}; got {inner_steps!r} with method {method!r}.")
+        takers = " and ".join(tagged(METHODS, "proximal"))
+        raise ParameterError(f"The '--inner-steps' option must be a positive integer and applies to {takers}; got "
+                             f"{inner_steps!r} with method {method!r}.")
     _check_batch(method, batch, relax)
 
 
@@ -202,8 +202,7 @@ class MviSolver(Solver):
         if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
             raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
         # the operator's constants may take at most half the time left: the rest is the solve's
-        now = time.perf_counter()
-        constants_by = None if deadline is None else now + CONSTANTS_SHARE * (deadline - now)
+        constants_by = deadline.share(CONSTANTS_SHARE).at
         mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, constants=False)
         if not _gmres_without_constants(mp, method, inner_solver, o["inner_steps"]):
             mp = with_constants(mp, problem, lipschitz=lipschitz, rho=rho, deadline=constants_by)

@@ -102,7 +102,7 @@ def _method(name: str):
                                     inner=settings.get("inner_solver", "auto"), batch=settings.get("batch"),
                                     seed=settings.get("seed") or 0, tol=settings["tol"],
                                     max_evals=settings["max_evals"], max_iter=job.context["max_iter"],
-                                    deadline=job.deadline, history=active() is not None, progress=job.progress)
+                                    deadline=job.deadline.at, history=active() is not None, progress=job.progress)
         if ev.best_z is None:
             raise SolverError(f"No iterate: {stop.detail or stop.reason}.")
         z = ev.best_z
@@ -141,7 +141,8 @@ def mvi_method(name: str, algorithm_of: Callable, help: str, tags=()) -> MviEntr
 
 METHODS = {
     "ecppa": mvi_method("ecppa", algorithm("ecppa", "ecppa"), "the error-corrected inexact relaxed proximal point "
-                        "method (inner fixed-point or GMRES resolvents, the default)", tags=("inner_loop", "proximal", "assumes_rho")),
+                        "method (inner fixed-point or GMRES resolvents, the default)",
+                        tags=("inner_loop", "proximal", "assumes_rho")),
     "eg+": mvi_method("eg+", algorithm("extragradient", "eg_plus"), "EG+ (gamma = 1/L, alpha = 1/2)", tags=("secant",)),
     "ceg+": mvi_method("ceg+", algorithm("extragradient", "ceg_plus"), "CEG+", tags=("secant",)),
     "adaptive-eg+": mvi_method("adaptive-eg+", algorithm("extragradient", "adaptive_eg_plus"),

@@ -23,6 +23,7 @@ from optsolve.core.backend import get_backend
 from optsolve.core.errors import ParameterError, positive_option
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import Result
+from optsolve.core.clock import Deadline
 from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.ot import defaults, repeats
 from optsolve.ot.methods import METHODS
@@ -129,7 +130,7 @@ class OTSolver(Solver):
     cpu_only = False
 
     def setup(self, problem, method, options, deadline, progress) -> Job:
-        from optsolve.ot.deadline import Deadline
+        from optsolve.ot.deadline import FINISH_PASSES
 
         o = options
         device = o["device"]
@@ -141,7 +142,7 @@ class OTSolver(Solver):
         entry = METHODS[method]
         for name in entry.imports:  # POT's import takes about a second: setup, like reading the file, not solving
             importlib.import_module(name)
-        clock = Deadline.after(o["time_limit"])
+        deadline = Deadline(deadline.end, FINISH_PASSES, start=deadline.start)  # time kept for the finish
         if "cpu" in entry.tags and device in (None, "auto") and backend.device != "cpu":
             backend = get_backend("cpu")
         block_size, plan_threshold, low_memory = o["block_size"], o["plan_threshold"], o["low_memory"]
@@ -180,7 +181,7 @@ class OTSolver(Solver):
             if method == "exact" and settings["target_gap"] is None:  # right by default: the default target, as tnt's
                 settings["target_gap"] = DEFAULT_TARGET_GAP
         return Job(method, ot, settings, problem.info(n=n, m=m), deadline=deadline, progress=progress,
-                   context={"backend": backend, "clock": clock, "plan_needed": o["plan_needed"], "merge": merge})
+                   context={"backend": backend, "plan_needed": o["plan_needed"], "merge": merge})
 
     def finish(self, job, out):
         merge = job.context["merge"]
@@ -199,7 +200,7 @@ class OTSolver(Solver):
 
         if result.certificate is not None:  # an entropic answer says so, with its certified LP gap
             result.qualifier = certificate.qualifier(result.solution, job.settings, result.certificate)
-        clock = job.context["clock"]
+        clock = job.deadline
         stopped_s = result.stats.pop("solver_stopped_s", None)
         if clock.end is not None:
             result.stats["deadline"] = dict(clock.report(), solver_stopped_s=stopped_s, finished_s=clock.elapsed())

@@ -90,7 +90,7 @@ def north_west_corner(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def solve_emd(a: np.ndarray, b: np.ndarray, C: np.ndarray, *, max_iter: int, deadline=None) -> dict:
-    """``deadline``: an :class:`optsolve.ot.deadline.Deadline`; with a limit, the simplex stops there."""
+    """``deadline``: an :class:`optsolve.core.clock.Deadline`; with a limit, the simplex stops there."""
     # the network simplex compares reduced costs with absolute tolerances: solve at max C = 1
     started = time.perf_counter()
     scale = float(C.max()) if C.size else 0.0

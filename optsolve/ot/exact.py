@@ -425,7 +425,7 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     ``potentials``: (f, g) in cost units, e.g. an entropic solution's: the first candidates are the
     pairs of least reduced cost under them (None: near pairs, see the module's notes); the
     support of a feasible plan is always added. ``deadline``: an
-    :class:`optsolve.ot.deadline.Deadline`; the loop stops between rounds when it has passed, and
+    :class:`optsolve.core.clock.Deadline`; the loop stops between rounds when it has passed, and
     the plan is then the last round's (feasible, optimal on its candidates; status ``time_limit``).
     ``target``: stop as soon as the plan's certified gap (:func:`certified_gap`) is within
     ``--target-gap`` as the certificate judges it (:func:`optsolve.ot.certificate.target_gap_limit` with

@@ -45,7 +45,7 @@ def _emd(job: Job) -> MethodOutput:
 
     ot = job.data
     _on_cpu(job, "emd")
-    out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.context["clock"])
+    out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.deadline)
     return plan_output(job, "emd", out)
 
 
@@ -56,7 +56,7 @@ def _exact(job: Job) -> MethodOutput:
 
     settings = job.settings
     _on_cpu(job, "exact")
-    res = solve_large(job.data, deadline=job.context["clock"], progress=job.progress,
+    res = solve_large(job.data, deadline=job.deadline, progress=job.progress,
                       max_rounds=settings["max_iter"] or MAX_ROUNDS, target=settings["target_gap"],
                       atol=settings["objective_atol"])
     out = {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
@@ -72,7 +72,7 @@ def _sinkhorn(job: Job) -> MethodOutput:
     ot, settings = job.data, job.settings
     out = solve_sinkhorn(ot.a, ot.b, ot.C, reg=settings["reg"], tol=settings["tol"], max_iter=settings["max_iter"],
                          time_limit=settings["time_limit"], backend=job.context["backend"], progress=job.progress,
-                         deadline=job.context["clock"])
+                         deadline=job.deadline)
     out["evaluations"] = 2 * out["iterations"]  # two kernel products an iteration
     return plan_output(job, "sinkhorn", out)
 
@@ -89,7 +89,7 @@ def _tnt(job: Job) -> MethodOutput:
     res = solve_tnt(ot, gamma_f=settings["gamma"], tol=settings["tol"], pcg_mode=settings["pcg"],
                     dtype=np.dtype(settings["dtype"]), max_iter=settings["max_iter"],
                     time_limit=settings["time_limit"], target_gap=settings["target_gap"], gap_fn=gap_fn,
-                    backend=backend, progress=job.progress, deadline=job.context["clock"])
+                    backend=backend, progress=job.progress, deadline=job.deadline)
     settings["reg"] = res.reg
     rounded = getattr(gap_fn, "last", None)  # the returned stage was rounded for the gap test: reuse it
     if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
@@ -153,7 +153,7 @@ def _finish_if_short(job: Job, out: dict) -> dict:
     from optsolve.ot.exact import solve_exact
     from optsolve.ot.rounding import round_problem
 
-    ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.context["clock"]
+    ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.deadline
     rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
     out["rounded"] = rd
     gap = out.get("entropic_gap")
@@ -208,7 +208,7 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     """A solver's answer (``out``: potentials ``f``, ``g``; an explicit plan as ``coo`` entries or a dense
     ``plan``; ``status``, ``message``, counts and ``extra`` stats) as the method's output: an entropic answer
     rounded onto the polytope (its plan built only when written), an exact one as the plan's entries."""
-    stopped_s = job.context["clock"].elapsed()  # when the solver stopped, for stats.deadline
+    stopped_s = job.deadline.elapsed()  # when the solver stopped, for stats.deadline
     from optsolve.ot.certificate import dual_bound_of
     from optsolve.ot.rounding import round_problem
 

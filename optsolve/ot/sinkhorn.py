@@ -14,7 +14,7 @@ import numpy as np
 from optsolve.core.backend import Backend
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress, stdout_to_stderr
-from optsolve.ot.deadline import Deadline
+from optsolve.ot.deadline import Deadline, after
 
 CHUNK = 25
 
@@ -26,7 +26,7 @@ def solve_sinkhorn(a, b, C, *, reg: float, tol: float, max_iter: int, time_limit
     import ot as pot
 
     xp = backend.xp
-    deadline = deadline or Deadline.after(time_limit)
+    deadline = deadline or after(time_limit)
     ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
     a_s, b_s = xp.asarray(a[ia]), xp.asarray(b[ib])
     C_s = xp.asarray(C[np.ix_(ia, ib)])

@@ -54,6 +54,7 @@ from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.ot.deadline import (CG_ITERATION_PASSES, STAGE_START_PASSES, STEP_HEAD_PASSES, STEP_TAIL_PASSES,
                                    SWEEP_PASSES, Deadline)
+from optsolve.ot.deadline import after as deadline_after
 from optsolve.ot.kernels import SPARSE_GROWTH, DenseKernel, GridKernel, Plan, StreamedKernel
 from optsolve.ot.pcg import PCGState, l1, pcg
 
@@ -357,7 +358,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     20% of them are kept. ``structure``: grid problems use the separable :class:`GridKernel`. ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative
     gap of the rounded plan after each stage, and gamma keeps growing (up to 2^20) until it is
     at most ``target_gap``; ``gamma_f`` is then only where the schedule would otherwise stop.
-    ``deadline``: the :class:`optsolve.ot.deadline.Deadline` of the whole solve (default: ``time_limit``
+    ``deadline``: the :class:`optsolve.core.clock.Deadline` of the whole solve (default: ``time_limit``
     seconds from now), checked inside every loop; it keeps time for the rounding and the certificate.
     """
     from optsolve.core.backend import get_backend
@@ -366,7 +367,7 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     xp = backend.xp
     log = get_logger()
     if deadline is None:
-        deadline = Deadline.after(time_limit)
+        deadline = deadline_after(time_limit)
     a, b = ot.a, ot.b
     ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
     scale = ot.max_cost()

@@ -91,8 +91,8 @@ def _admm(job: Job, controller=None, switch_after=None, row_spread=None) -> Meth
                       refine_stalled=settings["refine"], switch_after=switch_after, row_spread=row_spread)
     if controller is not None:
         st.check_every = controller.interval
-    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=claim_verifier(qp, settings["cert_tol"], job.deadline),
-                   progress=job.progress, deadline=job.deadline, controller=controller)
+    r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=claim_verifier(qp, settings["cert_tol"], job.deadline.at),
+                   progress=job.progress, deadline=job.deadline.at, controller=controller)
     message = r.message
     if r.rejected_claims:
         it, kind, why = r.rejected_claims[-1]
@@ -120,7 +120,7 @@ def _distributed(job: Job, controller=None) -> MethodOutput:
                           scaling=settings["scaling"], eps_abs=settings["eps_abs"], eps_rel=settings["eps_rel"],
                           max_iter=settings["max_iter"],
                           check_every=controller.interval if controller else settings["check_every"],
-                          refine_stalled=settings["refine"], deadline=job.deadline, progress=job.progress,
+                          refine_stalled=settings["refine"], deadline=job.deadline.at, progress=job.progress,
                           controller=controller, balance=settings["residual_balancing"], comm=comm)
     message = refined_message(r.iterations) if r.polished else r.message
     stats = {"nodes": r.nodes, "copies": r.copies, "balance_updates": r.balance_updates, "prim_res": r.prim_res,
@@ -196,7 +196,7 @@ def _deepqp(job: Job) -> MethodOutput:
 def _osqp(job: Job) -> MethodOutput:
     from optsolve.qp.peers import solve_osqp
 
-    r = solve_osqp(job.data, job.settings, job.deadline, *job.context["warm_start"])
+    r = solve_osqp(job.data, job.settings, job.deadline.at, *job.context["warm_start"])
     return _peer_output(job, r, f"osqp reported {r['stats']['osqp_status']}")
 
 
@@ -209,7 +209,7 @@ def _peer_output(job: Job, r: dict, said: str) -> MethodOutput:
     claim = {}
     if status in ("infeasible", "unbounded"):
         raw = r["claim"]
-        verify = claim_verifier(qp, job.settings["cert_tol"], job.deadline)
+        verify = claim_verifier(qp, job.settings["cert_tol"], job.deadline.at)
         cert, why = verify(status, raw / max(float(np.abs(raw).max()), 1e-300))
         if cert is None:
             # the peer stopped on its claim, not on a limit: a claim that does not hold leaves no answer
@@ -241,7 +241,7 @@ def _interior_point_peer(name: str):
         except ImportError:
             raise ParameterError(f"Method {name!r} needs the {name} package: pip install {name} "
                                  "(or 'optsolve[peers]').") from None
-        deadline = job.deadline
+        deadline = job.deadline.at
         with stdout_to_stderr():
             r = solve(job.data, job.settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
         stats = dict(r["stats"], evaluations=r["stats"]["iterations"])  # one factorisation a step
@@ -263,7 +263,7 @@ def _auto(job: Job) -> MethodOutput:
     before = ""
     if first == "kkt":
         t = time.perf_counter()
-        r = auto.solve_kkt(qp, settings["eps_abs"], settings["eps_rel"], job.deadline)
+        r = auto.solve_kkt(qp, settings["eps_abs"], settings["eps_rel"], job.deadline.at)
         if r is not None:
             peers.trace_answer(qp, r[3], r[0], r[1])
             return answer(qp, "optimal", x=r[0], y=r[1], z=r[2], iterations=r[3], evaluations=1,
@@ -275,7 +275,7 @@ def _auto(job: Job) -> MethodOutput:
             first, paces = auto.by_pace(qp, settings)
             tries = [first] + (["piqp"] if first == "clarabel" else [])  # PIQP after Clarabel, where it fits
         for k, name in enumerate(tries):
-            left = None if job.deadline is None else job.deadline - time.perf_counter()
+            left = None if job.deadline.at is None else job.deadline.at - time.perf_counter()
             if k and left is not None and left < auto.PIQP_AFTER_PROBES * paces["piqp"]:
                 break
             out = METHODS[name].run(job)

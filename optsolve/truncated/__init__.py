@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from optsolve.core import clock, memory
+from optsolve.core import memory
 from optsolve.core.errors import OptsolveError, ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
@@ -117,7 +117,7 @@ class TruncatedSolver(Solver):
         # the estimate and the bootstrap stop at their share of the time limit, the certificate's draws at the limit
         context = {"fit_rows": fit_rows, "held": held, "rng": rng, "counter": counter,
                    "alpha0": alpha0,
-                   "estimate_deadline": clock.deadline(o["time_limit"], share=1.0 - CERTIFICATE_TIME_SHARE)}
+                   "estimate_deadline": deadline.share(1.0 - CERTIFICATE_TIME_SHARE)}
         return Job(method, tp, settings, problem.info(n=tp.n, d=tp.d), deadline=deadline, progress=progress,
                    context=context)
 
@@ -130,7 +130,7 @@ class TruncatedSolver(Solver):
         if resamples:
             intervals, done, late = bootstrap_intervals(tp, c["fit_rows"], job.method, c["rng"], int(resamples),
                                                         tol=settings["tol"], radius=settings["radius"],
-                                                        deadline=c["estimate_deadline"], oracle=c["counter"])
+                                                        deadline=c["estimate_deadline"].at, oracle=c["counter"])
             out.solution.update(intervals)
             out.stats["bootstrap_resamples"] = done
             out.evaluations = c["counter"].calls
@@ -164,7 +164,7 @@ class TruncatedSolver(Solver):
         if "region" not in METHODS[job.method].tags:
             limits["radius"] = None
         draws = certificate.measure(job.problem, solution, limits=limits, settings=job.settings,
-                                    oracle=job.settings["oracle"], deadline=job.deadline)
+                                    oracle=job.settings["oracle"], deadline=job.deadline.at)
         theta = getattr(out, "theta", None)  # a TruncatedOutput's; a plain output states no objective
         measured = draws is not None and draws.hits
         solution["alpha_hat"] = draws.alpha if measured else None

@@ -63,7 +63,7 @@ def _method(name: str):
         tp, settings, c = job.data, job.settings, job.context
         try:
             found = estimate(tp, c["fit_rows"], name, c["rng"], tol=settings["tol"], radius=settings["radius"],
-                             max_calls=settings["max_evals"], deadline=c["estimate_deadline"], progress=job.progress,
+                             max_calls=settings["max_evals"], deadline=c["estimate_deadline"].at, progress=job.progress,
                              oracle=c["counter"], alpha0=c["alpha0"])
         except np.linalg.LinAlgError as exc:
             raise SolverError(f"The {name} estimate failed numerically ({exc}); the samples may be too badly scaled "

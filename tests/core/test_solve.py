@@ -40,7 +40,7 @@ class Toy(Solver):
                             stats={"own": 1, "time_s": {"inner": 0.5, "skipped": None}})
 
     def slow(self, job):
-        stop = Status.TIME_LIMIT if job.deadline is not None and job.deadline < time.perf_counter() + 10 else None
+        stop = Status.TIME_LIMIT if job.deadline.at is not None and job.deadline.at < time.perf_counter() + 10 else None
         return MethodOutput(stop or Status.OPTIMAL, {"x": job.data}, objective=job.data)
 
     def certify(self, job, result, out):
@@ -104,7 +104,8 @@ def test_the_time_limit_counts_from_the_call_and_reaches_the_method():
     before = time.perf_counter()
     result = run(toy, {"value": 1.0}, method="slow", time_limit=5.0, scale=1.0)
     _, limit, deadline = toy.calls[0]
-    assert limit == 5.0 and before + 5.0 <= deadline <= time.perf_counter() + 5.0
+    assert isinstance(deadline, clock.Deadline)  # the one deadline type every job carries
+    assert limit == 5.0 and before + 5.0 <= deadline.at <= time.perf_counter() + 5.0
     assert result.status is Status.TIME_LIMIT
     assert clock.spent() == 0.0  # the clock started for the call is stopped after it
 
@@ -207,3 +208,22 @@ def test_threads_option_and_environment_are_recorded(cli, small_ot):
     assert cli("ot", small_ot, env={"OPTSOLVE_THREADS": "all"}).json()["settings"]["threads"] == "all"
     r = cli("ot", small_ot, "--threads", "-1")
     assert r.exit_code == 7 and "'--threads'" in r.stderr
+
+
+def test_a_deadline_keeps_its_finish_and_shares_what_is_left():
+    class Clock:
+        now = 100.0
+
+        def __call__(self):
+            return self.now
+
+    tick = Clock()
+    d = clock.Deadline.after(10.0, finish_passes=4, clock=tick)
+    assert d.at == 110.0 and d.remaining() == 10.0
+    d.measure(1.0, passes=2)  # 0.5 s a pass: 2 s kept for the finish
+    assert d.at == 108.0 and d.remaining(extra_passes=2) == 7.0 and not d.expired()
+    tick.now = 104.0
+    half = d.share(0.5)
+    assert half.at == 107.0 and half.start == 104.0  # half of the 6 s left before the end
+    tick.now = 108.0
+    assert d.expired() and not clock.Deadline.after(None).expired(1e9) and clock.Deadline().at is None

@@ -10,7 +10,9 @@ import pytest
 
 import optsolve.ot
 from optsolve.core.files import save_problem
-from optsolve.ot.deadline import FINISH_PASSES, Deadline
+from optsolve.core.clock import Deadline
+from optsolve.ot.deadline import FINISH_PASSES
+from optsolve.ot.deadline import after as ot_deadline
 from optsolve.ot.problems import cost_matrix
 
 
@@ -385,7 +387,7 @@ class FakeClock:
 
 def test_deadline_keeps_time_for_the_finish():
     clock = FakeClock()
-    d = Deadline.after(10.0, clock=clock)
+    d = ot_deadline(10.0, clock=clock)
     assert d.remaining() == 10.0 and not d.expired()
     d.measure(2.0, passes=4)  # 0.5 s a pass
     assert d.reserve_s == FINISH_PASSES * 0.5
