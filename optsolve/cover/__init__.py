@@ -11,13 +11,13 @@ baseline ``unfair-greedy`` (classic greedy cover, no fairness).
 
 from __future__ import annotations
 
-import math
 import time
 
 from optsolve.core import clock
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.options import Option, check, count, positive
 from optsolve.core.solve import Job, MethodOutput, Solver, run, tagged
 from optsolve.cover.certificate import VALUE_RTOL
 from optsolve.cover.methods import METHODS
@@ -38,31 +38,24 @@ def _beta(beta):
     return b
 
 
+OPTIONS = (Option("eps", low=0, high=1, low_open=True, high_open=True), positive("alpha"), count("max_iter"),
+           Option("value_rtol", low=0, high=1, high_open=True), Option("seed", "int", low=0, high=2**128, high_open=True),
+           Option("balance", low=0, high=1), positive("tau"), Option("tau_frac", low=0, high=1, low_open=True))
+
+
 def resolve_settings(method, *, eps, alpha, beta, bicriteria, balance, tau, tau_frac, max_iter, time_limit, seed,
                      unfair=False, value_rtol=VALUE_RTOL, improve=True):
+    o = check(OPTIONS, dict(eps=eps, alpha=alpha, max_iter=max_iter, value_rtol=value_rtol, seed=seed,
+                            balance=balance, tau=tau, tau_frac=tau_frac))
+    eps, alpha, max_iter, value_rtol, seed = o["eps"], o["alpha"], o["max_iter"], o["value_rtol"], o["seed"]
+    balance, tau, tau_frac = o["balance"], o["tau"], o["tau_frac"]
     entry = METHODS[method]
     if unfair and "unfair" not in entry.tags:
         takers = " or ".join(f"'--method {m}'" for m in tagged(METHODS, "unfair"))
         raise ParameterError(f"The '--unfair' flag drops the proportions, which '--method {method}' enforces; "
                              f"use it with {takers} (which sets it).")
-    if not (0 <= value_rtol < 1):
-        raise ParameterError(f"The '--value-rtol' option must be a number in [0, 1); got {value_rtol!r}.")
-    if max_iter is not None and max_iter < 1:
-        raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
-    if not 0 < eps < 1:
-        raise ParameterError(f"The '--eps' option must be a number in (0, 1); got {eps!r}.")
-    if not (alpha > 0 and math.isfinite(alpha)):
-        raise ParameterError(f"The '--alpha' option must be a positive number; got {alpha!r}.")
-    if seed is not None and not 0 <= seed < 2**128:
-        raise ParameterError(f"The '--seed' option must be an integer in [0, 2^128); got {seed!r}.")
-    if balance is not None and not 0 <= balance <= 1:
-        raise ParameterError(f"The '--balance' option must be a number in [0, 1]; got {balance!r}.")
     if tau is not None and tau_frac is not None:
         raise ParameterError("Give at most one of '--tau' and '--tau-frac'.")
-    if tau is not None and not tau > 0:
-        raise ParameterError(f"The '--tau' option must be a positive number; got {tau!r}.")
-    if tau_frac is not None and not 0 < tau_frac <= 1:
-        raise ParameterError(f"The '--tau-frac' option must be a number in (0, 1]; got {tau_frac!r}.")
     if time_limit is None:
         time_limit = entry.default("time_limit")
     # balance, tau, tau_frac: the options given (None: the file's); unfair: what unfair-greedy solves

@@ -10,7 +10,6 @@ n_init = 10, the reference).
 
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
@@ -20,6 +19,7 @@ from optsolve.core.errors import ParameterError
 from optsolve.core.history import trace
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.options import Option, check, count
 from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.kmeans.methods import KMEANS_MEASURE, METHODS
 from optsolve.kmeans.problems import SCHEMA, prepare
@@ -30,35 +30,16 @@ PRELOAD = ("optsolve.kmeans.estimators", "optsolve.kmeans.lloyd", "optsolve.kmea
 LLOYD_STEPS = 10  # Lloyd steps at most after an estimator's centres (refine, the default)
 
 
-def _alpha_option(alpha):
-    if alpha in (None, "auto"):
-        return "auto"
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        a = -1.0
-    if not 0 <= a < 0.5:
-        raise ParameterError(f"The '--alpha' option must be 'auto' or a number in [0, 0.5); got {alpha!r}.")
-    return a
+OPTIONS = (Option("alpha", low=0, high=0.5, high_open=True, words=("auto",)), count("lloyd_steps", 0),
+           count("max_iter"), count("seed", 0), Option("cost_rtol", low=0), Option("cost_atol", low=0),
+           Option("assign_tol", low=0), Option("label_cost_slack", low=0))
 
 
 def _limits(**given) -> dict:
     """The certificate's limits (:data:`optsolve.kmeans.certificate.LIMITS`): the given values, else the defaults."""
     from optsolve.kmeans.certificate import LIMITS
 
-    out = {}
-    for lim in LIMITS:
-        value = given.get(lim.name)
-        if value is None:
-            value = lim.default
-        try:
-            value = float(value)
-        except (TypeError, ValueError):
-            value = -1.0
-        if not (math.isfinite(value) and value >= 0):
-            raise ParameterError(f"The '{lim.option}' option must be a finite number >= 0; got {given.get(lim.name)!r}.")
-        out[lim.name] = value
-    return out
+    return {lim.name: float(lim.default if given.get(lim.name) is None else given[lim.name]) for lim in LIMITS}
 
 
 def _block_workers() -> int:
@@ -76,16 +57,14 @@ class KMeansSolver(Solver):
     default_method = DEFAULT_METHOD
 
     def setup(self, problem, method, options, deadline, progress) -> Job:
-        o = options
-        alpha = _alpha_option(o["alpha"])
+        o = check(OPTIONS, options)
+        alpha = "auto" if o["alpha"] is None else o["alpha"]
         limits = _limits(cost_rtol=o["cost_rtol"], cost_atol=o["cost_atol"], assign_tol=o["assign_tol"],
                          label_cost_slack=o["label_cost_slack"])
         refine, lloyd_steps = o["refine"], o["lloyd_steps"]
         if not isinstance(refine, (bool, np.bool_)):
             raise ParameterError(f"The 'refine' option is True or False (the number of Lloyd steps is "
                                  f"'lloyd_steps'); got {refine!r}.")
-        if isinstance(lloyd_steps, bool) or not isinstance(lloyd_steps, (int, np.integer)) or lloyd_steps < 0:
-            raise ParameterError(f"The '--lloyd-steps' option must be a nonnegative integer; got {lloyd_steps!r}.")
         if o["max_iter"] is not None and "iterative" not in METHODS[method].tags:
             takers = " and ".join(f"'--method {m}'" for m in tagged(METHODS, "iterative"))
             raise ParameterError(f"The '--max-iter' option applies to {takers} (KMeans's iteration limit); "

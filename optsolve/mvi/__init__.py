@@ -49,13 +49,13 @@ sampled: ``--batch B`` runs the bias-corrected stochastic extragradient BC-SEG+
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result
+from optsolve.core.options import Option, check, count, positive
 from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.mvi.methods import DEFAULT_MAX_EVALS, DEFAULT_TOL, METHODS
 from optsolve.mvi.problems import SCHEMA, prepare, with_constants
@@ -69,37 +69,29 @@ def _is(method: str, tag: str) -> bool:
     return tag in METHODS[method].tags
 
 
+OPTIONS = (positive("gamma"), positive("tol"), positive("feas_tol"), positive("residual_rtol"),
+           positive("residual_atol"), Option("relax", low=0, high=2, low_open=True, high_open=True),
+           Option("sigma", low=0, high=1, low_open=True, high_open=True), count("max_evals"),
+           Option("inner_solver", "choice", choices=INNER_SOLVERS), count("inner_steps"), count("batch"),
+           Option("rho"), positive("lipschitz"), count("seed", 0), count("max_iter"))
+
+
 def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits, inner_solver="auto", batch=None):
-    for name, value in (("gamma", gamma), ("tol", tol), *limits.items()):
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise ParameterError(f"The '--{name.replace('_', '-')}' option must be a float in (0, inf); "
-                                 f"got {value!r}.")
-    if relax is not None and not 0 < relax < 2:
-        raise ParameterError(f"The '--relax' option must be a float in (0, 2); got {relax!r}.")
-    if sigma is not None and not 0 < sigma < 1:
-        raise ParameterError(f"The '--sigma' option must be a float in (0, 1); got {sigma!r}.")
+    """The rules that tie the options (checked against :data:`OPTIONS` already) to the method and each other."""
     if sigma is not None and not _is(method, "inner_loop"):
         raise ParameterError(f"The '--sigma' option (ecppa's inner stop) does not apply to method {method!r}.")
-    if max_evals is not None and max_evals < 1:
-        raise ParameterError(f"The '--max-evals' option must be a positive integer; got {max_evals!r}.")
-    if inner_solver not in INNER_SOLVERS:
-        raise ParameterError(f"The '--inner-solver' option must be one of {', '.join(INNER_SOLVERS)}; "
-                             f"got {inner_solver!r}.")
     if inner_solver != "auto" and not _is(method, "inner_loop"):
         raise ParameterError(f"The '--inner-solver' option (ecppa's resolvents) does not apply to method {method!r}.")
     if inner_solver == "gmres" and inner_steps is not None:
         raise ParameterError("The '--inner-solver gmres' option and '--inner-steps' exclude each other (forced inner "
                              "steps are fixed-point steps).")
-    if inner_steps is not None and (inner_steps < 1 or not _is(method, "proximal")):
+    if inner_steps is not None and not _is(method, "proximal"):
         takers = " and ".join(tagged(METHODS, "proximal"))
-        raise ParameterError(f"The '--inner-steps' option must be a positive integer and applies to {takers}; got "
-                             f"{inner_steps!r} with method {method!r}.")
+        raise ParameterError(f"The '--inner-steps' option applies to {takers}; got method {method!r}.")
     _check_batch(method, batch, relax)
 
 
 def _check_batch(method, batch, relax) -> None:
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise ParameterError(f"The '--batch' option must be a positive integer; got {batch!r}.")
     if batch is not None and not _is(method, "stochastic"):
         raise ParameterError(f"The '--batch' option (sampled terms of the operator) applies to method "
                              f"{' and '.join(tagged(METHODS, 'stochastic'))}; got method {method!r}.")
@@ -189,7 +181,7 @@ class MviSolver(Solver):
     default_method = DEFAULT_METHOD
 
     def setup(self, problem, method, options, deadline, progress) -> Job:
-        o = options
+        o = check(OPTIONS, options)
         extra_limits = {"feas_tol": o["feas_tol"], "residual_rtol": o["residual_rtol"],
                         "residual_atol": o["residual_atol"]}
         inner_solver = o.get("inner_solver") or "auto"
@@ -197,10 +189,6 @@ class MviSolver(Solver):
         _check_options(method, o["gamma"], o["relax"], o["sigma"], o["tol"], o["max_evals"], o["inner_steps"],
                        extra_limits, inner_solver, batch)
         rho, lipschitz = o["rho"], o["lipschitz"]
-        if rho is not None and not math.isfinite(rho):
-            raise ParameterError(f"The '--rho' option must be a finite float; got {rho!r}.")
-        if lipschitz is not None and not (lipschitz > 0 and math.isfinite(lipschitz)):
-            raise ParameterError(f"The '--lipschitz' option must be a float in (0, inf); got {lipschitz!r}.")
         # the operator's constants may take at most half the time left: the rest is the solve's
         constants_by = deadline.share(CONSTANTS_SHARE).at
         mp = prepare(problem, o["operator"], lipschitz=lipschitz, rho=rho, constants=False)

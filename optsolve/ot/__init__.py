@@ -20,10 +20,11 @@ import importlib
 
 from optsolve.core import memory
 from optsolve.core.backend import get_backend
-from optsolve.core.errors import ParameterError, positive_option
+from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress, get_logger
 from optsolve.core.result import Result
 from optsolve.core.clock import Deadline
+from optsolve.core.options import Option, check, count, positive
 from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.ot import defaults, repeats
 from optsolve.ot.methods import METHODS
@@ -58,10 +59,10 @@ def choose_method(problem, *, reg=None, gamma=None, target_gap=None, gpu: bool =
     return "exact"
 
 
-def _choice(name: str, value, choices):
-    if value not in choices:
-        raise ParameterError(f"The '--{name}' option must be one of {', '.join(choices)}; got {value!r}.")
-    return value
+OPTIONS = (positive("reg"), positive("gamma"), positive("target_gap"), positive("tol"), count("max_iter"),
+           Option("pcg", "choice", choices=PCG_MODES), Option("dtype", "choice", choices=DTYPES), count("block_size"),
+           Option("plan_threshold", low=0), positive("feas_tol"), positive("objective_rtol"),
+           positive("objective_atol"), positive("lp_tol"))
 
 
 def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, time_limit, pcg, dtype, backend,
@@ -72,8 +73,6 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
     that ``optsolve verify`` can tell a document judged by looser ones."""
     from optsolve.ot.certificate import LIMITS
 
-    reg, gamma = positive_option("reg", reg), positive_option("gamma", gamma)
-    target_gap = positive_option("target-gap", target_gap)
     if reg is not None and gamma is not None:
         raise ParameterError("Give at most one of '--reg' and '--gamma' (reg = max(C) / gamma).")
     entry, stoppers = METHODS[method], " and ".join(f"'--method {m}'" for m in tagged(METHODS, "target_gap"))
@@ -81,8 +80,6 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
         raise ParameterError(f"The '--target-gap' option applies to {stoppers} only.")
     if "exact_lp" in entry.tags and (reg is not None or gamma is not None):
         raise ParameterError(f"Method {method!r} solves the unregularised LP: '--gamma' and '--reg' do not apply.")
-    if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
-        raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
     scale = cmax if cmax > 0 else 1.0
     if reg is None and gamma is None and target_gap is None:
         target_gap = entry.default("target_gap")  # tnt: right by default, a certified gap, not a temperature
@@ -97,8 +94,6 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
             raise ParameterError(f"The option {what} is outside [2^-20, 2^40]: the entropic plan would be the "
                                  "product of the masses, or beyond the precision of float64.")
         reg = scale / gamma
-    _choice("pcg", pcg, PCG_MODES)
-    _choice("dtype", dtype, DTYPES)
     if dtype == "auto":
         dtype = "float32" if ("float32" in entry.tags and backend.device == "gpu" and target_gap is None
                               and gamma <= FLOAT32_MAX_GAMMA) else "float64"
@@ -110,10 +105,10 @@ def resolve_settings(method, cmax, *, reg, gamma, target_gap, tol, max_iter, tim
                              "then falls back to the last stage that succeeded.")
     given = {"feas_tol": feas_tol, "objective_rtol": objective_rtol, "objective_atol": objective_atol,
              "lp_tol": lp_tol}
-    limits = {lim.name: positive_option(lim.name.replace("_", "-"), given[lim.name]) or lim.default
+    limits = {lim.name: given[lim.name] or lim.default
               for lim in LIMITS if lim.name in given}
     return {"method": method, "reg": reg, "gamma": gamma if entropic else None,
-            "target_gap": target_gap, "tol": positive_option("tol", tol) or entry.default("tol"),
+            "target_gap": target_gap, "tol": tol or entry.default("tol"),
             "max_iter": int(max_iter) if max_iter is not None else entry.default("max_iter"),
             "time_limit": time_limit, "pcg": pcg if "float32" in entry.tags else None,
             "dtype": dtype, "device": backend.device, **limits}
@@ -132,7 +127,7 @@ class OTSolver(Solver):
     def setup(self, problem, method, options, deadline, progress) -> Job:
         from optsolve.ot.deadline import FINISH_PASSES
 
-        o = options
+        o = check(OPTIONS, options)
         device = o["device"]
         backend = get_backend(device)
         chosen = method == "auto"
@@ -146,10 +141,6 @@ class OTSolver(Solver):
         if "cpu" in entry.tags and device in (None, "auto") and backend.device != "cpu":
             backend = get_backend("cpu")
         block_size, plan_threshold, low_memory = o["block_size"], o["plan_threshold"], o["low_memory"]
-        if block_size is not None and (int(block_size) != block_size or block_size < 1):
-            raise ParameterError(f"The '--block-size' option must be a positive integer; got {block_size!r}.")
-        if plan_threshold is not None and not (float(plan_threshold) >= 0):
-            raise ParameterError(f"The '--plan-threshold' option must be a float >= 0; got {plan_threshold!r}.")
         streams = "low_memory" in entry.tags
         if low_memory and not streams:
             raise ParameterError(f"Method {method!r} needs the dense n x m cost; in low-memory mode use "

@@ -22,13 +22,13 @@ vector instead. Tolerances ``eps_abs`` and ``eps_rel`` default to 1e-3, as in OS
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from optsolve.core.errors import InputError, ParameterError, positive_option
+from optsolve.core.errors import InputError, ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.options import Option, check, count, positive
 from optsolve.core.solve import Job, Solver, run, tagged
 from optsolve.qp import defaults
 from optsolve.qp.methods import METHODS, no_variables
@@ -39,11 +39,11 @@ DEFAULT_EPS = defaults.EPS
 MAX_SCALING = 1000
 
 
-def _nonneg(name, value):
-    x = float(value)
-    if not (x >= 0 and math.isfinite(x)):
-        raise ParameterError(f"The '--{name}' option must be a float >= 0; got {x!r}.")
-    return x
+OPTIONS = (count("max_iter"), Option("alpha", low=0, high=2, low_open=True, high_open=True),
+           Option("scaling", "int", low=0, high=MAX_SCALING), count("check_every"), Option("eps_abs", low=0),
+           Option("eps_rel", low=0), count("nodes"), positive("mu"), positive("rho"), positive("sigma"),
+           positive("eps_prim_inf"), positive("eps_dual_inf"), Option("engine", "choice", choices=("local", "mpi")),
+           positive("cert_tol"), positive("obj_rtol"), positive("obj_atol"))
 
 
 def _warm_start(warm_start, qp: QPProblem):
@@ -92,53 +92,36 @@ def resolve_settings(method, *, eps_abs, eps_rel, max_iter, time_limit, rho, sig
                      obj_atol=None):
     from optsolve.qp.certificate import LIMITS
 
-    if max_iter is not None and (int(max_iter) != max_iter or max_iter < 1):
-        raise ParameterError(f"The '--max-iter' option must be a positive integer; got {max_iter!r}.")
-    if not (0 < float(alpha) < 2):
-        raise ParameterError(f"The '--alpha' option must be in (0, 2); got {alpha!r}.")
-    if int(scaling) != scaling or not 0 <= scaling <= MAX_SCALING:
-        raise ParameterError(f"The '--scaling' option must be an integer in [0, {MAX_SCALING}]; got {scaling!r} "
-                             "(Ruiz equilibration reaches its fixed point within about a hundred passes).")
-    if int(check_every) != check_every or check_every < 1:
-        raise ParameterError(f"The '--check-every' option must be a positive integer; got {check_every!r}.")
-    eps_abs, eps_rel = _nonneg("eps-abs", eps_abs), _nonneg("eps-rel", eps_rel)
+    o = check(OPTIONS, dict(max_iter=max_iter, alpha=alpha, scaling=scaling, check_every=check_every, eps_abs=eps_abs,
+                            eps_rel=eps_rel, nodes=nodes, mu=mu, rho=rho, sigma=sigma, eps_prim_inf=eps_prim_inf,
+                            eps_dual_inf=eps_dual_inf, engine=engine, cert_tol=cert_tol, obj_rtol=obj_rtol,
+                            obj_atol=obj_atol))
+    max_iter, alpha, scaling, check_every, nodes = o["max_iter"], o["alpha"], o["scaling"], o["check_every"], o["nodes"]
+    eps_abs, eps_rel = o["eps_abs"], o["eps_rel"]
     if eps_abs == 0 and eps_rel == 0:
         raise ParameterError("At least one of '--eps-abs' and '--eps-rel' must be positive.")
-    if nodes is not None and (int(nodes) != nodes or nodes < 1):
-        raise ParameterError(f"The '--nodes' option must be a positive integer; got {nodes!r}.")
     entry = METHODS[method]
     if nodes is not None:
         _applies("nodes", "distributed", method)
-    if rho is None:
-        rho = entry.default("rho", DEFAULT_RHO)
+    rho = o["rho"] if o["rho"] is not None else entry.default("rho", DEFAULT_RHO)
     if residual_balancing:
         _applies("residual-balancing", "distributed", method)
     if policy is not None:
         _applies("policy", "learned", method)
-    if engine not in ("local", "mpi"):
-        raise ParameterError(f"Unknown engine {engine!r}; expected 'local' or 'mpi'.")
     if engine == "mpi" and "distributed" not in entry.tags:
         raise ParameterError(f"'--engine mpi' runs the methods {' and '.join(tagged(METHODS, 'distributed'))}; got "
                              f"method {method!r} (add '--method distributed').")
-    given = {"cert_tol": cert_tol, "obj_rtol": obj_rtol, "obj_atol": obj_atol}
-    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": positive_option("mu", mu),
+    return {"method": method, "eps_abs": eps_abs, "eps_rel": eps_rel, "mu": o["mu"],
             "nodes": None if nodes is None else int(nodes),
             "max_iter": int(max_iter) if max_iter is not None else entry.default("max_iter", DEFAULT_MAX_ITER),
-            "time_limit": time_limit, "rho": positive_option("rho", rho),
-            "sigma": positive_option("sigma", sigma), "alpha": float(alpha), "scaling": int(scaling),
+            "time_limit": time_limit, "rho": rho,
+            "sigma": o["sigma"], "alpha": alpha, "scaling": scaling,
             "adaptive_rho": bool(adaptive_rho), "check_every": int(check_every),
-            "eps_prim_inf": positive_option("eps-prim-inf", eps_prim_inf),
-            "eps_dual_inf": positive_option("eps-dual-inf", eps_dual_inf), "polish": bool(polish),
+            "eps_prim_inf": o["eps_prim_inf"], "eps_dual_inf": o["eps_dual_inf"], "polish": bool(polish),
             "refine": bool(refine) and "no_refine" not in entry.tags, "policy": policy,
             "residual_balancing": bool(residual_balancing), "engine": engine,
-            **{lim.name: _limit_option(lim, given[lim.name]) for lim in LIMITS if lim.name in given}}
-
-
-def _limit_option(lim, value) -> float:
-    """A certificate limit given as an option (:data:`optsolve.qp.certificate.LIMITS`): its default when absent."""
-    if value is None:
-        return float(lim.default)
-    return positive_option(lim.option[2:], value)
+            **{lim.name: float(lim.default if o[lim.name] is None else o[lim.name]) for lim in LIMITS
+               if lim.name in ("cert_tol", "obj_rtol", "obj_atol")}}
 
 
 CLAIMS = {"infeasible": "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'max(dy, 0) + l'min(dy, 0) < 0.",

@@ -21,6 +21,7 @@ from optsolve.core import memory
 from optsolve.core.errors import OptsolveError, ParameterError
 from optsolve.core.progress import SILENT, Progress
 from optsolve.core.result import Result, Status
+from optsolve.core.options import Option, check, count, positive
 from optsolve.core.solve import Job, Solver, run
 from optsolve.truncated.methods import METHODS, bootstrap_intervals
 from optsolve.truncated.problems import SCHEMA, prepare
@@ -39,21 +40,12 @@ class BudgetError(OptsolveError):
 CERTIFICATE_TIME_SHARE = 0.2
 
 
-def _check_options(tol, radius, max_evals, bootstrap, holdout, max_iter, objective_rtol,
-                   objective_atol):
-    if tol is not None and not 0 < tol <= 1:
-        raise ParameterError(f"The '--tol' option must be a number in (0, 1]; got {tol!r}.")
-    if radius is not None and not (radius > 0 and math.isfinite(radius)):
-        raise ParameterError(f"The '--radius' option must be a positive number; got {radius!r}.")
-    if max_evals is not None and max_evals < 1:
-        raise ParameterError(f"The '--max-evals' option must be a positive integer; got {max_evals!r}.")
-    if bootstrap is not None and bootstrap < 0:
-        raise ParameterError(f"The '--bootstrap' option must be a nonnegative integer; got {bootstrap!r}.")
-    if holdout is not None and not 0 < holdout < 1:
-        raise ParameterError(f"The '--holdout' option must be a fraction in (0, 1); got {holdout!r}.")
-    for name, v in (("objective-rtol", objective_rtol), ("objective-atol", objective_atol)):
-        if v is not None and not (v >= 0 and math.isfinite(v)):
-            raise ParameterError(f"The '--{name}' option must be a finite number >= 0; got {v!r}.")
+OPTIONS = (Option("tol", low=0, high=1, low_open=True), positive("radius"), count("max_evals"),
+           count("bootstrap", 0), Option("holdout", low=0, high=1, low_open=True, high_open=True),
+           Option("objective_rtol", low=0), Option("objective_atol", low=0), count("seed", 0))
+
+
+def _check_max_iter(max_iter):
     if max_iter is not None:
         raise ParameterError("The '--max-iter' option does not apply to optsolve truncated: its work is oracle calls; "
                              "use '--max-evals N'.")
@@ -85,9 +77,8 @@ class TruncatedSolver(Solver):
     def setup(self, problem, method, options, deadline, progress) -> Job:
         from optsolve.truncated import certificate
 
-        o = options
-        _check_options(o["tol"], o["radius"], o["max_evals"], o["bootstrap"], o["holdout"], o["max_iter"],
-                       o["objective_rtol"], o["objective_atol"])
+        o = check(OPTIONS, options)
+        _check_max_iter(o["max_iter"])
         tp = prepare(problem, o["oracle"])
         _check_sizes(tp, method, o["tol"], o["bootstrap"])
         seed = 0 if o["seed"] is None else int(o["seed"])
