@@ -237,12 +237,13 @@ def test_verify_refuses_a_qualifier_that_understates_the_gap_or_qualifies_an_lp_
 
 
 def test_the_certificates_distinct_points_agree_with_the_solvers_on_random_clouds():
+    from optsolve.ot.certificate import kernels
     from optsolve.ot.repeats import distinct
 
     rng = np.random.default_rng(5)
     for n, d, pool in ((1, 2, 1), (50, 2, 10), (200, 3, 150), (30, 1, 30), (40, 2, 1000)):
         P = rng.integers(0, pool, size=(n, d)).astype(float) / 7.0
-        mine, theirs = certificate._distinct(P), distinct(P)
+        mine, theirs = kernels.distinct(P), distinct(P)
         assert (mine is None) == (theirs is None)
         if mine is not None:
             (f1, l1), (f2, l2) = mine, theirs
@@ -254,3 +255,48 @@ def test_the_certificates_constants_are_its_own_and_equal_the_solvers():
     from optsolve.ot import defaults
 
     assert certificate.DEFAULT_TARGET_GAP == defaults.TARGET_GAP
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4])
+@pytest.mark.parametrize("spread", [0.0, 0.05, 5.0])
+def test_the_certificates_c_transform_agrees_with_the_solvers_and_with_brute_force(d, spread):
+    """kernels.sq_ctransform (hull walk, or the lifted tree) against legendre.Envelope and the full minimum,
+    on uniform and clustered clouds with weights that vary little or a lot between neighbours."""
+    from optsolve.ot.certificate import kernels
+    from optsolve.ot.legendre import Envelope
+
+    rng = np.random.default_rng(7 + d)
+    for P in (rng.random((400, d)), rng.random((6, d))[rng.integers(0, 6, 400)] + 0.02 * rng.standard_normal((400, d))):
+        w = spread * rng.standard_normal(400) + (P * P).sum(1) * (spread > 1)
+        Q = rng.random((300, d)) * 1.4 - 0.2
+        full = ((P[None, :, :] - Q[:, None, :]) ** 2).sum(-1) - w[None, :]
+        want = full.min(1)
+        mine = kernels.sq_ctransform(P, w, Q)
+        assert np.allclose(mine, want, rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
+        assert np.allclose(mine, Envelope(P, w).ctransform(Q), rtol=0, atol=1e-12 * max(1.0, np.abs(want).max()))
+
+
+def test_the_certificates_grid_kernels_agree_with_the_solvers_and_with_dense_sums():
+    from optsolve.ot import grid
+    from optsolve.ot.certificate import kernels
+
+    rng = np.random.default_rng(11)
+    for shape, cost in (((5, 7), "sqeuclidean"), ((6, 6), "l1"), ((1, 9), "l1")):
+        C1, C2 = grid.axis_costs(shape, cost)
+        C = (C1[:, None, :, None] + C2[None, :, None, :]).reshape(C1.shape[0] * C2.shape[0], -1)
+        n = C.shape[0]
+        w = rng.standard_normal(n)
+        w[rng.random(n) < 0.2] = np.inf  # entries skipped by a minimum
+        assert np.allclose(kernels.grid_min_plus(w, C1, C2), (w[None, :] + C).min(1))
+        assert np.array_equal(kernels.grid_min_plus(w, C1, C2), grid.min_apply(w, C1, C2))
+        reg = 0.05
+        u, v = rng.standard_normal(n), rng.standard_normal(n)
+        u[rng.random(n) < 0.2] = -np.inf  # rows and columns of zero mass
+        K = np.exp(u[:, None] + v[None, :] - C / reg)
+        r, c, cost_value = kernels.grid_gibbs(u, v, C1, C2, reg)
+        assert np.allclose(r, K.sum(1)) and np.allclose(c, K.sum(0)) and np.isclose(cost_value, (C * K).sum())
+        theirs = grid.gibbs_sums(u, v, C1, C2, reg)
+        assert np.allclose(r, theirs[0]) and np.allclose(c, theirs[1]) and np.isclose(cost_value, theirs[2])
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        assert np.isclose(kernels.grid_bilinear(x, y, C1, C2), x @ C @ y)
+        assert np.isclose(kernels.grid_bilinear(x, y, C1, C2), grid.bilinear(x, y, C1, C2))

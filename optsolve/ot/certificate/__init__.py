@@ -226,11 +226,11 @@ def _gibbs_row_measures(ot, spec: dict, f, g):
 def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     """:func:`_block_measures` for images on a grid, by separable passes (O(n^1.5)), without the n x n plan.
 
-    The rounded Gibbs plan's sums and cost use log-domain nested sums (:mod:`optsolve.ot.grid`);
+    The rounded Gibbs plan's sums and cost use log-domain nested sums (:mod:`.kernels`);
     its negative mass is bounded by that of the rank-one term (the Gibbs part is positive), in
     closed form. Dual feasibility is ``max_j g_j - min_i (C_ij - f_i)``, a min-plus pass.
     """
-    from optsolve.ot.grid import bilinear, gibbs_sums, min_apply
+    from optsolve.ot.certificate.kernels import grid_bilinear, grid_gibbs, grid_min_plus
 
     C1, C2 = ot.axis_costs()
     k2 = ot.grid[1]
@@ -252,7 +252,7 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
         neg = float(-p[p < 0].sum())
         if exact:
             with np.errstate(invalid="ignore"):
-                gt = min_apply(np.where(ia, -f, np.inf), C1, C2)
+                gt = grid_min_plus(np.where(ia, -f, np.inf), C1, C2)
                 slack = (g - gt)[ib]
                 infeasible = float(np.max(slack, initial=0.0)) if np.all(np.isfinite(slack)) else math.inf
                 on = ia[i] & ib[j]
@@ -263,14 +263,14 @@ def _grid_measures(ot, solution: dict, f, g, exact: bool, xp=np):
     reg = _plan_reg(spec)
     u = np.where(np.isnan(f), -np.inf, f) / reg
     v = np.where(np.isnan(g), -np.inf, g) / reg
-    r, c, U = gibbs_sums(u, v, C1, C2, reg)
+    r, c, U = grid_gibbs(u, v, C1, C2, reg)
     err_a, err_b = a - r, b - c
     total = err_a.sum()
     rows, cols, neg = r, c, 0.0
     if total > 0:
         rows = r + err_a * (err_b.sum() / total)
         cols = c + err_b * (err_a.sum() / total)
-        U += bilinear(err_a, err_b, C1, C2) / total
+        U += grid_bilinear(err_a, err_b, C1, C2) / total
         pa, na = err_a[err_a > 0].sum(), -err_a[err_a < 0].sum()
         pb, nb = err_b[err_b > 0].sum(), -err_b[err_b < 0].sum()
         neg = float(pa * nb + na * pb) / total
@@ -286,30 +286,24 @@ def _lifted(ot) -> bool:
             and np.asarray(ot.x).shape[1] <= LIFTED_MAX_DIM)
 
 
-def _distinct(points: np.ndarray):
-    """``(first, label)``: an index per distinct row and each row's distinct row; None where all differ."""
-    _, first, label = np.unique(points, axis=0, return_index=True, return_inverse=True)
-    return (first, label.ravel()) if first.size < points.shape[0] else None
-
-
 def sq_ctransform(P: np.ndarray, w: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """``min_i |P_i - Q_j|^2 - w_i`` for every row Q_j, without the |P| x |Q| costs: the minimiser is a
-    vertex of the convex hull of the points (P_i, (|P_i|^2 - w_i) / 2), reached by a walk along its
-    edges (:mod:`optsolve.ot.legendre`). The value is recomputed from the points at the minimiser.
-    Equal points are taken once (:func:`_distinct`): of equal P_i the largest w_i, and each distinct Q_j
-    answered once; many equal points slow the hull and the k-d tree down."""
-    from optsolve.ot.legendre import Envelope
+    vertex of the convex hull of the lifted points, reached by a walk along its edges
+    (:func:`.kernels.sq_ctransform`). The value is recomputed from the points at the minimiser. Equal
+    points are taken once (:func:`.kernels.distinct`): of equal P_i the largest w_i, and each distinct
+    Q_j answered once; many equal points slow the hull and the k-d tree down."""
+    from optsolve.ot.certificate.kernels import distinct, sq_ctransform as transform
 
-    same_p, same_q = _distinct(P), _distinct(Q)
+    same_p, same_q = distinct(P), distinct(Q)
     if same_p is not None:
         first, label = same_p
         top = np.full(first.size, -np.inf)
         np.maximum.at(top, label, w)
         P, w = P[first], top
     if same_q is None:
-        return Envelope(P, w).ctransform(Q)
+        return transform(P, w, Q)
     first, label = same_q
-    return Envelope(P, w).ctransform(Q[first])[label]
+    return transform(P, w, Q[first])[label]
 
 
 def _first_ctransform(ot, f):
@@ -363,11 +357,11 @@ def dual_bound_of(ot, f, xp=np, first=None) -> float:
     if not np.all(np.isfinite(fs)):
         return -math.inf
     if ot.C is None and ot.grid is not None:  # min-plus passes along each axis
-        from optsolve.ot.grid import min_apply
+        from optsolve.ot.certificate.kernels import grid_min_plus
 
         C1, C2 = ot.axis_costs()
-        gt = min_apply(np.where(ia, -f, np.inf), C1, C2)
-        ft = min_apply(np.where(ib, -gt, np.inf), C1, C2)
+        gt = grid_min_plus(np.where(ia, -f, np.inf), C1, C2)
+        ft = grid_min_plus(np.where(ib, -gt, np.inf), C1, C2)
         return float(ft[ia] @ ot.a[ia] + gt[ib] @ ot.b[ib])
     if _lifted(ot):  # two c-transforms without the matrix (sq_ctransform)
         gt = _first_ctransform(ot, f) if first is None else first
