@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import functools
 import math
-import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from optsolve.core.backend import exp_flush
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
+from optsolve.ot.certificate.qualifier import qualifier, qualifier_check  # noqa: F401  (verify and judge read them here)
 from optsolve.ot.problems import MASS_RTOL, auto_block, is_grid, prepare
 
 FEAS_TOL = 1e-8
@@ -448,6 +449,46 @@ def _claim_checks(status) -> list[Check]:
     return []
 
 
+@dataclass
+class _Measures:
+    """What the checks compare: the plan's marginals, cost U and negative mass, the dual bound D of f, the
+    largest cost, and for an explicit plan its potentials' infeasibility and complementary slackness."""
+
+    a: np.ndarray
+    b: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    U: float
+    D: float
+    neg: float
+    cmax: float
+    infeasible: float
+    cs: float
+    coo: bool  # an explicit plan
+    exact: bool  # which claims the LP optimum (no target gap)
+
+
+def _measure(problem, solution: dict, lim: dict, xp) -> _Measures:
+    # point clouds are costed block by block, never as a matrix; a dense C is read in column slices
+    ot = prepare(problem, normalize=lim["normalize"], low_memory="C" not in problem and not is_grid(problem))
+    if ot.grid is None:
+        ot.block = auto_block(ot.n, ot.m, xp=xp)
+    f = solution_vector(solution, "f", ot.n)
+    g = solution_vector(solution, "g", ot.m)
+    spec = solution.get("plan")
+    coo = isinstance(spec, dict) and spec.get("format") == "coo"
+    measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
+    first = None
+    if coo and _lifted(ot):  # f's c-transform serves dual feasibility and the bound alike
+        first = _first_ctransform(ot, f)
+        measure = functools.partial(_coo_lifted_measures, first=first)
+    rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, coo, xp)
+    D = dual_bound_of(ot, f, xp, first=first)
+    # an explicit plan claims the LP optimum, unless a target gap is claimed: then it claims that
+    return _Measures(ot.a, ot.b, rows, cols, U, D, max(neg, 0.0), cmax, infeasible, cs, coo,
+                     coo and lim["target_gap"] is None)
+
+
 def check(problem, solution: dict, *, method: str | None = None, objective=None, settings: dict | None = None,
           limits: dict | None = None, status: str | None = "optimal", **extra) -> Certificate:
     """The certificate of ``solution`` for ``problem``, judged against ``limits`` (see :data:`LIMITS`).
@@ -468,125 +509,80 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
                 "equal_masses", diff, False, f"relative difference <= {MASS_RTOL:g}",
                 "the total masses of 'a' and 'b' differ: the solution can only be of the problem with each scaled "
                 "to unit mass; judge it so with --normalize")] + claims)
-    xp = _namespace(settings.get("device"))
-    # point clouds are costed block by block, never as a matrix; a dense C is read in column slices
-    ot = prepare(problem, normalize=lim["normalize"], low_memory="C" not in problem and not is_grid(problem))
-    if ot.grid is None:
-        ot.block = auto_block(ot.n, ot.m, xp=xp)
-    a, b = ot.a, ot.b
-    f = solution_vector(solution, "f", ot.n)
-    g = solution_vector(solution, "g", ot.m)
-    spec = solution.get("plan")
-    coo = isinstance(spec, dict) and spec.get("format") == "coo"
     if lim["target_gap"] is None and settings.get("target_gap") is not None:
         # the document claims a target gap (which one is not taken from it): judged at the default's
         lim["target_gap"] = DEFAULT_TARGET_GAP
-    # an explicit plan claims the LP optimum, unless a target gap is claimed: then it claims that
-    exact = coo and lim["target_gap"] is None
-    measure = _grid_measures if (ot.C is None and ot.grid is not None) else _block_measures
-    first = None
-    if coo and _lifted(ot):  # f's c-transform serves dual feasibility and the bound alike
-        first = _first_ctransform(ot, f)
-        measure = functools.partial(_coo_lifted_measures, first=first)
-    rows, cols, U, neg, cmax, infeasible, cs = measure(ot, solution, f, g, coo, xp)
-    D = dual_bound_of(ot, f, xp, first=first)
-    scale = cmax if cmax > 0 else 1.0
-    floor = lim["objective_atol"] * scale
-    rtol = lim["objective_rtol"]
-    marg = float(np.abs(rows - a).sum() + np.abs(cols - b).sum())
-    neg = max(neg, 0.0)
-    optimal = status == "optimal"
+    m = _measure(problem, solution, lim, _namespace(settings.get("device")))
+    checks = _value_checks(m, lim, objective, solution.get("dual_bound"))
+    checks += _optimality_checks(m, lim, status)
+    gap = m.U - m.D if math.isfinite(m.D) else math.inf
+    checks.append(Check.info("relative_gap", gap / abs(m.U) if m.U != 0 and math.isfinite(gap) else None,
+                             "(U - D) / U: certified distance to the LP optimum"))
+    checks.append(Check.info("gap_upper_bound", gap if math.isfinite(gap) else None,
+                             "U - D >= true gap, in cost units"))
+    checks.append(Check.info("dual_lower_bound", m.D if math.isfinite(m.D) else None, "D <= optimal cost"))
+    spec = solution.get("plan")
+    reg = spec.get("reg") if isinstance(spec, dict) else None
+    if reg is not None:
+        checks.append(Check.info("entropic_bias_bound", float(reg) * min(entropy(m.a), entropy(m.b)),
+                                 "min(H(a), H(b)) / gamma in cost units: bound on the entropic optimum's bias"))
+    return Certificate(checks + claims)
+
+
+def _value_checks(m: _Measures, lim: dict, objective, dual_bound) -> list[Check]:
+    """The plan on the marginals and nonnegative, the reported U and D recomputed, and weak duality."""
+    scale = m.cmax if m.cmax > 0 else 1.0
+    floor, rtol = lim["objective_atol"] * scale, lim["objective_rtol"]
+    marg = float(np.abs(m.rows - m.a).sum() + np.abs(m.cols - m.b).sum())
     checks = [
         Check.at_most("marginal_l1", marg, lim["feas_tol"], "||P 1 - a||_1 + ||P^T 1 - b||_1 (unit mass)"),
-        Check.at_most("nonnegativity", neg, lim["feas_tol"], "total negative mass of the plan (unit mass)"),
+        Check.at_most("nonnegativity", m.neg, lim["feas_tol"], "total negative mass of the plan (unit mass)"),
     ]
-
-    def matches(name, recomputed, reported, symbol, what):
+    for name, recomputed, reported, symbol, what in (
+            ("objective_matches", m.U, objective, "U", f"U = <C, P> = {m.U:.12g}"),
+            ("dual_bound_matches", m.D, dual_bound, "D", f"D = {m.D:.12g} from c-transforms of f")):
         limit = rtol * abs(recomputed) + floor if math.isfinite(recomputed) else 0.0
         diff = math.inf if reported is None or not math.isfinite(recomputed) else abs(recomputed - float(reported))
         checks.append(Check.at_most(name, diff, limit,
                                     f"|{symbol} - reported| in cost units, {what}; limit objective_rtol |{symbol}| + "
                                     "objective_atol max C"))
-
-    matches("objective_matches", U, objective, "U", f"U = <C, P> = {U:.12g}")
-    matches("dual_bound_matches", D, solution.get("dual_bound"), "D", f"D = {D:.12g} from c-transforms of f")
-    gap = U - D if math.isfinite(D) else math.inf
+    gap = m.U - m.D if math.isfinite(m.D) else math.inf
     # D <= OPT, and a plan off the marginals by e costs at least OPT - e max C
     checks.append(Check.at_most("weak_duality", -gap if math.isfinite(gap) else None,
-                                (marg + neg) * scale + rtol * abs(U) + floor,
+                                (marg + m.neg) * scale + rtol * abs(m.U) + floor,
                                 "D - U: the dual bound may exceed the plan's cost only by the plan's infeasibility"))
-    rel_gap = gap / abs(U) if U != 0 and math.isfinite(gap) else None
-    gap_limits = []
-    if exact:
-        gap_limits.append(("lp_tol", lim["lp_tol"]))
-    if lim["target_gap"] is not None:
-        gap_limits.append(("target_gap", lim["target_gap"]))
+    return checks
+
+
+def _optimality_checks(m: _Measures, lim: dict, status) -> list[Check]:
+    """What an optimal claim is judged by: an explicit plan's dual feasibility (and, claiming the LP optimum,
+    complementary slackness and the gap within lp_tol), and the gap within a claimed target gap."""
+    scale = m.cmax if m.cmax > 0 else 1.0
+    floor = lim["objective_atol"] * scale
+    optimal = status == "optimal"
+    gap = m.U - m.D if math.isfinite(m.D) else math.inf
+    checks = []
     # an explicit plan's potentials are feasible when it claims either; complementary slackness is
     # the LP optimum's alone
-    lp = [("dual_feasibility", infeasible / scale, "max(f_i + g_j - C_ij, 0) / max C", True),
-          ("complementary_slackness", cs / scale, "sum P_ij |C_ij - f_i - g_j| / max C", exact)] if coo else []
+    lp = [("dual_feasibility", m.infeasible / scale, "max(f_i + g_j - C_ij, 0) / max C", True),
+          ("complementary_slackness", m.cs / scale, "sum P_ij |C_ij - f_i - g_j| / max C", m.exact)] if m.coo else []
     for name, value, note, judged in lp:
         checks.append(Check.at_most(name, value, lim["lp_tol"], note) if optimal and judged else
                       Check.info(name, value, f"{note}; not judged: " + (
                           f"status {status!r} claims no optimum" if not optimal else "a target gap is claimed")))
+    gap_limits = ([("lp_tol", lim["lp_tol"])] if m.exact else []) + \
+        ([("target_gap", lim["target_gap"])] if lim["target_gap"] is not None else [])
     for name, tol in gap_limits:
         if name == "target_gap":
-            limit, basis = target_gap_limit(tol, U, scale, lim["objective_atol"])
+            limit, basis = target_gap_limit(tol, m.U, scale, lim["objective_atol"])
             note = (f"U - D in cost units; limit {basis}: target_gap |U|" if basis == "relative" else
-                    f"U - D in cost units; limit absolute: objective_atol max C (target_gap |U| = {tol * abs(U):.3g} "
+                    f"U - D in cost units; limit absolute: objective_atol max C (target_gap |U| = {tol * abs(m.U):.3g} "
                     "is below float64 rounding of the costs)")
             checks.append(Check.info("target_gap_basis", basis, f"the target gap was judged {basis}ly: U - D <= "
                                      f"{limit:.6g} in cost units"))
         else:
             note = f"U - D in cost units, limit {name} |U| + objective_atol max C"
-            limit = tol * abs(U) + floor
+            limit = tol * abs(m.U) + floor
         checks.append(Check.at_most(f"gap_within_{name}", gap, limit, note) if optimal else
                       Check.info(f"gap_within_{name}", gap, f"{note}; not judged: status {status!r} claims no optimum"))
-    checks.append(Check.info("relative_gap", rel_gap, "(U - D) / U: certified distance to the LP optimum"))
-    checks.append(Check.info("gap_upper_bound", gap if math.isfinite(gap) else None,
-                             "U - D >= true gap, in cost units"))
-    checks.append(Check.info("dual_lower_bound", D if math.isfinite(D) else None, "D <= optimal cost"))
-    reg = spec.get("reg") if isinstance(spec, dict) else None
-    if reg is not None:
-        checks.append(Check.info("entropic_bias_bound", float(reg) * min(entropy(a), entropy(b)),
-                                 "min(H(a), H(b)) / gamma in cost units: bound on the entropic optimum's bias"))
-    return Certificate(checks + claims)
-
-
-QUALIFIER_RTOL = 1e-2  # the qualifier writes its numbers to 3 significant digits
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?")
-
-
-def qualifier(solution: dict, settings: dict | None, cert: Certificate) -> str:
-    """What a rounded entropic plan answers, from its plan's ``reg`` and the certificate: ``entropic at reg R;
-    LP gap <= G, P% of the cost`` (G = U - D, P = 100 G / U). Empty for an answer to the LP: an explicit plan,
-    or a rounded one that claims a target gap (which ``gap_within_target_gap`` judges)."""
-    spec = solution.get("plan") if isinstance(solution, dict) else None
-    entropic = isinstance(spec, dict) and spec.get("format") == "gibbs_rounded" and spec.get("reg") is not None
-    if not entropic or (settings or {}).get("target_gap") is not None:
-        return ""
-    gap, rel = (next((c.value for c in cert.checks if c.name == k), None) for k in ("gap_upper_bound", "relative_gap"))
-    lp = "LP gap not certified" if gap is None else f"LP gap <= {gap:.3g}"
-    if gap is not None and rel is not None:
-        lp += f", {100 * rel:.3g}% of the cost"
-    return f"entropic at reg {float(spec['reg']):.3g}; {lp}"
-
-
-def _agrees(stated: str, expected: str) -> bool:
-    """The same words, and numbers equal to :data:`QUALIFIER_RTOL` (the stated ones are rounded)."""
-    got, want = _NUMBER.findall(stated), _NUMBER.findall(expected)
-    return (_NUMBER.split(stated) == _NUMBER.split(expected) and len(got) == len(want)
-            and all(math.isclose(float(x), float(y), rel_tol=QUALIFIER_RTOL) for x, y in zip(got, want)))
-
-
-def qualifier_check(stated, solution: dict, settings: dict | None, cert: Certificate) -> Check | None:
-    """The document's ``qualifier`` against :func:`qualifier` of the recomputed checks: a stated gap other than
-    the certified one, or a qualifier on an answer to the LP, fails; a document that states none (null, or
-    without the field) is reported, not judged; None where neither has one."""
-    expected = qualifier(solution, settings, cert)
-    if not stated:
-        return None if not expected else Check.info("qualifier_matches", None,
-                                                    f"the document states no qualifier; its answer: {expected}")
-    ok = isinstance(stated, str) and _agrees(stated, expected)
-    return Check.require("qualifier_matches", stated, ok, expected or "none: an answer to the LP",
-                         "the qualifier the plan's reg and the recomputed gap U - D give")
+    return checks
