@@ -482,27 +482,38 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
     except (ValueError, TypeError) as exc:
         return Certificate(checks + [Check.require("holdout_rows", None, False,
                                                    f"a list of distinct rows in [0, {n})", str(exc))])
-    checks += hold
-    checks += validity_checks(est)
+    checks += hold + validity_checks(est)
     if not checks[-1].holds:
         return Certificate(checks)
     fit = np.setdiff1d(np.arange(n), rows) if rows.size else None  # None: every row, read by slices
     if draws is None:
         draws = draw(problem, est, _membership(problem, settings, oracle), tol=tol, deadline=deadline)
-    hits, proposals = draws.hits, draws.proposals
-    a_hat = draws.alpha
+    checks += _alpha_checks(solution, draws, lim)  # alpha_hat and its interval alone with fewer than 10 hits
+    if draws.hits < 10:
+        return Certificate(checks + [Check.at_least("accepted_draws", draws.hits, 10, "draws of the estimate that "
+                                                    f"fell in the set, of {draws.proposals}: too few for its gradient")])
+    mom = sample_moments(X, rows=fit, second=est.family != "exponential")
+    checks += _gradient_checks(est, draws, mom, statistics_count(est.family, d), tol, n - rows.size)
+    checks += _likelihood_checks(problem, est, mom, draws, lim, objective, status)
+    if rows.size:
+        held = _nll(est, sample_moments(X, rows=rows, second=est.family != "exponential")) + math.log(draws.alpha)
+        checks.append(Check.info("holdout_nll", held, f"truncated NLL of the {rows.size} held-out samples"))
+    return Certificate(checks)
+
+
+def _alpha_checks(solution: dict, draws: Draws, lim: dict) -> list[Check]:
+    """alpha_hat and its interval from the certificate's draws, and the reported ones against them (within
+    NOISE_Z standard errors of log alpha_hat)."""
+    hits, proposals, a_hat = draws.hits, draws.proposals, draws.alpha
     note = f"p_hat(S) from {proposals} fresh proposals ({hits} in the set)"
     if draws.cut:
         note += f"; the draws were cut by the time limit before the {draws.wanted} wanted"
-    checks.append(Check.info("alpha_hat", a_hat, note))
-    checks.append(Check.info("alpha_interval", list(clopper_pearson(hits, proposals)) if proposals else None,
-                             "exact (Clopper-Pearson) 95% interval"))
+    checks = [Check.info("alpha_hat", a_hat, note),
+              Check.info("alpha_interval", list(clopper_pearson(hits, proposals)) if proposals else None,
+                         "exact (Clopper-Pearson) 95% interval")]
     if hits < 10:
-        checks.append(Check.at_least("accepted_draws", hits, 10,
-                                     f"draws of the estimate that fell in the set, of {proposals}: too few to "
-                                     "estimate its gradient"))
-        return Certificate(checks)
-    allowance = NOISE_Z * draws.log_alpha_se
+        return checks
+    allowance = NOISE_Z * draws.log_alpha_se + float(lim["objective_rtol"])
     interval = solution.get("alpha_interval")
     if interval is not None:  # a reported interval is a claim: its ends are those of p_hat's, within the noise
         lo_hi = clopper_pearson(hits, proposals)
@@ -510,39 +521,50 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
             diff = max(abs(math.log(float(c)) - math.log(float(r))) for c, r in zip(interval, lo_hi, strict=True))
         except (TypeError, ValueError, ArithmeticError):
             diff = math.inf
-        checks.append(Check.at_most("alpha_interval_difference", diff, allowance + float(lim["objective_rtol"]),
+        checks.append(Check.at_most("alpha_interval_difference", diff, allowance,
                                     "largest |log reported end - log end from these draws| of the 95% interval"))
     reported = solution.get("alpha_hat")
     if reported is not None:
-        diff = abs(math.log(reported) - math.log(a_hat)) if _positive(reported) else math.inf
-        checks.append(Check.at_most("alpha_hat_difference", diff, allowance + float(lim["objective_rtol"]),
+        diff = abs(math.log(reported) - math.log(a_hat)) if _finite(reported) and reported > 0 else math.inf
+        checks.append(Check.at_most("alpha_hat_difference", diff, allowance,
                                     f"|log reported alpha_hat ({reported!r}) - log alpha_hat of these draws|; the "
                                     f"limit is {NOISE_Z:g} standard errors of the latter"))
-    Nc = hits
-    p = statistics_count(est.family, d)
-    m = n - rows.size
-    mom = sample_moments(X, rows=fit, second=est.family != "exponential")
+    return checks
+
+
+def _gradient_checks(est: Estimate, draws: Draws, mom: SampleMoments, p: int, tol: float, m: int) -> list[Check]:
+    """The truncated NLL's gradient at the estimate (p statistics), g' F^-1 g, against its noise plus tol p / m."""
+    Nc = draws.hits
     G, g, trace, solved = _gradient_statistic(est, draws, mom)
     limit = gradient_limit(p, Nc, tol, m)
     note = (f"g' F^-1 g of the truncated NLL's gradient at the estimate, F the covariance of T over {Nc} fresh draws "
             f"in the set (p = {p}); the limit is their noise plus tol p / m (tol = {tol:g}, m = {m} fitted samples)")
     if solved is None or solved.converged:
-        checks.append(Check.at_most("gradient_statistic", G, limit, note + (
+        checks = [Check.at_most("gradient_statistic", G, limit, note + (
             f"; F^-1 g by {solved.iterations} conjugate-gradient steps (relative residual {solved.residual:.2g})"
-            if solved is not None else "")))
+            if solved is not None else ""))]
     else:
-        checks.append(Check.require("gradient_statistic", None, False, f"at most {limit:.6g}: " + note,
-                                    f"not computed: {solved.reason}"))
+        checks = [Check.require("gradient_statistic", None, False, f"at most {limit:.6g}: " + note,
+                                f"not computed: {solved.reason}")]
     checks.append(Check.info("gradient_norm", float(np.linalg.norm(g)),
                              "Euclidean norm of the gradient, in coordinates whitened by the estimate"))
     checks.append(Check.info("gradient_standard_error", float(np.sqrt(max(trace, 0.0) / Nc)),
                              "of that norm, from the draws"))
+    return checks
+
+
+def _likelihood_checks(problem, est: Estimate, mom: SampleMoments, draws: Draws, lim: dict, objective,
+                       status) -> list[Check]:
+    """The reported objective against the truncated NLL (its normaliser from the draws), and the estimate inside
+    the region L(theta) <= L(theta0) + R of the samples' own fit theta0."""
+    checks = []
     L1 = _nll(est, mom)
-    nll = L1 + math.log(a_hat)
+    nll = L1 + math.log(draws.alpha)
     rtol, atol = float(lim["objective_rtol"]), float(lim["objective_atol"])
     if objective is not None or status == "optimal":
         diff = abs(float(objective) - nll) if _finite(objective) else math.inf
-        checks.append(Check.at_most("objective_difference", diff, rtol * abs(nll) + atol + allowance,
+        checks.append(Check.at_most("objective_difference", diff,
+                                    rtol * abs(nll) + atol + NOISE_Z * draws.log_alpha_se,
                                     f"|reported objective - truncated NLL of the fitted samples ({nll:.10g}, the "
                                     f"normaliser from these draws)|; the limit is objective_rtol |NLL| + "
                                     f"objective_atol + {NOISE_Z:g} standard errors of log alpha_hat"))
@@ -555,10 +577,7 @@ def check(problem, solution: dict, *, method: str | None = None, objective=None,
         R = float(lim["radius"])
         checks.append(Check.at_least("region_slack", L0 + R - L1, -rtol * (1.0 + abs(L0)) - atol,
                                      f"L(theta0) + R - L(estimate), at least 0 inside the region (R = {R:.6g})"))
-    if rows.size:
-        held = _nll(est, sample_moments(X, rows=rows, second=est.family != "exponential")) + math.log(a_hat)
-        checks.append(Check.info("holdout_nll", held, f"truncated NLL of the {rows.size} held-out samples"))
-    return Certificate(checks)
+    return checks
 
 
 def _gradient_statistic(est: Estimate, draws: Draws, mom: SampleMoments):
@@ -579,7 +598,3 @@ def _gradient_statistic(est: Estimate, draws: Draws, mom: SampleMoments):
 
 def _finite(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _positive(v) -> bool:
-    return _finite(v) and v > 0
