@@ -218,13 +218,32 @@ def run_watched(limit: float | None, started: float, child, on_timeout, label: s
         os.close(go_write)
 
 
-def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeout, label: str,
-           early: list[int]) -> int:
-    received: list[int] = []
-    writing = [False]  # the go-ahead is given: the child's document is being written
-    wake_read, wake_write = os.pipe()  # a signal wakes the wait below, which then shortens it
-    os.set_blocking(wake_write, False)
-    previous = {}
+class _Report:
+    """What the child has told of its solve so far, line by line: the problem's sha256, the method, the stage,
+    and whether its document is ready (``done``: it waits for the go-ahead)."""
+
+    def __init__(self):
+        self.sha256 = self.method = None
+        self.stage, self.done, self.buffer = "reading the problem", False, b""
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            word, _, value = line.decode(errors="replace").partition(" ")
+            if word == "sha256":
+                self.sha256 = value or None
+            elif word == "stage":
+                self.stage = value
+            elif word == "method":
+                self.method = value or None
+            elif word == "done":
+                self.done = True
+
+
+def _handlers(pid: int, label: str, received: list, writing: list, wake_write: int):
+    """(forward, pause): the signal handlers of the watcher. ``forward`` passes a signal on to the child's
+    process group and wakes the wait; ``pause`` stops the child with the command (Ctrl-Z) and resumes it."""
 
     def forward(signum, frame, send=True):
         received.append(signum)
@@ -255,6 +274,17 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
         except (ProcessLookupError, PermissionError):
             pass
 
+    return forward, pause
+
+
+def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeout, label: str,
+           early: list[int]) -> int:
+    received: list[int] = []
+    writing = [False]  # the go-ahead is given: the child's document is being written
+    wake_read, wake_write = os.pipe()  # a signal wakes the wait below, which then shortens it
+    os.set_blocking(wake_write, False)
+    previous = {}
+    forward, pause = _handlers(pid, label, received, writing, wake_write)
     for signum, handler in [(s, forward) for s in SIGNALS] + [(s, pause) for s in STOPS]:
         before = signal.getsignal(signum)
         if before != signal.SIG_IGN:
@@ -264,10 +294,9 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
         forward(signum, None, send=False)
     for signum in take_held():  # came while forking
         forward(signum, None)
-    sha256, method, stage, done, buffer = None, None, "reading the problem", False, b""
-    signalled_at = None
+    report, signalled_at = _Report(), None
     try:
-        while not done:
+        while not report.done:
             if received and signalled_at is None:
                 signalled_at = time.perf_counter()
             ends = [t for t in (None if limit_at is None else limit_at + GRACE_S,
@@ -284,19 +313,8 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
             if not chunk:  # the child closed its end: it is exiting
                 _, status = os.waitpid(pid, 0)
                 return _exit_code(status)
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                word, _, value = line.decode(errors="replace").partition(" ")
-                if word == "sha256":
-                    sha256 = value or None
-                elif word == "stage":
-                    stage = value
-                elif word == "method":
-                    method = value or None
-                elif word == "done":
-                    done = True
-        if done:
+            report.feed(chunk)
+        if report.done:
             writing[0] = True
             try:
                 os.write(go_fd, _GO)
@@ -307,7 +325,7 @@ def _watch(pid: int, read_fd: int, go_fd: int, limit_at: float | None, on_timeou
         kill_all(pid)
         os.waitpid(pid, 0)
         writing[0] = True
-        return on_timeout(sha256, method, stage, received[0] if received else None)
+        return on_timeout(report.sha256, report.method, report.stage, received[0] if received else None)
     finally:
         os.close(read_fd)
         os.close(wake_read)
