@@ -264,6 +264,28 @@ def _next_guess(kappa: float, alpha: float, p: np.ndarray, q: np.ndarray) -> flo
     return max(step, float(np.nextafter(kappa, math.inf)))  # always forward, also where 1 + alpha rounds to 1
 
 
+def _default_fsm(cp: CoverProblem, method: str, eps: float, aux: list):
+    """(fsm, singleton gains or None): threshold-fairness-bi for ``method='threshold'``, else greedy-fairness-bi
+    with lazy evaluations, whose order keeps an oracle of its own (added to ``aux``, whose calls count)."""
+    groups = cp.groups
+    if method == "threshold":
+        def threshold_fsm(fn, admissible, k, target, budget):
+            return threshold_greedy(fn, groups, target, admissible, k, eps, budget)
+
+        return threshold_fsm, None
+    from optsolve.cover.functions import make_function
+
+    order_fn = make_function(cp)
+    single = order_fn.gains()
+    order = GreedyOrder(order_fn, groups, single.copy())
+    aux.append(order_fn)
+
+    def greedy_fsm(fn, admissible, k, target, budget):
+        return lazy_greedy(fn, groups, target, admissible, k, budget, order)
+
+    return greedy_fsm, single
+
+
 def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0.1, alpha: float = 0.1,
                  beta="auto", bicriteria: bool = False, deadline: float | None = None, max_rounds: int | None = None,
                  fsm=None, finish=None, oracles=(), progress: Progress = SILENT) -> CoverRun:
@@ -276,7 +298,6 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
     with ``fn`` at it); ``oracles``: other objects with ``calls`` the subroutine uses."""
     target = (1.0 - eps) * cp.tau if bicriteria else cp.tau
     budget = _Budget(deadline)
-    groups = cp.groups
     ok_sizes = fair_sizes(cp.group_sizes(), cp.p, cp.q, cp.n)
     largest = int(np.flatnonzero(ok_sizes).max()) if ok_sizes.any() else 0
     aux = list(oracles)  # other oracles the search uses (their calls count too)
@@ -284,21 +305,13 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
     def total_calls():
         return fn.calls + sum(f.calls for f in aux)
 
+    def stop(status: str, message: str) -> CoverRun:
+        run.status, run.message, run.calls = status, message, total_calls()
+        return run
+
     single = None
     if fsm is None:
-        if method == "threshold":
-            def fsm(fn, admissible, k, target, budget):
-                return threshold_greedy(fn, groups, target, admissible, k, eps, budget)
-        else:
-            from optsolve.cover.functions import make_function
-
-            order_fn = make_function(cp)
-            single = order_fn.gains()
-            order = GreedyOrder(order_fn, groups, single.copy())
-            aux.append(order_fn)
-
-            def fsm(fn, admissible, k, target, budget):
-                return lazy_greedy(fn, groups, target, admissible, k, budget, order)
+        fsm, single = _default_fsm(cp, method, eps, aux)
     if single is None:
         fn.reset()
         single = fn.gains()
@@ -336,29 +349,19 @@ def convert_fair(cp: CoverProblem, fn, *, method: str = "greedy", eps: float = 0
                             run.calls = total_calls()
                             return run
                 if budget.out():
-                    run.status = "time_limit"
-                    run.message = "The time limit stopped the search before a fair cover was found."
-                    run.calls = total_calls()
-                    return run
+                    return stop("time_limit", "The time limit stopped the search before a fair cover was found.")
                 if max_rounds is not None and run.rounds >= max_rounds:
-                    run.status = "max_iter"
-                    run.message = f"{run.rounds} guesses of the optimum's size (--max-iter) found no fair cover."
-                    run.calls = total_calls()
-                    return run
+                    return stop("max_iter", f"{run.rounds} guesses of the optimum's size (--max-iter) found no fair "
+                                "cover.")
                 if k >= cp.n:  # every fair set fits the constraints of this guess
                     break
                 kappa = _next_guess(kappa, alpha, cp.p, cp.q)
     except KeyboardInterrupt:  # Ctrl-C or a signal (optsolve.core.signals): no fair cover yet
-        run.status = "interrupted"
-        run.message = f"Interrupted after {run.rounds} guesses of the optimum's size; no fair cover found yet."
-        run.calls = total_calls()
-        return run
-    run.status = "max_iter"
-    run.message = (f"No fair set reaching {'(1 - eps) tau' if bicriteria else 'tau'} = {target:.6g} was found "
-                   f"(largest fair size {largest}); the threshold may be unreachable with these proportions "
-                   "('--method milp' decides it exactly on small instances).")
-    run.calls = total_calls()
-    return run
+        return stop("interrupted", f"Interrupted after {run.rounds} guesses of the optimum's size; no fair cover "
+                    "found yet.")
+    return stop("max_iter", f"No fair set reaching {'(1 - eps) tau' if bicriteria else 'tau'} = {target:.6g} was "
+                f"found (largest fair size {largest}); the threshold may be unreachable with these proportions "
+                "('--method milp' decides it exactly on small instances).")
 
 
 def unfair_greedy(cp: CoverProblem, fn, deadline: float | None = None) -> CoverRun:
