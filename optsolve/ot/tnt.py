@@ -240,7 +240,6 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
         # entries below this carry less than 1e-3 tol of mass in all: drop them from the built plan
         K.threshold = max(1e-3 * tol / (K.n * K.m), float(np.finfo(K.dtype).tiny))
     log_rh, log_ch = xp.log(rh), xp.log(ch)
-    ones_m = xp.ones(K.m, dtype=K.dtype)
     v = v + (log_ch - _timed_lse(K, deadline, K.log_cols, u, v, gamma))
     plan = Plan(K, gamma, opts["shift_limit"])
     plan.rebuild(u, v)
@@ -260,38 +259,13 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
             raise StageFailed(f"no convergence in {NEWTON_CAP} Newton steps, error {err:.2e} > tolerance {tol:.2e}")
         steps += 1
         eta = min(max(err, 0.9 * tol / err), 0.9)
-        plan.rebuild(u, v)
-        rP = K.matvec(ones_m)  # and c_P = c_hat after the column update (a whole-plan line search measures it)
-        g = rP - rh
-        x, its, discounted = pcg(K, rP, ch, g, eta * err, state, opts["pcg"], CG_CAP, expired)
-        stats.cg_iterations += its
-        if discounted:
-            stats.count("discounted_cg")
-        du = x
-        dv = -K.rmatvec(x) / ch
-        slope = -float(g @ du)  # -F'(0) of the dual along (du, dv)
-        if slope > 0:
-            alpha, a, b, Pb, rP, cP, rmatvec = _line_search(K, rh, ch, rP, ch, du, dv, slope, stats, expired)
-        else:
-            alpha = "no descent direction"
-        if alpha == "time_limit":  # (u, v) is still the iterate before this step
+        stepped = _newton_step(K, plan, rh, ch, log_rh, log_ch, tol, u, v, err, eta, state, stats, opts, expired)
+        failure = stepped[4]
+        if failure == "time_limit":  # (u, v) is still the iterate before this step
             return u, v, deltas, "time_limit"
-        if isinstance(alpha, str):
-            failure = alpha
-            deltas.append(0.0)  # no step: the schedule slows down
-        else:
-            stats.newton_steps += 1
-            u = u + alpha * du
-            v = v + alpha * dv
-            r_new = (1.0 + a) * (Pb + rP)  # exp(alpha du) * P exp(alpha dv)
-            c_new = (1.0 + b) * (rmatvec(a) + cP)
-            err_pre = l1(xp, c_new - ch) + l1(xp, r_new - rh)
-            (lc,) = plan.log_marginals(u, v, rows=False)
-            v = v + (log_ch - lc)
-            u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
-            err_new = l1(xp, xp.exp(lr) - rh)
-            deltas.append((err - err_pre) / ((1.0 - eta) * err))
-            err = err_new
+        deltas.append(stepped[3])  # no step: 0, and the schedule slows down
+        if failure is None:
+            u, v, err = stepped[:3]
             if err < PROGRESS * best[0]:
                 best, stalled, failures = (err, u, v), 0, 0
                 continue
@@ -312,6 +286,40 @@ def project(K, gamma, rh, ch, tol, u, v, state: PCGState, stats: TNTStats, opts:
         if err < PROGRESS * best[0]:
             best, failures = (err, u, v), 0
     return u, v, deltas, None
+
+
+def _newton_step(K, plan, rh, ch, log_rh, log_ch, tol, u, v, err, eta, state, stats, opts, expired):
+    """One Newton step of :func:`project` from (u, v) at marginal error ``err`` (CG to eta err, the line search),
+    then the column update and the chi-Sinkhorn sweeps. Returns (u, v, err, delta, failure): ``failure`` is
+    None after a step (``delta``: its predicted decrease of the error, relative to (1 - eta) err), 'time_limit'
+    when the limit came first, else why no step was taken (delta 0); (u, v, err) unchanged then."""
+    xp = K.xp
+    plan.rebuild(u, v)
+    rP = K.matvec(xp.ones(K.m, dtype=K.dtype))  # and c_P = c_hat after the column update (the line search's)
+    g = rP - rh
+    x, its, discounted = pcg(K, rP, ch, g, eta * err, state, opts["pcg"], CG_CAP, expired)
+    stats.cg_iterations += its
+    if discounted:
+        stats.count("discounted_cg")
+    du = x
+    dv = -K.rmatvec(x) / ch
+    slope = -float(g @ du)  # -F'(0) of the dual along (du, dv)
+    if slope > 0:
+        alpha, a, b, Pb, rP, cP, rmatvec = _line_search(K, rh, ch, rP, ch, du, dv, slope, stats, expired)
+    else:
+        alpha = "no descent direction"
+    if isinstance(alpha, str):
+        return u, v, err, 0.0, alpha
+    stats.newton_steps += 1
+    u = u + alpha * du
+    v = v + alpha * dv
+    r_new = (1.0 + a) * (Pb + rP)  # exp(alpha du) * P exp(alpha dv)
+    c_new = (1.0 + b) * (rmatvec(a) + cP)
+    err_pre = l1(xp, c_new - ch) + l1(xp, r_new - rh)
+    (lc,) = plan.log_marginals(u, v, rows=False)
+    v = v + (log_ch - lc)
+    u, v, lr = _chi_sinkhorn(plan, log_rh, log_ch, rh, tol, u, v, stats, expired)
+    return u, v, l1(xp, xp.exp(lr) - rh), (err - err_pre) / ((1.0 - eta) * err), None
 
 
 # --------------------------------------------------------------------------- outer loop
