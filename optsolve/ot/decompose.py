@@ -155,29 +155,7 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
     for sweep in range(1, sweeps + 1):
         label, blocks = parts[(sweep - 1) % 2], parts_blocks[(sweep - 1) % 2]
         t = time.perf_counter()
-        by_block = np.argsort(label[rows], kind="stable")
-        rows, cols, values = rows[by_block], cols[by_block], values[by_block]
-        edges = np.searchsorted(label[rows], np.arange(label.max() + 2))
-        u = np.zeros(sub.n)
-        new = []
-        for k, X in enumerate(blocks):
-            r, c, val = rows[edges[k]:edges[k + 1]], cols[edges[k]:edges[k + 1]], values[edges[k]:edges[k + 1]]
-            J, inv = np.unique(c, return_inverse=True)
-            nu = np.bincount(inv, weights=val, minlength=J.size)
-            mass = float(sub.a[X].sum())
-            local = OTProblem(a=sub.a[X] / mass, b=nu / nu.sum(), C=None, mass=1.0, x=sub.x[X], y=sub.y[J],
-                              cost=ot.cost, block=ot.block, label=ot.label)
-            res = solve_exact(local, target=target * BLOCK_TARGET, pairs=(np.searchsorted(X, r), inv),
-                              deadline=deadline, record=False)
-            if res.status != "optimal":  # the block keeps its part of the plan
-                new.append((r, c, val))
-                u[X] = np.nan
-                continue
-            new.append((X[res.rows], J[res.cols], res.values * mass))
-            u[X] = res.f
-        rows = np.concatenate([n_[0] for n_ in new])
-        cols = np.concatenate([n_[1] for n_ in new])
-        values = np.concatenate([n_[2] for n_ in new])
+        rows, cols, values, u = _sweep(ot, sub, label, blocks, rows, cols, values, target, deadline)
         stats["block_solve_s"] += time.perf_counter() - t
         stats["sweeps"], stats["blocks"] = sweep, len(blocks)
         t = time.perf_counter()
@@ -221,6 +199,35 @@ def solve_large(ot, *, target: float | None, deadline=None, progress=None, recor
     stats["time_s"] = time.perf_counter() - t0
     return ExactResult(sub.I[rows[keep]], sub.J[cols[keep]], values[keep], _full(f, sub.I, ot.n),
                        _full(g, sub.J, ot.m), status, message, {"rounds": stats["sweeps"], "decomposition": stats})
+
+
+def _sweep(ot, sub, label, blocks, rows, cols, values, target: float, deadline):
+    """One sweep of the blocks of a partition (``label``: each source point's block, ``blocks``: their points):
+    each block's transport to the mass it now sends, solved exactly on its plan's pairs and priced over its
+    points. Returns the plan's entries after the sweep and the blocks' potentials u (NaN where a block kept its
+    part of the plan, unsolved)."""
+    by_block = np.argsort(label[rows], kind="stable")
+    rows, cols, values = rows[by_block], cols[by_block], values[by_block]
+    edges = np.searchsorted(label[rows], np.arange(label.max() + 2))
+    u = np.zeros(sub.n)
+    new = []
+    for k, X in enumerate(blocks):
+        r, c, val = rows[edges[k]:edges[k + 1]], cols[edges[k]:edges[k + 1]], values[edges[k]:edges[k + 1]]
+        J, inv = np.unique(c, return_inverse=True)
+        nu = np.bincount(inv, weights=val, minlength=J.size)
+        mass = float(sub.a[X].sum())
+        local = OTProblem(a=sub.a[X] / mass, b=nu / nu.sum(), C=None, mass=1.0, x=sub.x[X], y=sub.y[J],
+                          cost=ot.cost, block=ot.block, label=ot.label)
+        res = solve_exact(local, target=target * BLOCK_TARGET, pairs=(np.searchsorted(X, r), inv),
+                          deadline=deadline, record=False)
+        if res.status != "optimal":  # the block keeps its part of the plan
+            new.append((r, c, val))
+            u[X] = np.nan
+            continue
+        new.append((X[res.rows], J[res.cols], res.values * mass))
+        u[X] = res.f
+    return (np.concatenate([n_[0] for n_ in new]), np.concatenate([n_[1] for n_ in new]),
+            np.concatenate([n_[2] for n_ in new]), u)
 
 
 def _full(values: np.ndarray, index: np.ndarray, size: int) -> np.ndarray:
