@@ -95,6 +95,7 @@ FINAL_ESS = 8  # the final effective sample size, in multiples of n (--tol 0.125
 FINAL_ESS_FLOOR = 100_000  # ... and at least this many by default from SCALE_FROM_P statistics on (see final_target)
 START_ACCEPTED = 2000
 MAX_NEWTON = 50
+DECREMENT_TOL = 1e-12  # the Newton decrement at which a pool's steps stop (see the module's notes)
 MAX_POOLS = 30
 TRUST_ESS = 0.5  # Newton steps on a pool keep the weights' ESS above this share of what it was at the start
 TRUST_MASS = 4.0  # ... and the survival mass p_theta(S) above 1 / TRUST_MASS of what it was
@@ -317,6 +318,43 @@ def kept_target(p: int, target: float) -> float:
     return min(target, max(STREAM_FROM, POOL_PER_STATISTIC * p, math.sqrt(POOL_FACTOR * p * target)))
 
 
+def _draw_batch(family, pools, q, N: int, need: float, deadline) -> None:
+    """The next batch: N proposals from p_q, after the time and the memory its kept draws take are checked."""
+    check_time(deadline)
+    kept = pools.accepted_count() + KEPT_PER_EFFECTIVE * need
+    if pool_bytes(kept, family.d) > memory.budget_bytes():
+        raise DrawLimit(f"the next batch would keep {int(kept)} accepted draws in d = {family.d}, "
+                        f"{memory.human_bytes(pool_bytes(kept, family.d))}, more than the memory budget "
+                        f"of {memory.human_bytes(memory.budget_bytes())} (raise it with --memory-limit "
+                        "or loosen --tol)")
+    pools.draw(q, N)
+
+
+def _next_proposal(family, pools, pool, theta, why: str, unshifted: bool, N: int):
+    """(ess, rate, q, eff): the pool's effective size and survival mass at theta, and the member p_q the next
+    batch is drawn from with its expected acceptance."""
+    ess = pool.ess(family, theta)
+    rate = pool.survival(family, theta)[0]
+    if unshifted:  # floored by the last batch's own acceptance, when it was drawn from p_theta
+        rate = max(rate, 0.25 * pools.accepted_count(last=True) / N)
+    # a shifted proposal only from a pool that describes theta (its estimate from a pool drawn
+    # elsewhere can be far off); after a move, the next batch is drawn from p_theta itself
+    shift = why == "converged" and family.p >= SCALE_FROM_P
+    q, eff = proposal(family, pool, theta, rate) if shift else (theta, rate)
+    return ess, rate, q, eff
+
+
+def _record(k: int, N: int, accepted: int, ess, steps: int, dec, why: str, oracle, progress) -> dict:
+    """A batch's entry of the history, traced and shown as progress."""
+    trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
+          evaluations_of="membership oracle", ess=float(ess), accepted=accepted)
+    if progress is not None:
+        progress.update(k, proposals=N, accepted=accepted, ess=float(ess), newton_steps=steps,
+                        decrement=float(dec), stop=why)
+    return {"batch": k, "proposals": N, "accepted": accepted, "ess": ess, "newton_steps": steps,
+            "decrement": dec, "stop": why, "oracle_calls": oracle.calls}
+
+
 def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=None, deadline=None,
         progress=None, alpha0=None):
     """The Newton estimate for whitened samples with mean statistics Tbar (n of them). Returns a dict:
@@ -334,12 +372,9 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
         alpha0, R = alpha0_and_radius(family, theta0, sampler, alpha0)
     except (ZeroMass, *STOPPED) as exc:
         stop, reason = ("collapse", str(exc)) if isinstance(exc, ZeroMass) else stop_of(exc)
-        return {"theta": theta0, "theta0": theta0, "radius": radius, "radius_doublings": 0, "ess": 0.0,
-                "batches": [], "samples_drawn": 0, "notes": [], "stop": stop, "reason": reason}
-    if radius is not None:
-        R = float(radius)
-    R0 = R
-    tol = 1e-12  # Newton decrement (see the module's notes)
+        return dict(theta=theta0, theta0=theta0, radius=radius, radius_doublings=0, ess=0.0, batches=[],
+                    samples_drawn=0, notes=[], stop=stop, reason=reason)
+    R = R0 = float(radius) if radius is not None else R
     target = final_target(family.p, n, final_ess)
     keep = kept_target(family.p, target)
     theta = theta0.copy()
@@ -347,55 +382,31 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
     rate = alpha0
     pools = PoolSet(family, sampler)
     pools.reserve(int(KEPT_PER_EFFECTIVE * keep) + (1 << 16))
-    history, notes = [], []
-    doubled, ess, dec, bound_hits = 0, 0.0, np.inf, 0
+    history, notes, doubled, ess, dec, bound_hits = [], [], 0, 0.0, np.inf, 0
     stop, reason = "max_batches", f"stopped after {MAX_POOLS} batches"
     pool, q, eff = None, theta, alpha0
     try:
         for k in range(MAX_POOLS):
             N = sobol_count(1.2 * need / max(eff, sampler.floor), nets=family.p < SCALE_FROM_P)
             try:
-                check_time(deadline)
-                kept = pools.accepted_count() + KEPT_PER_EFFECTIVE * need
-                if pool_bytes(kept, family.d) > memory.budget_bytes():
-                    raise DrawLimit(f"the next batch would keep {int(kept)} accepted draws in d = {family.d}, "
-                                    f"{memory.human_bytes(pool_bytes(kept, family.d))}, more than the memory budget "
-                                    f"of {memory.human_bytes(memory.budget_bytes())} (raise it with --memory-limit "
-                                    "or loosen --tol)")
-                pools.draw(q, N)
+                _draw_batch(family, pools, q, N, need, deadline)
                 unshifted = q is theta
             except STOPPED as exc:
                 stop, reason = stop_of(exc)
                 break
             pool = pools.pool()
-            theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, tol, deadline)
+            theta, dec, steps, why = saa_newton(family, pool, theta, Tbar, L, L0 + R, DECREMENT_TOL, deadline)
             if why == "time":
                 stop, reason = "time_limit", "the time limit was reached"
                 break
-            ess = pool.ess(family, theta)
-            rate = pool.survival(family, theta)[0]
-            if unshifted:  # floored by the last batch's own acceptance, when it was drawn from p_theta
-                rate = max(rate, 0.25 * pools.accepted_count(last=True) / N)
-            # a shifted proposal only from a pool that describes theta (its estimate from a pool drawn
-            # elsewhere can be far off); after a move, the next batch is drawn from p_theta itself
-            shift = why == "converged" and family.p >= SCALE_FROM_P
-            q, eff = proposal(family, pool, theta, rate) if shift else (theta, rate)
-            accepted = pools.accepted_count(last=True)
-            history.append({"batch": k, "proposals": N, "accepted": accepted, "ess": ess,
-                            "newton_steps": steps, "decrement": dec, "stop": why, "oracle_calls": oracle.calls})
-            trace(k, float(dec), evaluations=oracle.calls, measure="Newton decrement of the sample-average likelihood",
-                  evaluations_of="membership oracle", ess=float(ess), accepted=accepted)
-            if progress is not None:
-                progress.update(k, proposals=N, accepted=accepted, ess=float(ess), newton_steps=steps,
-                                decrement=float(dec), stop=why)
+            ess, rate, q, eff = _next_proposal(family, pools, pool, theta, why, unshifted, N)
+            history.append(_record(k, N, pools.accepted_count(last=True), ess, steps, dec, why, oracle, progress))
             bound_hits = bound_hits + 1 if why == "bound" else 0
             if bound_hits == 2 and doubled == MAX_DOUBLINGS and radius is None:
                 stop, reason = "runoff", runoff_reason(family, theta, R0, R, L(theta) - L0, alpha0, rate)
                 break
             if bound_hits == 2:  # two batches in a row stop at the bound: the constrained optimum is on it
-                R *= 2.0
-                doubled += 1
-                bound_hits = 0
+                R, doubled, bound_hits = 2.0 * R, doubled + 1, 0
                 notes.append(f"the bound L(theta) <= L(theta0) + R was active: R doubled to {R:.3g}")
             if why != "converged":
                 pools.forget()  # the estimate moved: the batches so far describe another theta
@@ -406,8 +417,8 @@ def fit(family, Tbar, n, oracle, rng, *, max_calls=None, radius=None, final_ess=
             if ess >= KEEP_SLACK * keep:  # (a last small batch would cost a whole pool's Newton steps)
                 check_time(deadline)
                 theta, ess, drawn = stream_step(family, pools, pool, theta, Tbar, L, L0 + R, target, deadline)
-                history.append({"batch": k + 1, "proposals": drawn, "accepted": None, "ess": float(ess),
-                                "newton_steps": 1, "decrement": None, "stop": "streamed", "oracle_calls": oracle.calls})
+                history.append(dict(batch=k + 1, proposals=drawn, accepted=None, ess=float(ess), newton_steps=1,
+                                    decrement=None, stop="streamed", oracle_calls=oracle.calls))
                 stop, reason = "converged", ""
                 break
             need = int(min(4.0 * ess, max(need, target - ess)))
