@@ -22,6 +22,7 @@ ordering and symbolic analysis once, only the numeric LDL' again at each step, a
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +43,69 @@ def interior_point(s, x0, score, *, max_iter: int = 80, deadline: float | None =
     (``accepted`` False: a start for polishing); None when the steps break down at once."""
     with np.errstate(all="ignore"):
         return _interior_point(s, x0, score, max_iter, deadline)
+
+
+@dataclass
+class _Newton:
+    """One interior-point iteration's Newton system (its factor, weights and residuals at the iterate's slacks
+    sl, su and multipliers zl, zu), solved for the directions of :meth:`direction`."""
+
+    P: object
+    A: object
+    AT: object
+    factor: object
+    Wexact: np.ndarray
+    Winv: np.ndarray
+    eq: np.ndarray
+    free: np.ndarray
+    has_l: np.ndarray
+    has_u: np.ndarray
+    sl: np.ndarray
+    su: np.ndarray
+    zl: np.ndarray
+    zu: np.ndarray
+    r_d: np.ndarray
+    r_l: np.ndarray
+    r_u: np.ndarray
+    r_e: np.ndarray
+
+    def direction(self, cl, cu):
+        """Newton direction for complementarity targets sl zl -> cl, su zu -> cu (row-wise)."""
+        P, A, AT, factor, Wexact, Winv = self.P, self.A, self.AT, self.factor, self.Wexact, self.Winv
+        eq, free, has_l, has_u = self.eq, self.free, self.has_l, self.has_u
+        sl, su, zl, zu, r_d, r_l, r_u, r_e = self.sl, self.su, self.zl, self.zu, self.r_d, self.r_l, self.r_u, self.r_e
+        n = P.shape[0]
+        g = np.where(has_u, (cu - zu * r_u) / su - zu, 0.0) - np.where(has_l, (cl - zl * r_l) / sl - zl, 0.0)
+        rhs = np.concatenate([-r_d, np.where(eq, -r_e, np.where(free, 0.0, -g * Winv))])
+        sol = factor.solve(rhs)
+
+        def residual(v):
+            return rhs - np.concatenate([P @ v[:n] + AT @ v[n:], A @ v[:n] - Wexact * v[n:]])
+
+        res = residual(sol)
+        for _ in range(REFINE_STEPS):  # iterative refinement against the unregularised system, while it helps
+            trial = sol + factor.solve(res)
+            res_trial = residual(trial)
+            if not np.abs(res_trial).max() < 0.5 * np.abs(res).max():
+                break
+            sol, res = trial, res_trial
+        dx, dy = sol[:n], sol[n:]
+        adx = A @ dx
+        dsl = np.where(has_l, adx + r_l, 0.0)
+        dsu = np.where(has_u, r_u - adx, 0.0)
+        # one-sided rows: the multiplier's step is the solved dy itself (dividing by a vanishing slack
+        # would amplify rounding); range rows from the complementarity equations
+        dzl = np.where(has_l, np.where(has_u, (cl - zl * sl - zl * dsl) / sl, -dy), 0.0)
+        dzu = np.where(has_u, np.where(has_l, (cu - zu * su - zu * dsu) / su, dy), 0.0)
+        # and their slacks' steps from the complementarity equations (not from A dx, inaccurate at that scale)
+        dsl = np.where(has_l & ~has_u, (cl - zl * sl - sl * dzl) / np.maximum(zl, 1e-300), dsl)
+        dsu = np.where(has_u & ~has_l, (cu - zu * su - su * dzu) / np.maximum(zu, 1e-300), dsu)
+        return dx, dy, dsl, dsu, dzl, dzu
+
+
+def _max_step(v, dv, mask):
+    neg = mask & (dv < 0)
+    return min(1.0, float((-v[neg] / dv[neg]).min())) if neg.any() else 1.0
 
 
 def _interior_point(s, x0, score, max_iter, deadline):
@@ -102,49 +166,17 @@ def _interior_point(s, x0, score, max_iter, deadline):
         except RuntimeError:  # a zero pivot: the steps have broken down
             break
 
-        def direction(cl, cu):
-            """Newton direction for complementarity targets sl zl -> cl, su zu -> cu (row-wise)."""
-            g = np.where(has_u, (cu - zu * r_u) / su - zu, 0.0) - np.where(has_l, (cl - zl * r_l) / sl - zl, 0.0)
-            rhs = np.concatenate([-r_d, np.where(eq, -r_e, np.where(free, 0.0, -g * Winv))])
-            sol = factor.solve(rhs)
-
-            def residual(v):
-                return rhs - np.concatenate([P @ v[:n] + AT @ v[n:], A @ v[:n] - Wexact * v[n:]])
-
-            res = residual(sol)
-            for _ in range(REFINE_STEPS):  # iterative refinement against the unregularised system, while it helps
-                trial = sol + factor.solve(res)
-                res_trial = residual(trial)
-                if not np.abs(res_trial).max() < 0.5 * np.abs(res).max():
-                    break
-                sol, res = trial, res_trial
-            dx, dy = sol[:n], sol[n:]
-            adx = A @ dx
-            dsl = np.where(has_l, adx + r_l, 0.0)
-            dsu = np.where(has_u, r_u - adx, 0.0)
-            # one-sided rows: the multiplier's step is the solved dy itself (dividing by a vanishing slack
-            # would amplify rounding); range rows from the complementarity equations
-            dzl = np.where(has_l, np.where(has_u, (cl - zl * sl - zl * dsl) / sl, -dy), 0.0)
-            dzu = np.where(has_u, np.where(has_l, (cu - zu * su - zu * dsu) / su, dy), 0.0)
-            # and their slacks' steps from the complementarity equations (not from A dx, inaccurate at that scale)
-            dsl = np.where(has_l & ~has_u, (cl - zl * sl - sl * dzl) / np.maximum(zl, 1e-300), dsl)
-            dsu = np.where(has_u & ~has_l, (cu - zu * su - su * dzu) / np.maximum(zu, 1e-300), dsu)
-            return dx, dy, dsl, dsu, dzl, dzu
-
-        def max_step(v, dv, mask):
-            neg = mask & (dv < 0)
-            return min(1.0, float((-v[neg] / dv[neg]).min())) if neg.any() else 1.0
-
+        newton = _Newton(P, A, AT, factor, Wexact, Winv, eq, free, has_l, has_u, sl, su, zl, zu, r_d, r_l, r_u, r_e)
         zero = np.zeros(m)
-        dx, dy, dsl, dsu, dzl, dzu = direction(zero, zero)
-        ap = min(max_step(sl, dsl, has_l), max_step(su, dsu, has_u))
-        ad = min(max_step(zl, dzl, has_l), max_step(zu, dzu, has_u))
+        dx, dy, dsl, dsu, dzl, dzu = newton.direction(zero, zero)
+        ap = min(_max_step(sl, dsl, has_l), _max_step(su, dsu, has_u))
+        ad = min(_max_step(zl, dzl, has_l), _max_step(zu, dzu, has_u))
         mu_aff = mu_of(sl + ap * dsl, zl + ad * dzl, su + ap * dsu, zu + ad * dzu)
         sigma = min(1.0, (mu_aff / max(mu, 1e-300)) ** 3)
-        dx, dy, dsl, dsu, dzl, dzu = direction(sigma * mu - dsl * dzl, sigma * mu - dsu * dzu)
+        dx, dy, dsl, dsu, dzl, dzu = newton.direction(sigma * mu - dsl * dzl, sigma * mu - dsu * dzu)
         # one step length for primal and dual: P couples x to the dual residual (unlike an LP)
-        step = STEP_TO_BOUNDARY * min(max_step(sl, dsl, has_l), max_step(su, dsu, has_u),
-                                      max_step(zl, dzl, has_l), max_step(zu, dzu, has_u))
+        step = STEP_TO_BOUNDARY * min(_max_step(sl, dsl, has_l), _max_step(su, dsu, has_u),
+                                      _max_step(zl, dzl, has_l), _max_step(zu, dzu, has_u))
         x = x + step * dx
         sl = np.where(has_l, sl + step * dsl, 1.0)
         su = np.where(has_u, su + step * dsu, 1.0)
