@@ -418,8 +418,8 @@ def _unique_pairs(r, c, m):
 
 
 def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, max_rounds: int = MAX_ROUNDS,
-                target: float | None = None, atol: float = OBJECTIVE_ATOL, pairs=None, neighbours: int = NEIGHBOURS, progress=None,
-                record: bool = True) -> ExactResult:
+                target: float | None = None, atol: float = OBJECTIVE_ATOL, pairs=None, neighbours: int = NEIGHBOURS,
+                progress=None, record: bool = True) -> ExactResult:
     """The exact optimum of the transport LP of ``ot`` (an :class:`optsolve.ot.problems.OTProblem`).
 
     ``potentials``: (f, g) in cost units, e.g. an entropic solution's: the first candidates are the
@@ -438,6 +438,79 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
     t0 = time.perf_counter()
     sub = Subproblem(ot)
     stats = {"rounds": 0, "candidates": [], "violations": [], "network_simplex_s": 0.0, "pricing_s": 0.0}
+    r, c, pool = _first_candidates(ot, sub, potentials, pairs, neighbours, deadline, stats)
+    stats["candidates_s"] = time.perf_counter() - t0
+    status, message, worst = "optimal", "", 0.0
+    G = u = v = None
+    last_full, stalled = np.inf, False
+    for round_ in range(1, max_rounds + 1):
+        r, c = _unique_pairs(r, c, sub.m)
+        G, u, v, code = _timed_simplex(sub, r, c, stats)
+        stats["rounds"] = round_
+        stats["candidates"].append(int(r.size))
+        if code != 1:
+            status = "numerical_error"
+            message = (f"The network simplex on {r.size} candidate pairs ended with POT result code {code} "
+                       "(not optimal).")
+            break
+        t = time.perf_counter()
+        vr = np.zeros(0, dtype=np.int64)
+        if pool is not None:  # the reserve first: a pass over all pairs only once it has nothing to add
+            vr, vc, worst, pool = _price_pool(sub, pool, u, v, tol, stats)
+        met = False
+        if vr.size == 0:
+            vr, vc, worst, col_min, row_min = violations(sub, u, v, tol * sub.scale)
+            stats["full_pricing_passes"] = stats.get("full_pricing_passes", 0) + 1
+            if (sub.ot.C is not None and not cheap_pricing(sub) and vr.size
+                    and vr.size >= STALL_RATIO * last_full and r.size < sub.n * sub.m):
+                stalled = True  # the candidates' duals stay far off: every pair, by the dense solver
+            last_full = vr.size
+            if target is not None and vr.size:
+                met, u, v = _target_met(sub, G, u, v, col_min, row_min, target, atol, stats)
+        stats["pricing_s"] += time.perf_counter() - t
+        stats["violations"].append(int(vr.size))
+        stats.setdefault("most_negative", []).append(worst / sub.scale)
+        _report(round_, worst / sub.scale, int(r.size), int(vr.size), record, progress)
+        if met:
+            message = (f"Certified gap {stats['certified_gap']:.3g} (target {target:g}) after {round_} rounds: "
+                       f"{vr.size} pairs still price below zero, by at most {-worst / sub.scale:.3g} max C.")
+            break
+        if vr.size == 0:
+            break
+        if deadline is not None and deadline.expired():
+            status = "time_limit"
+            message = (f"Time limit reached after {round_} rounds of the exact solve: the plan is optimal on its "
+                       f"{r.size} candidate pairs, but {vr.size} other pairs still have negative reduced costs.")
+            break
+        if stalled:  # the LP over every pair; nothing is left to price
+            stats["dense_after_round"] = round_
+            G, u, v, code = _timed_simplex(sub, None, None, stats)
+            if code != 1:
+                status, message = "numerical_error", (f"POT's network simplex over all {sub.n} x {sub.m} pairs ended "
+                                                      f"with result code {code}.")
+            break
+        r, c = np.concatenate([r, vr]), np.concatenate([c, vc])
+    else:
+        status, message = "max_iter", (f"{max_rounds} rounds of the exact solve ran without every reduced cost "
+                                       f"reaching {-tol:g} max C (most negative {worst / sub.scale:.3g} max C).")
+    stats["most_negative_reduced_cost"] = worst
+    f, g = np.zeros(ot.n), np.zeros(ot.m)
+    f[sub.I], g[sub.J] = u, v
+    return ExactResult(sub.I[G.row], sub.J[G.col], G.data.astype(np.float64), f, g, status, message, stats)
+
+
+def _timed_simplex(sub, r, c, stats: dict):
+    """:func:`_network_simplex` on the candidates (r, c) (None: every pair), its time added to the stats."""
+    t = time.perf_counter()
+    out = _network_simplex(sub, r, c)
+    stats["network_simplex_s"] += time.perf_counter() - t
+    return out
+
+
+def _first_candidates(ot, sub, potentials, pairs, neighbours: int, deadline, stats: dict):
+    """(rows, cols, reserve): the first round's candidate pairs (a coarser problem's plan spread to its
+    cells' points, every pair of a small problem, or the near pairs and those of least reduced cost under
+    ``potentials``, with a reserve priced before any pass over all pairs), and ``pairs`` joined."""
     sub_potentials = None
     if potentials is not None:
         sub_potentials = (np.asarray(potentials[0], dtype=np.float64)[sub.I],
@@ -460,82 +533,32 @@ def solve_exact(ot, potentials=None, *, deadline=None, tol: float = PRICE_TOL, m
         back_y[sub.J] = np.arange(sub.m)
         r = np.concatenate([r, back_x[pairs[0][keep]]])
         c = np.concatenate([c, back_y[pairs[1][keep]]])
-    stats["candidates_s"] = time.perf_counter() - t0
-    status, message, worst = "optimal", "", 0.0
-    G = u = v = None
-    last_full, stalled = np.inf, False
-    for round_ in range(1, max_rounds + 1):
-        r, c = _unique_pairs(r, c, sub.m)
-        t = time.perf_counter()
-        G, u, v, code = _network_simplex(sub, r, c)
-        stats["network_simplex_s"] += time.perf_counter() - t
-        stats["rounds"] = round_
-        stats["candidates"].append(int(r.size))
-        if code != 1:
-            status = "numerical_error"
-            message = (f"The network simplex on {r.size} candidate pairs ended with POT result code {code} "
-                       "(not optimal).")
-            break
-        t = time.perf_counter()
-        vr = np.zeros(0, dtype=np.int64)
-        if pool is not None:  # the reserve first: a pass over all pairs only once it has nothing to add
-            pr, pc = pool
-            reduced = sub.pair_costs(pr, pc) - u[pr] - v[pc]
-            worst = float(reduced.min(initial=0.0))
-            bad = reduced < -tol * sub.scale
-            vr, vc = pr[bad], pc[bad]
-            pool = (pr[~bad], pc[~bad])
-            stats["pool_rounds"] = stats.get("pool_rounds", 0) + 1
-        met = False
-        if vr.size == 0:
-            vr, vc, worst, col_min, row_min = violations(sub, u, v, tol * sub.scale)
-            stats["full_pricing_passes"] = stats.get("full_pricing_passes", 0) + 1
-            if (sub.ot.C is not None and not cheap_pricing(sub) and vr.size
-                    and vr.size >= STALL_RATIO * last_full and r.size < sub.n * sub.m):
-                stalled = True  # the candidates' duals stay far off: every pair, by the dense solver
-            last_full = vr.size
-            if target is not None and vr.size:
-                U, gap, f_b, g_b = certified_gap(sub, G, u, v, col_min, row_min)
-                stats["certified_gap"] = target_measure(gap, U, sub.scale, target, atol)
-                met = stats["certified_gap"] <= target
-                if met:  # the feasible potentials of that bound
-                    u, v = f_b, g_b
-        stats["pricing_s"] += time.perf_counter() - t
-        stats["violations"].append(int(vr.size))
-        stats.setdefault("most_negative", []).append(worst / sub.scale)
-        if record:
-            trace(round_, max(-worst / sub.scale, 0.0), evaluations=int(r.size),
-                  measure="most negative reduced cost over all pairs / max C",
-                  evaluations_of="candidate pairs of the round's network simplex", priced_in=int(vr.size))
-        if progress is not None:
-            progress.update(round_, candidates=int(r.size), priced_in=int(vr.size), reduced=worst / sub.scale)
-        if met:
-            message = (f"Certified gap {stats['certified_gap']:.3g} (target {target:g}) after {round_} rounds: "
-                       f"{vr.size} pairs still price below zero, by at most {-worst / sub.scale:.3g} max C.")
-            break
-        if vr.size == 0:
-            break
-        if deadline is not None and deadline.expired():
-            status = "time_limit"
-            message = (f"Time limit reached after {round_} rounds of the exact solve: the plan is optimal on its "
-                       f"{r.size} candidate pairs, but {vr.size} other pairs still have negative reduced costs.")
-            break
-        if stalled:  # the LP over every pair; nothing is left to price
-            stats["dense_after_round"] = round_
-            t = time.perf_counter()
-            G, u, v, code = _network_simplex(sub, None, None)
-            stats["network_simplex_s"] += time.perf_counter() - t
-            if code != 1:
-                status = "numerical_error"
-                message = f"POT's network simplex over all {sub.n} x {sub.m} pairs ended with result code {code}."
-            break
-        r, c = np.concatenate([r, vr]), np.concatenate([c, vc])
-    else:
-        status = "max_iter"
-        message = (f"{max_rounds} rounds of the exact solve ran without every reduced cost reaching "
-                   f"{-tol:g} max C (most negative {worst / sub.scale:.3g} max C).")
-    stats["most_negative_reduced_cost"] = worst
-    f = np.zeros(ot.n)
-    g = np.zeros(ot.m)
-    f[sub.I], g[sub.J] = u, v
-    return ExactResult(sub.I[G.row], sub.J[G.col], G.data.astype(np.float64), f, g, status, message, stats)
+    return r, c, pool
+
+
+def _price_pool(sub, pool, u, v, tol: float, stats: dict):
+    """The reserve's pairs of reduced cost below -tol max C (priced in), its most negative reduced cost, and
+    the reserve left."""
+    pr, pc = pool
+    reduced = sub.pair_costs(pr, pc) - u[pr] - v[pc]
+    bad = reduced < -tol * sub.scale
+    stats["pool_rounds"] = stats.get("pool_rounds", 0) + 1
+    return pr[bad], pc[bad], float(reduced.min(initial=0.0)), (pr[~bad], pc[~bad])
+
+
+def _target_met(sub, G, u, v, col_min, row_min, target: float, atol: float, stats: dict):
+    """Whether the plan's certified gap meets ``target`` (as the certificate measures it), and the potentials:
+    the feasible ones of that bound where it does."""
+    U, gap, f_b, g_b = certified_gap(sub, G, u, v, col_min, row_min)
+    stats["certified_gap"] = target_measure(gap, U, sub.scale, target, atol)
+    met = stats["certified_gap"] <= target
+    return (met, f_b, g_b) if met else (met, u, v)
+
+
+def _report(round_: int, reduced: float, candidates: int, priced_in: int, record: bool, progress) -> None:
+    """A round of the exact solve in ``--history`` (``record``) and the progress line."""
+    if record:
+        trace(round_, max(-reduced, 0.0), evaluations=candidates, measure="most negative reduced cost over all "
+              "pairs / max C", evaluations_of="candidate pairs of the round's network simplex", priced_in=priced_in)
+    if progress is not None:
+        progress.update(round_, candidates=candidates, priced_in=priced_in, reduced=reduced)
