@@ -39,7 +39,8 @@ def _beta(beta):
 
 
 OPTIONS = (Option("eps", low=0, high=1, low_open=True, high_open=True), positive("alpha"), count("max_iter"),
-           Option("value_rtol", low=0, high=1, high_open=True), Option("seed", "int", low=0, high=2**128, high_open=True),
+           Option("value_rtol", low=0, high=1, high_open=True),
+           Option("seed", "int", low=0, high=2**128, high_open=True),
            Option("balance", low=0, high=1), positive("tau"), Option("tau_frac", low=0, high=1, low_open=True))
 
 

@@ -49,7 +49,7 @@ TABLE_ENTRIES = 1 << 22  # ... fewer rows for many centres: a block's distance t
 
 def clusters(labels: np.ndarray, k: int) -> list:
     """Point indices of every predicted cluster (sorted)."""
-    # a stable sort of 16-bit keys is a radix sort: 0.09 s against 1.5 s for int64 keys at m = 1e7
+    # a stable sort of 16-bit keys is a radix sort, many times faster than one of int64 keys
     order = np.argsort(labels.astype(np.uint16) if k <= 1 << 16 else labels, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
     return [order[bounds[i]:bounds[i + 1]] for i in range(k)]

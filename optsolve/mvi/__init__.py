@@ -109,8 +109,8 @@ def _gmres_without_constants(mp, method, inner_solver, inner_steps) -> bool:
     the solve and GMRES needs only its scale, estimated by a few products (optsolve.mvi.krylov.norm_estimate)."""
     from optsolve.mvi.operators import WEAK_MVI_SIZE
 
-    return (_is(method, "inner_loop") and inner_solver != "fixed-point" and inner_steps is None and mp.op.matrix is not None
-            and mp.C.kind == "none" and mp.d > WEAK_MVI_SIZE)
+    return (_is(method, "inner_loop") and inner_solver != "fixed-point" and inner_steps is None
+            and mp.op.matrix is not None and mp.C.kind == "none" and mp.d > WEAK_MVI_SIZE)
 
 
 def _inner_misfit(mp) -> str:

@@ -29,11 +29,9 @@ certificate recomputes it.
 
 Notes
 -----
-POT's network simplex over all candidate pairs of 2-D uniform clouds took 7 s at 25,000 points
-and 210 s at 100,000. The level below a decomposed one guides it, so a level is solved directly up to ``DIRECT_MAX``
-points: at 250,000 uniform points a decomposed 62,500-point guide left a bound of 96% of U after
-three sweeps, a directly solved one 3.3% (in 107 s). The finishing network simplex on few pairs
-is cheap at these sizes: POT's, on 6 pairs per point, took 1.1 s at 25,000 points and 4.6 s at 50,000.
+The level below a decomposed one guides it, so a level is solved directly up to ``DIRECT_MAX`` points;
+the measurements behind ``DIRECT_MAX`` and the finishing network simplex are in docs/benchmarks.md
+("Measurements behind the code").
 """
 
 from __future__ import annotations

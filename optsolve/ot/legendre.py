@@ -17,13 +17,8 @@ weights vary. Points the hull leaves out lie above it and are never the minimise
 vertex where the walk ends. The lifted k-d tree answers instead where the hull cannot be built
 (fewer than d + 2 points, points in a lower-dimensional flat, d = 0 or d > 3), where the weights vary
 little between neighbouring points (:func:`weight_spread`: the tree is the faster there), and
-for walks still moving after WALK_STEPS steps.
-
-Notes
------
-``TREE_SPREAD``: on exact duals of 2-D clouds the spread was about 3 for uniform clouds, where the
-tree was 4x faster than the walk, and 100-260 for Gaussian mixtures, where it was 2-6x slower (and
-slower as n grows).
+for walks still moving after WALK_STEPS steps. The measurements behind ``TREE_SPREAD`` are in
+docs/benchmarks.md ("Measurements behind the code").
 """
 
 from __future__ import annotations

@@ -36,11 +36,11 @@ from optsolve.qp.problems import SCHEMA, QPProblem, prepare
 
 DEFAULT_METHOD = "auto"  # the rule of optsolve.qp.auto: a KKT solve, PIQP, or ADMM handed over to PIQP
 DEFAULT_EPS = defaults.EPS
-MAX_SCALING = 1000
+MAX_SCALING_PASSES = 1000  # --scaling: Ruiz passes at most (its fixed point comes within about a hundred)
 
 
 OPTIONS = (count("max_iter"), Option("alpha", low=0, high=2, low_open=True, high_open=True),
-           Option("scaling", "int", low=0, high=MAX_SCALING), count("check_every"), Option("eps_abs", low=0),
+           Option("scaling", "int", low=0, high=MAX_SCALING_PASSES), count("check_every"), Option("eps_abs", low=0),
            Option("eps_rel", low=0), count("nodes"), positive("mu"), positive("rho"), positive("sigma"),
            positive("eps_prim_inf"), positive("eps_dual_inf"), Option("engine", "choice", choices=("local", "mpi")),
            positive("cert_tol"), positive("obj_rtol"), positive("obj_atol"))

@@ -28,9 +28,8 @@ SYMMETRY_RTOL = 1e-10
 PSD_CHECK_MAX_N = 1500  # dense eigenvalue check of P up to this size
 # Above it P + delta I is factored: by dense Cholesky (LAPACK) where P's rows hold this many entries on
 # average and the n x n array fits (n <= DENSE_CHOLESKY_MAX_N, and half the memory budget), since a sparse
-# factor of such a P fills in
-# (OSQP's random family at n = 5,000, 111 entries a row: 0.7 s dense against 28 s sparse); else by
-# sparse LDL' (optsolve.qp.ldl).
+# factor of such a P fills in (docs/benchmarks.md, "Measurements behind the code"); else by sparse LDL'
+# (optsolve.qp.ldl).
 DENSE_CHOLESKY_ROW_NNZ = 64
 DENSE_CHOLESKY_MAX_N = 8000
 PSD_RTOL = 1e-5  # eigenvalues above -PSD_RTOL max(1, |lambda|_max) are rounding (VALUES has -1.3e-5 at 10.8)

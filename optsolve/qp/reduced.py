@@ -22,16 +22,10 @@ reduced matrix has fewer than ``MIN_DENSITY`` entries per column (see the Notes)
 
 Notes
 -----
-The reduced form wins where the matrix is that dense (random QPs: 711 entries per column;
-equality QPs: 156) and loses or ties below: a chain of 10,000 variables (8 per column) solves in
-0.38 ms reduced against 0.1 ms as KKT; lasso with 2,000 variables (29), 0.54 ms against
-0.11 ms, its KKT factor filling in by only 1.2x; mpc (107-577), slower to set up and to solve.
-Some sparse reduced matrices factor much faster than their KKT matrices (CVXQP2_L, 5 per column:
-0.09 s against 1.2 s a factorisation, with 4.5 ms against 2.8 ms a solve), but which ones is not
-known before both are factored.
-
-``GRAM_BOUND`` declines before any product is formed: the Gram matrices of huber at 20,000
-variables (bound 47x) took 0.77 s to form before they were declined by their size.
+The reduced form wins where the matrix is dense and loses or ties below; some sparse reduced matrices
+factor much faster than their KKT matrices, but which ones is not known before both are factored.
+``GRAM_BOUND`` declines before any product is formed. The measurements are in docs/benchmarks.md
+("Measurements behind the code").
 """
 
 from __future__ import annotations
