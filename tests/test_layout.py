@@ -149,3 +149,12 @@ def test_certificates_read_only_the_problem_reader_of_their_package():
         read = {m.split(".")[2] for path in _certificate_files(kind) for m in _imports(path)
                 if m.startswith(f"optsolve.{kind}.")}
         assert shared <= read, kind
+
+
+def test_no_function_over_80_lines():
+    """A function longer than that does several things: each gets its own, named."""
+    for path in sorted((ROOT / "optsolve").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                assert lines <= 80, f"{path.relative_to(ROOT)}: {node.name} has {lines} lines"

@@ -42,12 +42,14 @@ numpy and cupy.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from optsolve.core.backend import get_backend
 from optsolve.core.blocks import empty_base_pages
 from optsolve.core.history import active as history_active
 from optsolve.core.history import trace
@@ -325,6 +327,164 @@ def _newton_step(K, plan, rh, ch, log_rh, log_ch, tol, u, v, err, eta, state, st
 # --------------------------------------------------------------------------- outer loop
 
 
+def _given_up(exc, gamma, best, retreats: int, target_gap):
+    """The answer after a stage failed and its retries are spent: the previous stage's."""
+    tried = f" {retreats - 1} retries at smaller gamma did not get past it;" if retreats > 1 else ""
+    return (*best, "optimal_inaccurate" if target_gap is None else "numerical_error",
+            f"The stage at gamma={gamma:g} failed ({exc});{tried} returned the solution of the previous stage, "
+            f"gamma={best[2]:g}.")
+
+
+def _stopped(reason: str, best, current):
+    """The answer when a limit or a signal stopped a stage: the last completed stage's, else the current
+    iterate (u, v, gamma), rounded."""
+    if best is None:
+        if reason == "interrupted":
+            return (*current, reason, "Interrupted inside the first stage; the plan is the rounded current iterate.")
+        return (*current, reason, f"Stopped by the {reason.replace('_', ' ')} inside the first stage.")
+    if reason == "interrupted":
+        return (*best, reason, f"Interrupted; returned the last completed stage, gamma={best[2]:g}.")
+    return (*best, reason, f"Stopped by the {reason.replace('_', ' ')}; returned the last completed stage, "
+                           f"gamma={best[2]:g}.")
+
+
+def _stage_gap(out: TNTResult, gap_fn, entry: dict):
+    """The certified relative gap of a stage's rounded plan (None: not evaluated at this stage), in its entry."""
+    gap = gap_fn(out.f, out.g, out.reg)
+    if gap is not None:
+        entry["relative_gap"] = gap
+    return gap
+
+
+def _answer(ot, ia, ib, backend, scale, stats, K, u, v, gamma, status, message) -> TNTResult:
+    """The result of the potentials (u, v) at gamma over the supports ia, ib, in cost units."""
+    f = np.full(ot.a.shape, -np.inf)
+    g = np.full(ot.b.shape, -np.inf)
+    f[ia] = backend.to_numpy(u).astype(np.float64) / gamma * scale
+    g[ib] = backend.to_numpy(v).astype(np.float64) / gamma * scale
+    return TNTResult(f, g, gamma, scale / gamma, status, message, stats, round(K.passes, 1), str(np.dtype(K.dtype)))
+
+
+def _stage_targets(H_min, gamma, ceiling, tol, r, c):
+    """(last, the stage's tolerance, its smoothed marginals rh, ch): MDOT's eps_d = H / gamma^p / 2 for a stage
+    below the ceiling, ``tol`` (where given) for the last; the smoothing stays within the stage's tolerance."""
+    eps_d = H_min / gamma ** P_EXPONENT if H_min > 0 else 1e-12
+    last = gamma >= ceiling * (1 - 1e-12)
+    stage_tol = tol if (last and tol is not None) else eps_d / 2.0
+    e = min(eps_d / 2.0, 1.0, stage_tol)
+    rh = (1.0 - 0.9 * e) * r + 0.9 * e / r.shape[0]
+    ch = (1.0 - 0.1 * e) * c + 0.1 * e / c.shape[0]
+    return last, stage_tol, rh, ch
+
+
+def _retry(exc, gamma, best, stats, deadline):
+    """After the stage at gamma failed: (u, v, gamma) of a smaller increase from the last completed stage
+    ``best``, warm-started with its potentials f = u / gamma, or None where the retries are spent."""
+    msg = f"stage gamma={gamma:g} failed ({exc})"
+    if not (stats.fallbacks.get("lower_gamma", 0) < RETREATS_MAX and gamma > best[2] * RETREAT_MIN_RATIO
+            and not deadline.expired(STAGE_START_PASSES)):
+        get_logger().warning(f"{msg}; returning the solution at gamma={best[2]:g}")
+        return None
+    retry = math.sqrt(best[2] * gamma)
+    get_logger().info(f"{msg}; retrying at gamma={retry:g}")
+    stats.count("lower_gamma")
+    return best[0] * (retry / best[2]), best[1] * (retry / best[2]), retry
+
+
+def _kernel(ot, xp, scale: float, dtype, structure: bool):
+    """(K, ia, ib): the kernel of the cost over the supports ia, ib (separable on a grid kept whole, streamed
+    from point clouds, or dense)."""
+    ia, ib = np.flatnonzero(ot.a > 0), np.flatnonzero(ot.b > 0)
+    if ot.grid is not None and structure:
+        ia, ib = np.arange(ot.n), np.arange(ot.m)  # zeros stay (the grid is kept whole); smoothing covers them
+        return GridKernel(xp, ot.grid, ot.cost, scale, dtype), ia, ib
+    if ot.low_memory:
+        return StreamedKernel(xp, ot, ia, ib, scale, dtype), ia, ib
+    return DenseKernel(xp, _scaled_cost(ot, ia, ib, scale, dtype, xp), dtype), ia, ib
+
+
+def _run_stage(K, gamma, rh, ch, stage_tol, u, v, state, stats, opts, deadline, budget):
+    """One stage's projection and its last row update: (u, v, deltas, reason, limited); ``limited``: why the
+    stage ended above its tolerance, where the precision ran out; raises StageFailed."""
+    xp = K.xp
+    u_new, v_new, deltas, reason = project(K, gamma, rh, ch, stage_tol, u, v, state, stats, opts, deadline, budget)
+    limited = None
+    if reason is not None and reason.startswith("precision: "):
+        limited, reason = reason[len("precision: "):], None
+    if reason is None:
+        u_new = u_new + (xp.log(rh) - _timed_lse(K, deadline, K.log_rows, u_new, v_new, gamma))
+        if not (bool(xp.isfinite(u_new).all()) and bool(xp.isfinite(v_new).all())):
+            raise StageFailed("non-finite potentials")
+    return u_new, v_new, deltas, reason, limited
+
+
+def _stage_entry(stats, gamma, newton_steps, time_s, stage_tol, fallbacks0, retreats, limited) -> dict:
+    """A completed stage's entry of ``stats.stage_log``: its fallbacks, the stages retried before it, and where
+    it ended at the precision limit (also logged)."""
+    entry = {"gamma": gamma, "newton_steps": newton_steps, "time_s": time_s, "tol": stage_tol}
+    used = _counts_since(stats.fallbacks, fallbacks0)
+    if retreats:
+        used["lower_gamma"] = len(retreats)
+        entry["retried_after"] = retreats
+    if used:
+        entry["fallbacks"] = used
+    if limited is not None:
+        entry["precision_limited"] = limited
+        get_logger().warning(f"stage gamma={gamma:g} ended at the precision limit: {limited}")
+    return entry
+
+
+def _report_stage(K, stats, entry: dict, u, v, ch, gap, progress) -> None:
+    """A completed stage in ``--history`` (its column error, measured here), the progress line and the log."""
+    gamma, xp = entry["gamma"], K.xp
+    if history_active():
+        passes = round(K.passes, 1)  # before the check's own pass
+        col_err = float(xp.abs(xp.exp(K.log_cols(u, v, gamma)) - ch).sum())
+        trace(stats.stages, col_err, evaluations=passes, measure=TNT_MEASURE,
+              evaluations_of="passes over the cost matrix", gamma=gamma, newton_steps=stats.newton_steps,
+              cg_iterations=stats.cg_iterations, relative_gap=gap)
+    progress.update(stats.stages, gamma=gamma, newton=stats.newton_steps, cg=stats.cg_iterations,
+                    **({} if gap is None else {"gap": gap}))
+    get_logger().info(f"stage {stats.stages}: gamma={gamma:g} newton={entry['newton_steps']} tol={entry['tol']:.2e} "
+                      f"time={entry['time_s']:.3f}s" + ("" if gap is None else f" gap={gap:.3e}"))
+
+
+def _last_answer(K, gamma, tol, gap, target_gap, limited) -> tuple[str, str]:
+    """(status, message) after the last stage (gamma at its ceiling)."""
+    if target_gap is not None:
+        reached = "" if gap is None else f" {gap:.3g}"
+        return "max_iter", f"gamma reached {gamma:g} before the relative gap{reached} met the target {target_gap:g}."
+    if limited is not None:
+        return "optimal_inaccurate", f"The last stage ended at the precision limit ({limited})."
+    floor = tolerance_floor(K, gamma)
+    if tol is not None and tol < floor:
+        return "optimal", (f"The tolerance {tol:g} is below what {np.dtype(K.dtype).name} resolves at "
+                           f"gamma={gamma:g}; the last stage was solved to {floor:.1e}.")
+    return "optimal", ""
+
+
+def _next_gamma(deltas, q, gamma, ceiling, gap, target_gap):
+    """(the next stage's gamma, the growth factor q): q slows down where the stage's Newton steps fell short of
+    their predicted decrease, and speeds up where they met it; with a gap, just past the target."""
+    d = min(deltas + [1.0])
+    if d < 0.5:
+        q = max(math.sqrt(q), Q_MIN)
+    elif d > 0.9:
+        q = q * q
+    gamma_next = min(gamma * q, ceiling)
+    if gap is not None:  # aim just past the target instead of overshooting it by a factor q
+        gamma_next = min(gamma_next, gamma * GAP_MARGIN * gap / target_gap)
+    return (ceiling if gamma_next >= ceiling * (1 - 1e-9) else gamma_next), q
+
+
+def _extrapolate(u_new, v_new, u_prev, v_prev, gamma, gamma_prev, gamma_next):
+    """The next stage's start: the potentials scaled to gamma_next, or extrapolated along the last two stages."""
+    if u_prev is None:
+        return u_new * (gamma_next / gamma), v_new * (gamma_next / gamma)
+    w = (gamma_next - gamma) / (gamma - gamma_prev)
+    return u_new + (u_new - u_prev) * w, v_new + (v_new - v_prev) * w
+
+
 def entropy(p) -> float:
     q = p[p > 0]
     return float(-(q * np.log(q)).sum())
@@ -363,181 +523,76 @@ def solve_tnt(ot, *, gamma_f: float, tol: float | None = None, pcg_mode: str = "
     """MDOT-TNT on an :class:`optsolve.ot.problems.OTProblem` (dense cost, or streamed point clouds).
 
     ``truncate``: products use the built plan's entries above a threshold (sparse) once fewer than
-    20% of them are kept. ``structure``: grid problems use the separable :class:`GridKernel`. ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative
-    gap of the rounded plan after each stage, and gamma keeps growing (up to 2^20) until it is
-    at most ``target_gap``; ``gamma_f`` is then only where the schedule would otherwise stop.
+    20% of them are kept. ``structure``: grid problems use the separable :class:`GridKernel`.
+    ``target_gap``/``gap_fn``: when given, ``gap_fn(f, g, reg)`` returns the certified relative gap of the
+    rounded plan after each stage, and gamma keeps growing (up to 2^20) until it is at most ``target_gap``;
+    ``gamma_f`` is then only where the schedule would otherwise stop.
     ``deadline``: the :class:`optsolve.core.clock.Deadline` of the whole solve (default: ``time_limit``
     seconds from now), checked inside every loop; it keeps time for the rounding and the certificate.
     """
-    from optsolve.core.backend import get_backend
-
     backend = backend or get_backend("cpu")
     xp = backend.xp
-    log = get_logger()
     if deadline is None:
         deadline = deadline_after(time_limit)
-    a, b = ot.a, ot.b
-    ia, ib = np.flatnonzero(a > 0), np.flatnonzero(b > 0)
     scale = ot.max_cost()
-    if not scale > 0:
-        scale = 1.0
-    if ot.grid is not None and structure:
-        ia, ib = np.arange(ot.n), np.arange(ot.m)  # zeros stay (the grid is kept whole); smoothing covers them
-        K = GridKernel(xp, ot.grid, ot.cost, scale, dtype)
-    elif ot.low_memory:
-        K = StreamedKernel(xp, ot, ia, ib, scale, dtype)
-    else:
-        K = DenseKernel(xp, _scaled_cost(ot, ia, ib, scale, dtype, xp), dtype)
-    n, m = K.n, K.m
-    r = xp.asarray(a[ia], dtype=K.dtype)
-    c = xp.asarray(b[ib], dtype=K.dtype)
-    H_min = min(entropy(a), entropy(b))
+    scale = scale if scale > 0 else 1.0
+    K, ia, ib = _kernel(ot, xp, scale, dtype, structure)
+    r, c = xp.asarray(ot.a[ia], dtype=K.dtype), xp.asarray(ot.b[ib], dtype=K.dtype)
+    H_min = min(entropy(ot.a), entropy(ot.b))
     opts = {"pcg": pcg_mode, "shift_limit": 30.0 if K.dtype == np.float64 else 12.0, "truncate": truncate}
-    state = PCGState()
-    stats = TNTStats()
-
+    state, stats = PCGState(), TNTStats()
     ceiling = GAMMA_MAX if target_gap is not None else gamma_f
-    gamma = min(GAMMA_START, ceiling)
-    gamma_prev = 0.0
-    q = Q_START
-    u = v = u_prev = v_prev = None
-    best = None  # (u, v, gamma) of the last completed stage
+    gamma, gamma_prev, q = min(GAMMA_START, ceiling), 0.0, Q_START
+    u = v = u_prev = v_prev = best = None  # best: (u, v, gamma) of the last completed stage
     retreats = []  # stages failed since the last completed one: {"gamma", "reason", "time_s", "fallbacks"}
-
-    def finish(u_, v_, gamma_, status_, message_):
-        f = np.full(a.shape, -np.inf)
-        g = np.full(b.shape, -np.inf)
-        f[ia] = backend.to_numpy(u_).astype(np.float64) / gamma_ * scale
-        g[ib] = backend.to_numpy(v_).astype(np.float64) / gamma_ * scale
-        return TNTResult(f, g, gamma_, scale / gamma_, status_, message_, stats, round(K.passes, 1), str(np.dtype(K.dtype)))
-
+    finish = functools.partial(_answer, ot, ia, ib, backend, scale, stats, K)
     try:
         while True:
             t_stage = time.perf_counter()
-            eps_d = H_min / gamma ** P_EXPONENT if H_min > 0 else 1e-12
-            last = gamma >= ceiling * (1 - 1e-12)
-            stage_tol = tol if (last and tol is not None) else eps_d / 2.0
-            e = min(eps_d / 2.0, 1.0, stage_tol)  # the smoothing stays within the stage's tolerance
-            rh = (1.0 - 0.9 * e) * r + 0.9 * e / n
-            ch = (1.0 - 0.1 * e) * c + 0.1 * e / m
+            last, stage_tol, rh, ch = _stage_targets(H_min, gamma, ceiling, tol, r, c)
             if u is None:
                 u, v = xp.log(rh), xp.log(ch)
             budget = None if max_iter is None else max(0, max_iter - stats.newton_steps)
             steps0, fallbacks0 = stats.newton_steps, dict(stats.fallbacks)
             try:
-                u_new, v_new, deltas, reason = project(K, gamma, rh, ch, stage_tol, u, v, state, stats, opts,
-                                                       deadline, budget)
-                limited = None  # why the stage ended above its tolerance, where float64 ran out
-                if reason is not None and reason.startswith("precision: "):
-                    limited, reason = reason[len("precision: "):], None
-                if reason is None:
-                    u_new = u_new + (xp.log(rh) - _timed_lse(K, deadline, K.log_rows, u_new, v_new, gamma))
-                    if not (bool(xp.isfinite(u_new).all()) and bool(xp.isfinite(v_new).all())):
-                        raise StageFailed("non-finite potentials")
+                u_new, v_new, deltas, reason, limited = _run_stage(K, gamma, rh, ch, stage_tol, u, v, state, stats,
+                                                                   opts, deadline, budget)
             except StageFailed as exc:
-                msg = f"stage gamma={gamma:g} failed ({exc})"
                 if best is None:
                     return finish(u, v, gamma, "numerical_error",
                                   f"The first stage failed ({exc}); the plan is that stage's rounded iterate.")
                 retreats.append({"gamma": gamma, "reason": str(exc), "time_s": time.perf_counter() - t_stage,
                                  "fallbacks": _counts_since(stats.fallbacks, fallbacks0)})
-                if (stats.fallbacks.get("lower_gamma", 0) < RETREATS_MAX and gamma > best[2] * RETREAT_MIN_RATIO
-                        and not deadline.expired(STAGE_START_PASSES)):
-                    # a smaller increase from the last completed stage, warm-started with its potentials f = u / gamma
-                    retry = math.sqrt(best[2] * gamma)
-                    log.info(f"{msg}; retrying at gamma={retry:g}")
-                    stats.count("lower_gamma")
-                    u, v = best[0] * (retry / best[2]), best[1] * (retry / best[2])
-                    gamma, q = retry, Q_MIN
+                again = _retry(exc, gamma, best, stats, deadline)
+                if again is not None:
+                    (u, v, gamma), q = again, Q_MIN
                     continue
-                tried = (f" {len(retreats) - 1} retries at smaller gamma did not get past it;"
-                         if len(retreats) > 1 else "")
-                log.warning(f"{msg}; returning the solution at gamma={best[2]:g}")
-                return finish(*best, "optimal_inaccurate" if target_gap is None else "numerical_error",
-                              f"The stage at gamma={gamma:g} failed ({exc});{tried} returned the solution of the "
-                              f"previous stage, gamma={best[2]:g}.")
+                return finish(*_given_up(exc, gamma, best, len(retreats), target_gap))
             if reason is not None:
-                if best is None:
-                    return finish(u_new, v_new, gamma, reason,
-                                  f"Stopped by the {reason.replace('_', ' ')} inside the first stage.")
-                return finish(*best, reason, f"Stopped by the {reason.replace('_', ' ')}; returned the last "
-                                             f"completed stage, gamma={best[2]:g}.")
+                return finish(*_stopped(reason, best, (u_new, v_new, gamma)))
             stats.stages += 1
             best = (u_new, v_new, gamma)
-            entry = {"gamma": gamma, "newton_steps": stats.newton_steps - steps0,
-                     "time_s": time.perf_counter() - t_stage, "tol": stage_tol}
-            used = _counts_since(stats.fallbacks, fallbacks0)
-            if retreats:
-                used["lower_gamma"] = len(retreats)
-                entry["retried_after"] = retreats
-                retreats = []
-            if used:
-                entry["fallbacks"] = used
-            if limited is not None:
-                entry["precision_limited"] = limited
-                log.warning(f"stage gamma={gamma:g} ended at the precision limit: {limited}")
-            gap = None
-            if target_gap is not None and gap_fn is not None and not last and deadline.expired(deadline.finish_passes):
-                stats.stage_log.append(entry)
-                return finish(u_new, v_new, gamma, "time_limit", f"Stopped by the time limit after the stage at "
-                                                                 f"gamma={gamma:g}, before its gap was evaluated.")
+            entry = _stage_entry(stats, gamma, stats.newton_steps - steps0, time.perf_counter() - t_stage, stage_tol,
+                                 fallbacks0, retreats, limited)
+            retreats, gap = [], None
             if target_gap is not None and gap_fn is not None:
-                out = finish(u_new, v_new, gamma, "optimal", "")
-                gap = gap_fn(out.f, out.g, out.reg)  # None: not evaluated at this stage
-                if gap is not None:
-                    entry["relative_gap"] = gap
+                if not last and deadline.expired(deadline.finish_passes):
+                    stats.stage_log.append(entry)
+                    return finish(u_new, v_new, gamma, "time_limit", f"Stopped by the time limit after the stage at "
+                                                                     f"gamma={gamma:g}, before its gap was evaluated.")
+                gap = _stage_gap(finish(u_new, v_new, gamma, "optimal", ""), gap_fn, entry)
             stats.stage_log.append(entry)
-            if history_active():
-                passes = round(K.passes, 1)  # before the check's own pass
-                col_err = float(xp.abs(xp.exp(K.log_cols(u_new, v_new, gamma)) - ch).sum())
-                trace(stats.stages, col_err, evaluations=passes, measure=TNT_MEASURE,
-                      evaluations_of="passes over the cost matrix", gamma=gamma, newton_steps=stats.newton_steps,
-                      cg_iterations=stats.cg_iterations, relative_gap=gap)
-            progress.update(stats.stages, gamma=gamma, newton=stats.newton_steps, cg=stats.cg_iterations,
-                            **({} if gap is None else {"gap": gap}))
-            log.info(f"stage {stats.stages}: gamma={gamma:g} newton={entry['newton_steps']} tol={stage_tol:.2e} "
-                     f"time={entry['time_s']:.3f}s" + ("" if gap is None else f" gap={gap:.3e}"))
+            _report_stage(K, stats, entry, u_new, v_new, ch, gap, progress)
             if target_gap is not None and gap is not None and gap <= target_gap:
                 return finish(u_new, v_new, gamma, "optimal", "")
             if last:
-                if target_gap is not None:
-                    reached = "" if gap is None else f" {gap:.3g}"
-                    return finish(u_new, v_new, gamma, "max_iter",
-                                  f"gamma reached {gamma:g} before the relative gap{reached} met the "
-                                  f"target {target_gap:g}.")
-                if limited is not None:
-                    return finish(u_new, v_new, gamma, "optimal_inaccurate",
-                                  f"The last stage ended at the precision limit ({limited}).")
-                floor = tolerance_floor(K, gamma)
-                if tol is not None and tol < floor:
-                    return finish(u_new, v_new, gamma, "optimal",
-                                  f"The tolerance {tol:g} is below what {np.dtype(K.dtype).name} resolves at "
-                                  f"gamma={gamma:g}; the last stage was solved to {floor:.1e}.")
-                return finish(u_new, v_new, gamma, "optimal", "")
+                return finish(u_new, v_new, gamma, *_last_answer(K, gamma, tol, gap, target_gap, limited))
             if deadline.expired(STAGE_START_PASSES):
                 return finish(u_new, v_new, gamma, "time_limit",
                               f"Stopped by the time limit after the stage at gamma={gamma:g}.")
-            d = min(deltas + [1.0])
-            if d < 0.5:
-                q = max(math.sqrt(q), Q_MIN)
-            elif d > 0.9:
-                q = q * q
-            gamma_next = min(gamma * q, ceiling)
-            if gap is not None:  # aim just past the target instead of overshooting it by a factor q
-                gamma_next = min(gamma_next, gamma * GAP_MARGIN * gap / target_gap)
-            if gamma_next >= ceiling * (1 - 1e-9):
-                gamma_next = ceiling
-            if u_prev is None:
-                u = u_new * (gamma_next / gamma)
-                v = v_new * (gamma_next / gamma)
-            else:
-                w = (gamma_next - gamma) / (gamma - gamma_prev)
-                u = u_new + (u_new - u_prev) * w
-                v = v_new + (v_new - v_prev) * w
+            gamma_next, q = _next_gamma(deltas, q, gamma, ceiling, gap, target_gap)
+            u, v = _extrapolate(u_new, v_new, u_prev, v_prev, gamma, gamma_prev, gamma_next)
             u_prev, v_prev = u_new, v_new
             gamma_prev, gamma = gamma, gamma_next
     except KeyboardInterrupt:
-        if best is None:
-            return finish(u, v, gamma, "interrupted", "Interrupted inside the first stage; the plan is the "
-                                                      "rounded current iterate.")
-        return finish(*best, "interrupted", f"Interrupted; returned the last completed stage, gamma={best[2]:g}.")
+        return finish(*_stopped("interrupted", best, (u, v, gamma)))

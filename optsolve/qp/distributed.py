@@ -21,6 +21,13 @@ whole to one node (a principal submatrix of a PSD matrix is PSD), the node that 
 most of its variables; q goes with it. Partition: the constraint rows in reverse
 Cuthill-McKee order of the variable-constraint graph, cut into N equal blocks; or the
 node index of every row given by the problem file.
+
+Over MPI ranks (:class:`optsolve.qp.ranks.MPIRanks`, the nodes spread by :func:`assign_nodes`), every rank runs
+:func:`solve_distributed` with the same problem and settings. Per iteration the ranks exchange one
+Allreduce (the consensus sums of the variables copied on more than one rank, overlapped with the
+rows' updates); a termination check adds three (the whole w, the nodes' duals and rows, and the
+largest consensus residual). The iterates equal the single-process ones up to the order of
+floating-point sums.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from optsolve.core import signals
 from optsolve.core.progress import SILENT, Progress
 from optsolve.qp import defaults
 from optsolve.qp.admm import REFINED, rho_vector
+from optsolve.qp.ranks import OneProcess, assign_nodes
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
@@ -59,88 +67,6 @@ def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:
     part = np.empty(m, dtype=np.int64)
     part[rows] = np.minimum(np.arange(m) * n_nodes // m, n_nodes - 1)
     return part
-
-
-class OneProcess:
-    """The reductions of the consensus step when every node lives in this process (identity)."""
-
-    size, rank = 1, 0
-
-    @staticmethod
-    def sum(v: np.ndarray) -> np.ndarray:
-        return v
-
-    @staticmethod
-    def max(x: float) -> float:
-        return x
-
-    @staticmethod
-    def max_array(v: np.ndarray) -> np.ndarray:
-        return v
-
-    @staticmethod
-    def start_sum(v: np.ndarray):
-        return v
-
-    @staticmethod
-    def finish_sum(pending) -> np.ndarray:
-        return pending
-
-
-class MPIRanks:
-    """The reductions across MPI ranks (mpi4py): every rank holds some nodes, and w, the global
-    vector, is the same on all ranks after each :meth:`sum`."""
-
-    def __init__(self, comm):
-        from mpi4py import MPI
-
-        self.comm, self._MPI = comm, MPI
-        self.size, self.rank = comm.Get_size(), comm.Get_rank()
-        self._share_cores(comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size())
-
-    @staticmethod
-    def _share_cores(local_ranks: int):
-        """The ranks on one machine share its cores: each rank's BLAS threads are capped at cores / ranks.
-
-        Notes
-        -----
-        On 2 cores, 2 ranks with the BLAS's default 2 threads each took 27 ms a DeepDistributedQP
-        iteration on a chain of 50,000 variables (1 rank: 7.2 ms); capped at one thread each, 4.2 ms.
-        """
-        import os
-
-        from threadpoolctl import threadpool_info, threadpool_limits
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        now = [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
-        cap = max(1, cores // max(1, local_ranks))
-        if now and max(now) > cap:
-            threadpool_limits(limits=cap, user_api="blas")
-
-    def sum(self, v: np.ndarray) -> np.ndarray:
-        out = np.empty_like(v)
-        self.comm.Allreduce(np.ascontiguousarray(v), out, op=self._MPI.SUM)
-        return out
-
-    def max(self, x: float) -> float:
-        return float(self.comm.allreduce(float(x), op=self._MPI.MAX))
-
-    def max_array(self, v: np.ndarray) -> np.ndarray:
-        out = np.empty_like(v)
-        self.comm.Allreduce(np.ascontiguousarray(v), out, op=self._MPI.MAX)
-        return out
-
-    def start_sum(self, v: np.ndarray):
-        """A non-blocking :meth:`sum` (Iallreduce); :meth:`finish_sum` waits for it."""
-        v = np.ascontiguousarray(v)
-        out = np.empty_like(v)
-        return self.comm.Iallreduce(v, out, op=self._MPI.SUM), v, out
-
-    @staticmethod
-    def finish_sum(pending) -> np.ndarray:
-        request, _, out = pending
-        request.Wait()
-        return out
 
 
 def node_costs(nodes: list, comm, repeats: int = 5) -> np.ndarray:
@@ -167,18 +93,6 @@ def node_costs(nodes: list, comm, repeats: int = 5) -> np.ndarray:
             np.clip(alone.A @ x, alone.l, alone.u)
             cost[i] = min(cost[i], time.perf_counter() - t)
     return comm.sum(cost)
-
-
-def assign_nodes(costs, ranks: int) -> list[list[int]]:
-    """Nodes per rank, balancing their costs (:func:`node_costs`): the costliest node first to the
-    least loaded rank; each rank's nodes in their original order."""
-    load = [0.0] * ranks
-    owned: list[list[int]] = [[] for _ in range(ranks)]
-    for i in sorted(range(len(costs)), key=lambda i: -costs[i]):
-        r = min(range(ranks), key=lambda r: (load[r], r))
-        owned[r].append(i)
-        load[r] += costs[i]
-    return [sorted(o) for o in owned]
 
 
 @dataclass
@@ -393,151 +307,189 @@ def _unstarted(qp: QPProblem, n_nodes: int, t0: float) -> DistributedResult:
                              time_s={"setup": time.perf_counter() - t0, "iterations": 0.0})
 
 
-def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None, *, rho: float = 1.0,
-                      mu: float = 1.0, alpha: float = defaults.ALPHA, scaling: int = defaults.SCALING,
-                      eps_abs: float = defaults.EPS, eps_rel: float = defaults.EPS, max_iter: int = 4000,
-                      check_every: int = defaults.CHECK_EVERY,
-                      refine_stalled: bool = True, deadline: float | None = None,
-                      progress: Progress = SILENT, controller=None, scaled: Scaled | None = None,
-                      balance: bool = False, comm=OneProcess) -> DistributedResult:
-    """DistributedQP on ``qp`` over ``n_nodes`` nodes (automatic partition) or the given row ``partition``.
-
-    ``controller``: a learned node policy (DeepDistributedQP, :class:`optsolve.qp.policy.Policy` of
-    kind 'distributed'): every ``controller.interval`` iterations, for ``controller.steps`` calls,
-    each node's rho and mu follow it (the nodes refactor); then they stay fixed. Its starting
-    rho and mu (``controller.start``), where it has them, replace ``rho`` and ``mu``.
-
-    ``balance``: after the policy's steps (or from the start), every BALANCE_EVERY iterations each
-    node's rho and mu follow OSQP's residual-balancing rule node by node (:func:`_balance`), at
-    most BALANCE_MAX times, so that they end fixed.
-
-    ``comm``: :class:`MPIRanks` to spread the nodes over MPI ranks (:func:`assign_nodes`); every
-    rank calls this with the same problem and settings. Per iteration the ranks exchange one
-    Allreduce (the consensus sums of the variables copied on more than one rank, overlapped with the
-    rows' updates); a termination check adds three (the whole w, the nodes' duals and rows, and the
-    largest consensus residual). The iterates equal the single-process ones up to the order of
-    floating-point sums.
-    """
-    t0 = time.perf_counter()
-    s = scaled if scaled is not None else ruiz_scale(qp, scaling)
-    n, m = qp.n, qp.m
+def _rank_nodes(s: Scaled, n_nodes, partition, deadline, comm):
+    """(this rank's nodes, the number of nodes): the given row partition, else an automatic one of ``n_nodes``,
+    split into nodes (None where the deadline came first) and, over MPI ranks, this rank's share of them."""
     if partition is not None:
         part = np.asarray(partition, dtype=np.int64)
         labels = np.unique(part)
         part = np.searchsorted(labels, part)
         n_nodes = int(labels.size) if part.size else 1
     else:
-        n_nodes = max(1, min(int(n_nodes or 1), max(m, 1)))
+        n_nodes = max(1, min(int(n_nodes or 1), max(s.A.shape[0], 1)))
         part = auto_partition(s.A, n_nodes)
     nodes = split(s, part, n_nodes, deadline if comm.size == 1 else None)  # ranks stop together, at checks
-    if nodes is None or (comm.size == 1 and deadline is not None and time.perf_counter() > deadline):
-        return _unstarted(qp, n_nodes, t0)
-    if comm.size > 1:
-        if n_nodes < comm.size:
-            raise ParameterError(f"{comm.size} MPI ranks need at least {comm.size} nodes; this partition has "
-                                 f"{n_nodes} (give '--nodes' >= {comm.size}, or run fewer ranks).")
-        nodes = [nodes[i] for i in assign_nodes(node_costs(nodes, comm), comm.size)[comm.rank]]
+    if nodes is None or comm.size == 1:
+        return nodes, n_nodes
+    if n_nodes < comm.size:
+        raise ParameterError(f"{comm.size} MPI ranks need at least {comm.size} nodes; this partition has "
+                             f"{n_nodes} (give '--nodes' >= {comm.size}, or run fewer ranks).")
+    return [nodes[i] for i in assign_nodes(node_costs(nodes, comm), comm.size)[comm.rank]], n_nodes
+
+
+class _Exchange:
+    """Which variables the ranks exchange. w is kept at this rank's variables only (``var``; ``local``: each
+    copy's place in var): the consensus sums of a variable no other rank copies need no reduction, and only the
+    shared ones travel (the Allreduce and the update of w are O(n / ranks + shared), not O(n)). ``everywhere``:
+    the variables copied on more than one rank; ``shared``: this rank's among them (places in var); ``slot``:
+    their places in the exchanged vector; ``owned``: the variables this rank writes into the whole w."""
+
+    def __init__(self, gidx: np.ndarray, n: int, comm):
+        self.n, self.comm = n, comm
+        self.var = np.unique(gidx)
+        self.local = np.searchsorted(self.var, gidx)
+        here = np.zeros(n)
+        here[self.var] = 1.0
+        holders = comm.sum(here)
+        self.everywhere = np.flatnonzero(holders > 1)
+        self.shared = np.flatnonzero(holders[self.var] > 1)
+        self.slot = np.searchsorted(self.everywhere, self.var[self.shared])
+        owner = comm.max_array(np.where(here > 0, float(comm.rank), -1.0))  # who writes a variable into w
+        self.owned = np.flatnonzero(owner[self.var] == comm.rank)
+
+    def whole(self, wl: np.ndarray) -> np.ndarray:
+        """w at every variable, on every rank (collective: every rank calls it at the same iterations)."""
+        out = np.zeros(self.n)
+        out[self.var[self.owned]] = wl[self.owned]
+        return self.comm.sum(out)
+
+
+def _residuals(s: Scaled, B, comm, w, X, lam, sl, eps_abs: float, eps_rel: float) -> dict:
+    """The termination test of the consensus iterate (every node's rows gathered on every rank): primal
+    (with the consensus residual), dual and gap, unscaled, and whether they pass at (eps_abs, eps_rel)."""
+    n, m = s.P.shape[0], s.A.shape[0]
+    Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
+    both = np.zeros(2 * m)
+    both[B.rows], both[m + B.rows] = lam, sl
+    both = comm.sum(both)  # every node's rows: on every rank
+    lam_g, s_g = both[:m], both[m:]
+    Aw, Pw, Atl = s.A @ w, s.P @ w, s.A.T @ lam_g
+    cons = comm.max(float(np.abs(Dinv[B.gidx] * (X - w[B.gidx])).max()) if B.gidx.size else 0.0)
+    prim = float(np.abs(Einv * (Aw - s_g)).max()) if m else 0.0
+    rd = Pw + s.q + Atl
+    dual = cinv * float(np.abs(Dinv * rd).max()) if n else 0.0
+    ptol = eps_abs + eps_rel * max(float(np.abs(Einv * Aw).max()) if m else 0.0,
+                                   float(np.abs(Einv * s_g).max()) if m else 0.0)
+    dscale = cinv * max(float(np.abs(Dinv * Pw).max()) if n else 0.0, float(np.abs(Dinv * Atl).max()) if n else 0.0,
+                        float(np.abs(Dinv * s.q).max()) if n else 0.0)
+    dtol = eps_abs + eps_rel * dscale
+    with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
+        quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam_g, s.l, s.u) if m else 0.0
+    gap = cinv * abs(quad + lin + sc)
+    gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
+    dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
+                                               float(np.abs(s.q).max())) + 1e-30)) if n else 0.0
+    return {"prim": max(prim, cons), "dual": dual, "cons": cons, "gap": gap, "dual_rel": dual_rel,
+            "ok": max(prim, cons) < ptol and dual < dtol and gap < gtol, "lam": lam_g, "s": s_g}
+
+
+def _blocks(nodes, n: int, comm, controller, rho: float, mu: float):
+    """The nodes' blocks with their starting rho and mu (a policy's own, fitted with it, where it has them)."""
     B = Blocks(nodes, n, comm)
-    if controller is not None:  # the policy's own starting parameters, fitted with it
+    if controller is not None:
         rho, mu = controller.start.get("rho", rho), controller.start.get("mu", mu)
     B.set_parameters(np.full(B.count, float(rho)), np.full(B.count, float(mu)))
+    return B
+
+
+def _iterate(B, ex: _Exchange, X, Y, sl, lam, wl, alpha: float):
+    """One iteration: the nodes' x-updates, the consensus sums (the shared variables' exchanged between ranks
+    while the rows update), the rows' and the consensus variables' relaxed updates and the duals. Returns
+    (X, Y, sl, lam, wl, whether some rank received a stopping signal)."""
+    w_old = wl
+    wt = wl[ex.local]
+    X = B.solve(-B.q + B.mu * wt - Y + B.AT @ (B.rho * sl - lam))
+    sums = np.bincount(ex.local, weights=B.mu * X, minlength=ex.var.size)  # the consensus sums
+    exchange = np.zeros(ex.everywhere.size + 1)  # the last entry: ranks that received a stopping signal
+    exchange[ex.slot] = sums[ex.shared]
+    exchange[-1] = float(signals.received() is not None)
+    pending = ex.comm.start_sum(exchange)
+    zr = alpha * (B.A @ X) + (1.0 - alpha) * sl  # the rows' updates, while the sums travel
+    s_new = np.clip(zr + lam / B.rho, B.l, B.u)
+    lam = lam + B.rho * (zr - s_new)
+    sl = s_new
+    exchanged = ex.comm.finish_sum(pending)
+    sums[ex.shared] = exchanged[ex.slot]
+    wl = alpha * (sums / B.counts[ex.var]) + (1.0 - alpha) * w_old
+    Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - wl[ex.local])
+    return X, Y, sl, lam, wl, exchanged[-1] > 0
+
+
+def _judged(it: int, info: dict, progress) -> str | None:
+    """A check's verdict ('optimal', 'numerical_error', None: go on), traced and shown as progress."""
+    progress.update(it, prim=info["prim"], dual=info["dual"])
+    trace(it, max(info["prim"], info["dual"]), measure=RESIDUAL_MEASURE, prim=info["prim"], dual=info["dual"],
+          consensus=info["cons"], gap=info["gap"])
+    if info["ok"]:
+        return "optimal"
+    return None if math.isfinite(info["prim"]) and math.isfinite(info["dual"]) else "numerical_error"
+
+
+def _polish_stalled(s: Scaled, w, lam_g, eps_abs: float, eps_rel: float, deadline):
+    """(x, y) of the polished iterate where it passes the termination test, else None."""
+    out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS, deadline=deadline)
+    if out is None:
+        return None
+    x_pol, y_pol, z_pol = out
+    y_pol = dual_cone(y_pol, s.l, s.u)
+    return (x_pol, y_pol) if passes_termination(s, x_pol, y_pol, z_pol, eps_abs, eps_rel) else None
+
+
+def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None, *, rho: float = 1.0,
+                      mu: float = 1.0, alpha: float = defaults.ALPHA, scaling: int = defaults.SCALING,
+                      eps_abs: float = defaults.EPS, eps_rel: float = defaults.EPS, max_iter: int = 4000,
+                      check_every: int = defaults.CHECK_EVERY, refine_stalled: bool = True, deadline=None,
+                      progress: Progress = SILENT, controller=None, scaled: Scaled | None = None,
+                      balance: bool = False, comm=OneProcess) -> DistributedResult:
+    """DistributedQP on ``qp`` over ``n_nodes`` nodes (automatic partition) or the given row ``partition``.
+
+    ``controller``: a learned node policy (DeepDistributedQP, :class:`optsolve.qp.policy.Policy` of kind
+    'distributed'): every ``controller.interval`` iterations, for ``controller.steps`` calls, each node's rho
+    and mu follow it (the nodes refactor), its ``start`` replacing ``rho`` and ``mu``. ``balance``: then (or
+    from the start) every BALANCE_EVERY iterations OSQP's residual balancing node by node (:func:`_balance`),
+    at most BALANCE_MAX times. ``comm``: :class:`optsolve.qp.ranks.MPIRanks` to spread the nodes over MPI ranks (see the
+    module's notes).
+    """
+    t0 = time.perf_counter()
+    s = scaled if scaled is not None else ruiz_scale(qp, scaling)
+    n, m = qp.n, qp.m
+    nodes, n_nodes = _rank_nodes(s, n_nodes, partition, deadline, comm)
+    if nodes is None or (comm.size == 1 and deadline is not None and time.perf_counter() > deadline):
+        return _unstarted(qp, n_nodes, t0)
+    B = _blocks(nodes, n, comm, controller, rho, mu)
     C, M = B.gidx.size, B.rows.size
-    X, Y = np.zeros(C), np.zeros(C)
-    sl, lam = np.zeros(M), np.zeros(M)
-    # w at this rank's variables only: the consensus sums of a variable no other rank copies need no reduction,
-    # and only the shared ones travel (the Allreduce and the update of w are O(n / ranks + shared), not O(n))
-    var = np.unique(B.gidx)
-    local = np.searchsorted(var, B.gidx)  # each copy's variable, in var
-    here = np.zeros(n)
-    here[var] = 1.0
-    holders = comm.sum(here)
-    everywhere = np.flatnonzero(holders > 1)  # the variables copied on more than one rank: what the ranks exchange
-    shared = np.flatnonzero(holders[var] > 1)  # this rank's among them (positions in var)
-    slot = np.searchsorted(everywhere, var[shared])  # their places in the exchanged vector
-    owner = comm.max_array(np.where(here > 0, float(comm.rank), -1.0))  # who writes a variable into the whole w
-    owned = np.flatnonzero(owner[var] == comm.rank)
-    wl = np.zeros(var.size)
-
-    def whole_w() -> np.ndarray:
-        """w at every variable, on every rank (collective: every rank calls it at the same iterations)."""
-        out = np.zeros(n)
-        out[var[owned]] = wl[owned]
-        return comm.sum(out)
-
-    w = np.zeros(n)
+    X, Y, sl, lam = np.zeros(C), np.zeros(C), np.zeros(M), np.zeros(M)
+    ex = _Exchange(B.gidx, n, comm)
+    wl, w = np.zeros(ex.var.size), np.zeros(n)
     t_setup = time.perf_counter()
-    Dinv, Einv, cinv = 1.0 / s.D, 1.0 / s.E, 1.0 / s.c
-    status, it = "max_iter", 0
-    info = {}
-    balanced = 0
+    status, it, info, balanced = "max_iter", 0, {}, 0
     learned_until = controller.interval * controller.steps if controller is not None else 0  # then balancing
 
     def residuals():
         nonlocal w
-        w = whole_w()
-        both = np.zeros(2 * m)
-        both[B.rows], both[m + B.rows] = lam, sl
-        both = comm.sum(both)  # every node's rows: on every rank
-        lam_g, s_g = both[:m], both[m:]
-        Aw, Pw, Atl = s.A @ w, s.P @ w, s.A.T @ lam_g
-        cons = comm.max(float(np.abs(Dinv[B.gidx] * (X - w[B.gidx])).max()) if C else 0.0)
-        prim = float(np.abs(Einv * (Aw - s_g)).max()) if m else 0.0
-        rd = Pw + s.q + Atl
-        dual = cinv * float(np.abs(Dinv * rd).max()) if n else 0.0
-        ptol = eps_abs + eps_rel * max(float(np.abs(Einv * Aw).max()) if m else 0.0,
-                                       float(np.abs(Einv * s_g).max()) if m else 0.0)
-        dscale = cinv * max(float(np.abs(Dinv * Pw).max()) if n else 0.0, float(np.abs(Dinv * Atl).max()) if n else 0.0,
-                            float(np.abs(Dinv * s.q).max()) if n else 0.0)
-        dtol = eps_abs + eps_rel * dscale
-        with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
-            quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam_g, s.l, s.u) if m else 0.0
-        gap = cinv * abs(quad + lin + sc)
-        gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
-        dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
-                                                   float(np.abs(s.q).max())) + 1e-30)) if n else 0.0
-        return {"prim": max(prim, cons), "dual": dual, "cons": cons, "gap": gap, "dual_rel": dual_rel,
-                "ok": max(prim, cons) < ptol and dual < dtol and gap < gtol, "lam": lam_g, "s": s_g}
+        w = ex.whole(wl)
+        return _residuals(s, B, comm, w, X, lam, sl, eps_abs, eps_rel)
 
     try:
         for it in range(1, max_iter + 1):
-            w_old = wl
-            wt = wl[local]
-            X = B.solve(-B.q + B.mu * wt - Y + B.AT @ (B.rho * sl - lam))
-            sums = np.bincount(local, weights=B.mu * X, minlength=var.size)  # the consensus sums
-            exchange = np.zeros(everywhere.size + 1)  # the last entry: ranks that received a stopping signal
-            exchange[slot] = sums[shared]
-            exchange[-1] = float(signals.received() is not None)
-            pending = comm.start_sum(exchange)
-            zr = alpha * (B.A @ X) + (1.0 - alpha) * sl  # the rows' updates, while the sums travel
-            s_new = np.clip(zr + lam / B.rho, B.l, B.u)
-            lam = lam + B.rho * (zr - s_new)
-            sl = s_new
-            exchanged = comm.finish_sum(pending)
-            sums[shared] = exchanged[slot]
-            wl = alpha * (sums / B.counts[var]) + (1.0 - alpha) * w_old
-            Y = Y + B.mu * (alpha * X + (1.0 - alpha) * wt - wl[local])
-            if exchanged[-1] > 0:  # a rank was signalled: all stop after this same iteration
+            X, Y, sl, lam, wl, signalled = _iterate(B, ex, X, Y, sl, lam, wl, alpha)
+            if signalled:  # a rank was signalled: all stop after this same iteration
                 status = "interrupted"
                 break
             checking = it % check_every == 0
             if checking:
                 info = residuals()
-                progress.update(it, prim=info["prim"], dual=info["dual"])
-                trace(it, max(info["prim"], info["dual"]), measure=RESIDUAL_MEASURE, prim=info["prim"],
-                      dual=info["dual"], consensus=info["cons"], gap=info["gap"])
-                if info["ok"]:
-                    status = "optimal"
+                status = _judged(it, info, progress) or status
+                if status != "max_iter":
                     break
-                if not (math.isfinite(info["prim"]) and math.isfinite(info["dual"])):
-                    status = "numerical_error"
-                    break
-            if (controller is not None and it % controller.interval == 0
-                    and it // controller.interval <= controller.steps):
+            policy_turn = (controller is not None and it % controller.interval == 0
+                           and it // controller.interval <= controller.steps)
+            balance_turn = balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX
+            if policy_turn or balance_turn:
                 dual_rel = (info if checking else residuals())["dual_rel"]  # residuals() has gathered w
-                _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
-            if balance and it > learned_until and it % BALANCE_EVERY == 0 and balanced < BALANCE_MAX:
-                dual_rel = (info if checking else residuals())["dual_rel"]
-                if _balance(B, X, sl, w, dual_rel):
+                if policy_turn:
+                    _apply_node_policy(controller, it // controller.interval, B, X, sl, w, dual_rel)
+                if balance_turn and _balance(B, X, sl, w, dual_rel):
                     balanced += 1
             if deadline is not None and (checking or comm.size == 1):  # ranks decide together, at checks
                 if comm.max(float(time.perf_counter() > deadline)) > 0:
@@ -550,20 +502,16 @@ def solve_distributed(qp: QPProblem, n_nodes: int | None = None, partition=None,
         if info["ok"]:
             status = "optimal"
     lam_g = info["lam"]
-    w = whole_w()
+    w = ex.whole(wl)
     polished = None
     # a time_limit status means the deadline has passed (all ranks agreed): no polishing after it
     if refine_stalled and status == "max_iter" and m and (deadline is None or time.perf_counter() < deadline):
-        out = polish(s, w, lam_g, s.A @ w, 1e-6, 3, rounds=ACTIVE_SET_ROUNDS, deadline=deadline)
-        if out is not None:
-            x_pol, y_pol, z_pol = out
-            y_pol = dual_cone(y_pol, s.l, s.u)
-            if passes_termination(s, x_pol, y_pol, z_pol, eps_abs, eps_rel):
-                w, lam_g, status, polished = x_pol, y_pol, "optimal", REFINED
+        refined = _polish_stalled(s, w, lam_g, eps_abs, eps_rel, deadline)
+        if refined is not None:
+            w, lam_g, status, polished = *refined, "optimal", REFINED
     t_end = time.perf_counter()
-    return DistributedResult(x=s.D * w, y=cinv * s.E * lam_g, z=Einv * (s.A @ w), status=status, iterations=it,
-                             prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
-                             nodes=n_nodes, copies=int(comm.sum(np.array([C]))[0]),
-                             factorisations=B.factorisations, balance_updates=balanced,
-                             polished=polished,
+    return DistributedResult(x=s.D * w, y=(1.0 / s.c) * s.E * lam_g, z=(1.0 / s.E) * (s.A @ w), status=status,
+                             iterations=it, prim_res=info["prim"], dual_res=info["dual"], consensus_res=info["cons"],
+                             nodes=n_nodes, copies=int(comm.sum(np.array([C]))[0]), factorisations=B.factorisations,
+                             balance_updates=balanced, polished=polished,
                              time_s={"setup": t_setup - t0, "iterations": t_end - t_setup})

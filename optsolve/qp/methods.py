@@ -134,7 +134,7 @@ def _distributed(job: Job, controller=None) -> MethodOutput:
 
 def engine_comm(engine: str):
     """The reductions of DistributedQP's consensus step: this process, or MPI's COMM_WORLD."""
-    from optsolve.qp.distributed import MPIRanks, OneProcess
+    from optsolve.qp.ranks import MPIRanks, OneProcess
 
     if engine != "mpi":
         return OneProcess

@@ -126,7 +126,7 @@ def test_ranks_on_one_machine_share_its_cores():
     """Each rank's BLAS threads are capped at cores / ranks on the machine; under the cap, left alone."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from optsolve.qp.distributed import MPIRanks
+    from optsolve.qp.ranks import MPIRanks
 
     def blas_threads():
         return [int(lib["num_threads"]) for lib in threadpool_info() if lib.get("user_api") == "blas"]
