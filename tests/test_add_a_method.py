@@ -15,12 +15,12 @@ from optsolve.core.solve import MethodOutput, entry
 
 def _ot(job):
     """The product plan a b' (feasible, not optimal) with zero potentials."""
-    from optsolve.ot.methods import plan_output
+    from optsolve.ot.methods import PlanAnswer, plan_output
 
     ot = job.data
     rows, cols = np.nonzero(np.outer(ot.a, ot.b))
-    out = {"coo": (rows, cols, ot.a[rows] * ot.b[cols]), "f": np.zeros(ot.n), "g": np.zeros(ot.m),
-           "status": Status.MAX_ITER, "message": "the product plan", "iterations": 0, "evaluations": 0}
+    out = PlanAnswer(np.zeros(ot.n), np.zeros(ot.m), "max_iter", "the product plan",
+                     coo=(rows, cols, ot.a[rows] * ot.b[cols]), iterations=0, evaluations=0)
     return plan_output(job, "trivial", out)
 
 

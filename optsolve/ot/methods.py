@@ -1,6 +1,6 @@
 """The methods of ``optsolve ot``: ``METHODS[name]`` is the method's entry
 (:class:`optsolve.core.solve.Entry`): its function of the job, which calls its solver and returns the
-:class:`~optsolve.core.solve.MethodOutput` that :func:`plan_output` makes of the answer (the
+:class:`~optsolve.core.solve.MethodOutput` that :func:`plan_output` makes of its :class:`PlanAnswer` (the
 potentials ``f``, ``g`` and the plan or its entries, its cost), its help line, its defaults (``tol``,
 ``max_iter``, ``target_gap``) and its tags, which the option checks read:
 
@@ -21,6 +21,7 @@ before one runs.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +32,32 @@ from optsolve.ot import defaults
 from optsolve.ot.problems import pair_costs
 
 SKIP_FACTOR = 1000.0  # see _gap_checker
+
+
+@dataclass
+class PlanAnswer:
+    """What an ot solver answers, for :func:`plan_output`: potentials ``f``, ``g`` (cost units); an explicit plan
+    as ``coo`` entries (rows, cols, values) or a dense ``plan`` (neither: the entropic plan of f, g, rounded);
+    its status and message; its counts; ``extra`` stats; ``rounded``: the entropic plan already rounded (tnt's
+    gap test), with its certified ``entropic_gap`` where measured."""
+
+    f: np.ndarray
+    g: np.ndarray
+    status: str
+    message: str = ""
+    coo: tuple | None = None
+    plan: object = None
+    iterations: int | None = None
+    evaluations: int | None = None
+    extra: dict = field(default_factory=dict)
+    rounded: object = None
+    entropic_gap: float | None = None
+
+
+def _answer_of(out: dict, **more) -> PlanAnswer:
+    """A POT wrapper's dict (:mod:`optsolve.ot.emd`, :mod:`optsolve.ot.sinkhorn`) as a PlanAnswer."""
+    keys = {"f", "g", "status", "message", "plan", "iterations"}
+    return PlanAnswer(**{k: v for k, v in out.items() if k in keys}, **more)
 
 
 def _on_cpu(job: Job, method: str) -> None:
@@ -46,7 +73,7 @@ def _emd(job: Job) -> MethodOutput:
     ot = job.data
     _on_cpu(job, "emd")
     out = solve_emd(ot.a, ot.b, ot.C, max_iter=job.settings["max_iter"], deadline=job.deadline)
-    return plan_output(job, "emd", out)
+    return plan_output(job, "emd", _answer_of(out))
 
 
 def _exact(job: Job) -> MethodOutput:
@@ -59,9 +86,9 @@ def _exact(job: Job) -> MethodOutput:
     res = solve_large(job.data, deadline=job.deadline, progress=job.progress,
                       max_rounds=settings["max_iter"] or MAX_ROUNDS, target=settings["target_gap"],
                       atol=settings["objective_atol"])
-    out = {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
-           "message": res.message, "iterations": res.stats["rounds"],
-           "evaluations": res.stats.get("full_pricing_passes", 0), "extra": {"exact": res.stats}}
+    out = PlanAnswer(res.f, res.g, res.status, res.message, coo=(res.rows, res.cols, res.values),
+                     iterations=res.stats["rounds"], evaluations=res.stats.get("full_pricing_passes", 0),
+                     extra={"exact": res.stats})
     return plan_output(job, "exact", out)
 
 
@@ -73,8 +100,7 @@ def _sinkhorn(job: Job) -> MethodOutput:
     out = solve_sinkhorn(ot.a, ot.b, ot.C, reg=settings["reg"], tol=settings["tol"], max_iter=settings["max_iter"],
                          time_limit=settings["time_limit"], backend=job.context["backend"], progress=job.progress,
                          deadline=job.deadline)
-    out["evaluations"] = 2 * out["iterations"]  # two kernel products an iteration
-    return plan_output(job, "sinkhorn", out)
+    return plan_output(job, "sinkhorn", _answer_of(out, evaluations=2 * out["iterations"]))  # two products each
 
 
 def _tnt(job: Job) -> MethodOutput:
@@ -95,13 +121,13 @@ def _tnt(job: Job) -> MethodOutput:
     if rounded is not None and not (rounded[2] == res.reg and np.array_equal(rounded[0], res.f)
                                     and np.array_equal(rounded[1], res.g)):
         rounded = None
-    out = {"f": res.f, "g": res.g, "status": res.status, "message": res.message,
-           "rounded": None if rounded is None else rounded[3],
-           "entropic_gap": None if rounded is None else rounded[4],  # its gap, when the test measured it
-           "iterations": res.stats.newton_steps, "evaluations": res.passes,
-           "extra": {"stages": res.stats.stages, "newton_steps": res.stats.newton_steps,
-                     "cg_iterations": res.stats.cg_iterations, "sinkhorn_sweeps": res.stats.sinkhorn_sweeps,
-                     "fallbacks": res.stats.fallbacks, "final_gamma": res.gamma, "stage_log": res.stats.stage_log}}
+    out = PlanAnswer(res.f, res.g, res.status, res.message, rounded=None if rounded is None else rounded[3],
+                     entropic_gap=None if rounded is None else rounded[4],  # its gap, when the test measured it
+                     iterations=res.stats.newton_steps, evaluations=res.passes,
+                     extra={"stages": res.stats.stages, "newton_steps": res.stats.newton_steps,
+                            "cg_iterations": res.stats.cg_iterations, "sinkhorn_sweeps": res.stats.sinkhorn_sweeps,
+                            "fallbacks": res.stats.fallbacks, "final_gamma": res.gamma,
+                            "stage_log": res.stats.stage_log})
     if settings["target_gap"] is not None:
         out = _finish_if_short(job, out)
     return plan_output(job, "tnt", out)
@@ -146,7 +172,7 @@ def _gap_checker(ot, target: float, xp=np, atol: float = 1e-12):
     return gap
 
 
-def _finish_if_short(job: Job, out: dict) -> dict:
+def _finish_if_short(job: Job, out: PlanAnswer) -> PlanAnswer:
     """tnt under a target gap: when the rounded plan's certified gap is still above the target, finish
     exactly (:mod:`optsolve.ot.exact`) from the pairs the entropic potentials make cheapest."""
     from optsolve.ot.certificate import dual_bound_of, target_measure
@@ -154,22 +180,22 @@ def _finish_if_short(job: Job, out: dict) -> dict:
     from optsolve.ot.rounding import round_problem
 
     ot, settings, backend, deadline = job.data, job.settings, job.context["backend"], job.deadline
-    rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
-    out["rounded"] = rd
-    gap = out.get("entropic_gap")
+    rd = out.rounded or round_problem(ot, out.f, out.g, settings["reg"], backend.xp)
+    out.rounded = rd
+    gap = out.entropic_gap
     if gap is None:  # the gap test did not measure this stage
         gap = target_measure(rd.objective - dual_bound_of(ot, rd.f, backend.xp), rd.objective, ot.max_cost() or 1.0,
                              settings["target_gap"], settings["objective_atol"])
-    out.setdefault("extra", {})["entropic_certified_gap"] = gap
+    out.extra["entropic_certified_gap"] = gap
     if gap <= settings["target_gap"]:  # met, though perhaps only here (the stages' test skips a loose bias bound)
-        if out["status"] == "max_iter":
-            out["status"], out["message"] = "optimal", f"The last stage's certified gap {gap:.3g} meets the target."
+        if out.status == "max_iter":
+            out.status, out.message = "optimal", f"The last stage's certified gap {gap:.3g} meets the target."
         return out
-    if out["status"] in ("interrupted", "time_limit") or deadline.expired():
+    if out.status in ("interrupted", "time_limit") or deadline.expired():
         return out
     if backend.device != "cpu":  # the network simplex runs on the CPU: the GPU answer stays entropic
-        out["status"] = "max_iter" if out["status"] == "optimal" else out["status"]
-        out["message"] = " ".join(m for m in (out.get("message"), (
+        out.status = "max_iter" if out.status == "optimal" else out.status
+        out.message = " ".join(m for m in (out.message, (
             f"The certified gap {gap:.3g} is above the target {settings['target_gap']:g}, and the exact finish "
             "runs on the CPU only: the target is not claimed.")) if m)
         return out
@@ -177,16 +203,15 @@ def _finish_if_short(job: Job, out: dict) -> dict:
 
     res = solve_exact(ot, potentials=(to_numpy(rd.f), to_numpy(rd.g)), deadline=deadline, progress=job.progress,
                       target=settings["target_gap"], atol=settings["objective_atol"])
-    extra = dict(out["extra"], exact=res.stats)
+    extra = dict(out.extra, exact=res.stats)
     before = f"the entropic stage's certified gap was {gap:.3g} (target {settings['target_gap']:g})"
     if res.status != "optimal" and res.status != "time_limit":
-        out["message"] = (out.get("message") or "") + f" The exact finish failed ({res.message}); {before}."
+        out.message = (out.message or "") + f" The exact finish failed ({res.message}); {before}."
         return out
-    return {"coo": (res.rows, res.cols, res.values), "f": res.f, "g": res.g, "status": res.status,
-            "message": " ".join(m for m in (f"Finished exactly on the pairs the entropic potentials make cheapest: "
-                                            f"{before}.", res.message) if m),
-            "iterations": out.get("iterations"),
-            "evaluations": (out.get("evaluations") or 0) + res.stats.get("full_pricing_passes", 0), "extra": extra}
+    return PlanAnswer(res.f, res.g, res.status, " ".join(m for m in (
+        f"Finished exactly on the pairs the entropic potentials make cheapest: {before}.", res.message) if m),
+        coo=(res.rows, res.cols, res.values), iterations=out.iterations,
+        evaluations=(out.evaluations or 0) + res.stats.get("full_pricing_passes", 0), extra=extra)
 
 
 def explicit_plan(shape, row, col, value, plan_threshold, plan_needed: bool, dense=None):
@@ -204,7 +229,7 @@ def explicit_plan(shape, row, col, value, plan_threshold, plan_needed: bool, den
     return plan() if plan_needed else plan
 
 
-def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
+def plan_output(job: Job, method: str, out: PlanAnswer) -> MethodOutput:
     """A solver's answer (``out``: potentials ``f``, ``g``; an explicit plan as ``coo`` entries or a dense
     ``plan``; ``status``, ``message``, counts and ``extra`` stats) as the method's output: an entropic answer
     rounded onto the polytope (its plan built only when written), an exact one as the plan's entries."""
@@ -215,12 +240,12 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
     ot, settings, backend = job.data, job.settings, job.context["backend"]
     plan_threshold, plan_needed = settings["plan_threshold"], job.context["plan_needed"]
     # tnt's exact finish answers an explicit plan
-    entropic_plan = "entropic" in METHODS[method].tags and "coo" not in out
+    entropic_plan = "entropic" in METHODS[method].tags and out.coo is None
     t_round = time.perf_counter()
     stats = {"device": backend.device, "dtype": settings["dtype"], "solver_stopped_s": stopped_s}
     if entropic_plan:
-        rd = out.get("rounded") or round_problem(ot, out["f"], out["g"], settings["reg"], backend.xp)
-        out["f"], out["g"] = rd.f, rd.g
+        rd = out.rounded or round_problem(ot, out.f, out.g, settings["reg"], backend.xp)
+        out = replace(out, f=rd.f, g=rd.g)
         objective = rd.objective
         plan = LazyArray((ot.n, ot.m), "float64", lambda: rd.plan(ot))
         if plan_threshold is not None:
@@ -230,21 +255,21 @@ def plan_output(job: Job, method: str, out: dict) -> MethodOutput:
         solution_plan = {"format": "gibbs_rounded", "shape": [ot.n, ot.m], "reg": settings["reg"]}
         stats["marginal_error_before_rounding"] = rd.marginal_error_before
     else:
-        if "coo" in out:
-            row, col, value = out["coo"]
+        if out.coo is not None:
+            row, col, value = out.coo
         else:
-            row, col = np.nonzero(out["plan"])
-            value = out["plan"][row, col]
+            row, col = np.nonzero(out.plan)
+            value = out.plan[row, col]
         objective = float(pair_costs(ot, row, col) @ value)
         solution_plan = {"format": "coo", "shape": [ot.n, ot.m], "row": row, "col": col, "value": value}
-        plan = explicit_plan((ot.n, ot.m), row, col, value, plan_threshold, plan_needed, out.get("plan"))
+        plan = explicit_plan((ot.n, ot.m), row, col, value, plan_threshold, plan_needed, out.plan)
     stats["time_s"] = {"round": time.perf_counter() - t_round}
-    stats.update(out.get("extra", {}))
-    solution = {"f": out["f"], "g": out["g"], "dual_bound": dual_bound_of(ot, out["f"], backend.xp),
+    stats.update(out.extra)
+    solution = {"f": out.f, "g": out.g, "dual_bound": dual_bound_of(ot, out.f, backend.xp),
                 "plan": solution_plan}
     # evaluations: passes over the cost matrix (kernel products, pricing passes; POT's emd counts none)
-    result = MethodOutput(out["status"], solution, out.get("message", ""), objective=objective,
-                          iterations=out.get("iterations"), evaluations=out.get("evaluations"), stats=stats,
+    result = MethodOutput(out.status, solution, out.message or "", objective=objective,
+                          iterations=out.iterations, evaluations=out.evaluations, stats=stats,
                           arrays={"plan": plan})
     rounded = "; the plan is the rounded last iterate" if "entropic" in METHODS[method].tags else ""
     if "target_gap" not in METHODS[method].tags:  # those methods' messages name the stage they returned
