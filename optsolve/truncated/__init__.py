@@ -14,6 +14,7 @@ proposals, Clopper-Pearson interval) and the oracle calls spent.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -68,6 +69,17 @@ def _check_sizes(tp, method, tol, bootstrap) -> None:
                        nbytes)
 
 
+def _certificate_limits(job) -> dict:
+    """The certificate's limits, as the finish resolved them into the settings (no radius for a method that
+    keeps to no region)."""
+    from optsolve.truncated import certificate
+
+    limits = {lim.name: job.settings.get(lim.name) for lim in certificate.LIMITS}
+    if "region" not in METHODS[job.method].tags:
+        limits["radius"] = None
+    return limits
+
+
 class TruncatedSolver(Solver):
     blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
     command = "truncated"
@@ -113,8 +125,14 @@ class TruncatedSolver(Solver):
                    context=context)
 
     def finish(self, job, out):
-        """The bootstrap's intervals, and the settings and limits the run's radius completes."""
+        """The bootstrap's intervals, the settings and limits the run's radius completes, and alpha_hat (with the
+        objective it completes) from the certificate's seeded draws at the estimate."""
         from optsolve.truncated import certificate
+        from optsolve.truncated.methods import TruncatedOutput
+
+        if not isinstance(out, TruncatedOutput):  # a plain output: no theta, so no objective
+            out = TruncatedOutput(out.status, out.solution, out.message, out.objective, out.iterations,
+                                  out.evaluations, out.stats, out.arrays)
 
         tp, settings, c = job.data, job.settings, job.context
         resamples = settings["bootstrap"]
@@ -142,39 +160,44 @@ class TruncatedSolver(Solver):
         job.settings = dict(limits, radius=limits["radius"] if keeps_region else settings["radius"],
                             max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=resamples,
                             oracle=settings["oracle"])
+        if out.solution is not None:
+            self._measure_alpha(job, out, _certificate_limits(job))
         return out
 
-    def certify(self, job, result, out):
-        """The certificate's seeded draws measure alpha_hat, which completes the solution and the objective,
-        then the checks."""
+    def _measure_alpha(self, job, out, limits: dict) -> None:
+        """alpha_hat and its interval from the certificate's seeded draws (the same draws verify makes), and the
+        objective they complete: the truncated NLL of the fitted samples with log alpha_hat as its normaliser."""
         from optsolve.truncated import certificate
         from optsolve.truncated.sampling import clopper_pearson
 
-        tp, c, solution = job.data, job.context, result.solution
-        limits = {lim.name: job.settings.get(lim.name) for lim in certificate.LIMITS}  # as finish resolved them
-        if "region" not in METHODS[job.method].tags:
-            limits["radius"] = None
-        draws = certificate.measure(job.problem, solution, limits=limits, settings=job.settings,
-                                    oracle=job.settings["oracle"], deadline=job.deadline.at)
-        theta = getattr(out, "theta", None)  # a TruncatedOutput's; a plain output states no objective
+        tp, c, solution = job.data, job.context, out.solution
+        started = time.perf_counter()
+        draws = out.draws = certificate.measure(job.problem, solution, limits=limits, settings=job.settings,
+                                                oracle=job.settings["oracle"], deadline=job.deadline.at)
+        out.stats.setdefault("time_s", {})["alpha_draws"] = time.perf_counter() - started  # stats.time_s
         measured = draws is not None and draws.hits
         solution["alpha_hat"] = draws.alpha if measured else None
         solution["alpha_interval"] = list(clopper_pearson(draws.hits, draws.proposals)) if measured else None
-        if measured and theta is not None:
+        if measured and out.theta is not None:
             Tbar = out.Tbar if out.Tbar is not None else tp.mean_statistics(c["fit_rows"])
             logdet = float(np.log(np.abs(np.diag(tp.scale))).sum())
-            result.objective = float(-theta @ Tbar + tp.family.A(theta) - tp.mean_log_h(c["fit_rows"]) + logdet
-                                     + math.log(draws.alpha))
+            out.objective = float(-out.theta @ Tbar + tp.family.A(out.theta) - tp.mean_log_h(c["fit_rows"]) + logdet
+                                  + math.log(draws.alpha))
         if draws is not None:
-            result.stats["certificate_proposals"] = draws.proposals
+            out.stats["certificate_proposals"] = draws.proposals
             if draws.cut:
-                result.add_message(f"The time limit cut the certificate's draws at {draws.hits} of the {draws.wanted} "
-                                   "accepted draws wanted.")
-                if result.status is Status.OPTIMAL:
-                    result.status = Status.TIME_LIMIT
-        return certificate.check(job.problem, solution, method=job.method, objective=result.objective,
-                                 settings=job.settings, limits=limits, status=result.status.value,
-                                 oracle=job.settings["oracle"], draws=draws)
+                out.add_message(f"The time limit cut the certificate's draws at {draws.hits} of the {draws.wanted} "
+                                "accepted draws wanted.")
+                if out.status is Status.OPTIMAL:
+                    out.status = Status.TIME_LIMIT
+
+    def certify(self, job, result, out):
+        """The checks, on the draws the finish made."""
+        from optsolve.truncated import certificate
+
+        return certificate.check(job.problem, result.solution, method=job.method, objective=result.objective,
+                                 settings=job.settings, limits=_certificate_limits(job), status=result.status.value,
+                                 oracle=job.settings["oracle"], draws=out.draws)
 
 
 SOLVER = TruncatedSolver()

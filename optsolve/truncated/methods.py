@@ -30,11 +30,12 @@ STOPS = {"converged": Status.OPTIMAL, "budget": Status.MAX_ITER, "max_batches": 
 class TruncatedOutput(MethodOutput):
     """A truncated method's output: ``theta``, the estimate's natural parameters in the whitened coordinates;
     ``Tbar``, the fitted rows' mean statistics where the method computed them (None: recomputed); ``radius``,
-    the region's radius R it ended with (None: the setting's)."""
+    the region's radius R it ended with (None: the setting's); ``draws``: set by the finish."""
 
     theta: np.ndarray | None = None
     Tbar: np.ndarray | None = None
     radius: float | None = None
+    draws: object = None  # the certificate's seeded draws at the estimate, measured by the finish
 
 
 def estimate(tp, rows, method, rng, *, tol, radius, max_calls, deadline, progress, oracle, alpha0=None):
