@@ -20,8 +20,7 @@ from optsolve.core.errors import ParameterError
 class Option:
     """One option's range: ``kind`` 'float', 'int' or 'choice'; the bounds ``low``/``high`` (None: none), each
     excluded where ``*_open``; ``choices`` of a 'choice'; ``words``: literal values also accepted (``'auto'``;
-    such an option also reads a number from text).
-    None always passes (the option not given)."""
+    such an option also reads a number from text). None always passes (the option not given)."""
 
     name: str
     kind: str = "float"

@@ -3,8 +3,9 @@
 A solver package ``optsolve.<kind>`` exposes:
 
 * ``SCHEMA``: the :class:`optsolve.core.problem.Schema` of its problem files;
-* ``METHODS`` (defined in its ``methods.py``: name -> a callable of one
-  :class:`optsolve.core.solve.Job` returning a :class:`optsolve.core.solve.MethodOutput`) and
+* ``METHODS`` (defined in its ``methods.py``: name -> the method's :class:`optsolve.core.solve.Entry`,
+  whose ``run`` takes one :class:`optsolve.core.solve.Job` and returns a
+  :class:`optsolve.core.solve.MethodOutput`), ``OPTIONS`` (:class:`optsolve.core.options.Option`) and
   ``DEFAULT_METHOD``;
 * ``SOLVER``: its :class:`optsolve.core.solve.Solver` (setup, certificate), and
   ``solve_problem(problem, *, method, ..., progress)``, which runs it through

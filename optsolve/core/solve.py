@@ -10,7 +10,7 @@ does the rest the same way for all six:
    call, in Python), and the job's :class:`~optsolve.core.clock.Deadline` is on ``time.perf_counter``;
 3. ``setup`` makes a :class:`Job`: the prepared problem, the settings recorded in the
    document, the deadline and the progress reporter;
-4. ``METHODS[name](job)`` returns a :class:`MethodOutput` (unless ``screen`` answers first, as for
+4. ``METHODS[name].run(job)`` (the method's :class:`Entry`) returns a :class:`MethodOutput` (unless ``screen`` answers first, as for
    a problem proven infeasible before any method runs), which ``finish`` may complete;
 5. the BLAS/OpenMP thread limit (the solver's ``blas_threads``, or the user's ``--threads``:
    :mod:`optsolve.core.threads`) holds from setup to the certificate, and is recorded in the
