@@ -50,44 +50,36 @@ def solver_module(kind: str, module: str):
     return importlib.import_module(f"optsolve.{kind}.{module}")
 
 
-def recognise(keys, but: str) -> str | None:
-    """The command, other than ``but``, whose problem files recognisably have ``keys``
-    (:meth:`optsolve.core.problem.Schema.fits`, each package's ``problems.SCHEMA``), or None."""
+def kinds_where(module: str, test, but: str | None = None):
+    """The installed commands, other than ``but``, whose ``optsolve.<kind>.<module>`` passes ``test`` (in table
+    order, each module imported as the search reaches it); a package whose optional dependencies are missing
+    passes none."""
     for kind in available_kinds():
         if kind == but:
             continue
         try:
-            schema = importlib.import_module(f"optsolve.{kind}.problems").SCHEMA
-        except ImportError:  # a package whose optional dependencies are missing recognises nothing
+            found = importlib.import_module(f"optsolve.{kind}.{module}")
+        except ImportError:
             continue
-        if schema.fits(keys):
-            return kind
-    return None
+        if test(found):
+            yield kind
+
+
+def recognise(keys, but: str) -> str | None:
+    """The command, other than ``but``, whose problem files recognisably have ``keys``
+    (:meth:`optsolve.core.problem.Schema.fits`, each package's ``problems.SCHEMA``), or None."""
+    return next(kinds_where("problems", lambda problems: problems.SCHEMA.fits(keys), but), None)
 
 
 def kinds_reading_mps() -> list[str]:
     """The commands whose problem files may be QPS / MPS files (their schema's ``reads_mps``)."""
-    kinds = []
-    for kind in available_kinds():
-        try:
-            if importlib.import_module(f"optsolve.{kind}.problems").SCHEMA.reads_mps:
-                kinds.append(kind)
-        except ImportError:  # a package whose optional dependencies are missing reads nothing
-            continue
-    return kinds
+    return list(kinds_where("problems", lambda problems: problems.SCHEMA.reads_mps))
 
 
 def user_function_owners(name: str) -> list[str]:
     """The commands whose certificates take the user function ``name`` (``oracle``, ``operator``: their
     certificate module's ``USER_FUNCTIONS``), for verify's ``--<name>``."""
-    kinds = []
-    for kind in available_kinds():
-        try:
-            if name in getattr(importlib.import_module(f"optsolve.{kind}.certificate"), "USER_FUNCTIONS", ()):
-                kinds.append(kind)
-        except ImportError:
-            continue
-    return kinds
+    return list(kinds_where("certificate", lambda cert: name in getattr(cert, "USER_FUNCTIONS", ())))
 
 
 def load_user_function(spec: str, option: str):

@@ -76,7 +76,7 @@ OPTIONS = (positive("gamma"), positive("tol"), positive("feas_tol"), positive("r
            Option("rho"), positive("lipschitz"), count("seed", 0), count("max_iter"))
 
 
-def _check_options(method, gamma, relax, sigma, tol, max_evals, inner_steps, limits, inner_solver="auto", batch=None):
+def _check_options(method, relax, sigma, inner_steps, inner_solver="auto", batch=None):
     """The rules that tie the options (checked against :data:`OPTIONS` already) to the method and each other."""
     if sigma is not None and not _is(method, "inner_loop"):
         raise ParameterError(f"The '--sigma' option (ecppa's inner stop) does not apply to method {method!r}.")
@@ -186,8 +186,7 @@ class MviSolver(Solver):
                         "residual_atol": o["residual_atol"]}
         inner_solver = o.get("inner_solver") or "auto"
         batch = o.get("batch")
-        _check_options(method, o["gamma"], o["relax"], o["sigma"], o["tol"], o["max_evals"], o["inner_steps"],
-                       extra_limits, inner_solver, batch)
+        _check_options(method, o["relax"], o["sigma"], o["inner_steps"], inner_solver, batch)
         rho, lipschitz = o["rho"], o["lipschitz"]
         # the operator's constants may take at most half the time left: the rest is the solve's
         constants_by = deadline.share(CONSTANTS_SHARE).at

@@ -161,7 +161,7 @@ class TruncatedSolver(Solver):
                             max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=resamples,
                             oracle=settings["oracle"])
         if out.solution is not None:
-            self._measure_alpha(job, out, _certificate_limits(job))
+            self._measure_alpha(job, out, limits)  # as _certificate_limits reads them back
         return out
 
     def _measure_alpha(self, job, out, limits: dict) -> None:
