@@ -119,15 +119,17 @@ def _solve_all(kind, files, solver_params, jobs, out_dir, order, resume, schedul
             if engine is not None:
                 engine.close()
         if stopped == signal.SIGPIPE:
-            kill_children()
             devnull = os.open(os.devnull, os.O_WRONLY)  # what is left in stdout's buffer goes nowhere
             os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(128 + stopped)
         if stopped is not None:
             kill_children()  # whatever worker is left
-            sys.stderr.write(f"optsolve batch {kind}: stopped by {signal_name(stopped)}; the files finished "
-                             "before it are written, the others are not.\n")
-            sys.stdout.flush()
+            if stopped != signal.SIGPIPE:
+                sys.stderr.write(f"optsolve batch {kind}: stopped by {signal_name(stopped)}; the files finished "
+                                 "before it are written, the others are not.\n")
+            try:
+                sys.stdout.flush()
+            except OSError:
+                pass
             sys.stderr.flush()
             # no interpreter teardown: the process pool's exit hook would wake its manager thread through
             # a pipe to the workers killed above, and print that failure's traceback
