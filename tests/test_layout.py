@@ -120,12 +120,6 @@ def test_no_module_over_600_lines():
         assert lines <= 600, f"{path.relative_to(ROOT)} has {lines} lines"
 
 
-# Solver modules a certificate still reads beyond the problem reader: each a kernel the certificate has no copy
-# of yet (truncated's Gaussian statistics). The list only shrinks: a certificate that reads any other module
-# of its package fails.
-CERTIFICATE_SHARES = {"truncated": {"fisher"}}
-
-
 def _certificate_files(kind: str) -> list:
     """The certificate's modules: certificate.py, or the certificate/ package's."""
     single = ROOT / "optsolve" / kind / "certificate.py"
@@ -134,21 +128,17 @@ def _certificate_files(kind: str) -> list:
 
 def test_certificates_read_only_the_problem_reader_of_their_package():
     """A certificate is checked by code that does not share the solver's internals: from its own package it
-    reads the problem file's rules (problems) and nothing else (but the kernels of CERTIFICATE_SHARES)."""
+    reads the problem file's rules (problems) and nothing else: its kernels are its own (certificate/*.py)."""
     for kind in SOLVERS:
         for path in _certificate_files(kind):
             own = {m.split(".")[2] for m in _imports(path) if m.startswith(f"optsolve.{kind}.")}
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.module == f"optsolve.{kind}":
                     own |= {a.name for a in node.names}
-            extra = own - {"problems", "certificate"} - CERTIFICATE_SHARES.get(kind, set())
+            extra = own - {"problems", "certificate"}
             assert not extra, f"{path.relative_to(ROOT)} reads {sorted(extra)} of its package"
             assert not any(m.startswith("optsolve.") and m.split(".")[1] in SOLVERS and m.split(".")[1] != kind
                            for m in _imports(path)), f"{path.relative_to(ROOT)} reads another solver"
-    for kind, shared in CERTIFICATE_SHARES.items():  # each entry still needed: the list shrinks as copies come
-        read = {m.split(".")[2] for path in _certificate_files(kind) for m in _imports(path)
-                if m.startswith(f"optsolve.{kind}.")}
-        assert shared <= read, kind
 
 
 def test_no_function_over_80_lines():

@@ -11,6 +11,8 @@ function is named with ``--oracle``); and, for benchmarks, the truth: ``true_mea
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +23,6 @@ from optsolve.core.errors import InputError
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
 from optsolve.truncated import families as fam
-from optsolve.truncated import fisher
 from optsolve.truncated.sets import Oracle, SetError, load_oracle, parse_set
 
 FAMILY_NAMES = tuple(fam.FAMILIES)
@@ -32,6 +33,34 @@ STAT_ROWS = 8192  # rows of samples whitened at once
 MAX_ABS_SAMPLE = 1e150
 
 
+# The certificate's sizes (its kernels are optsolve.truncated.certificate.fisher's; the memory guard below reads them).
+STAT_BLOCK = 8192  # rows of samples or draws formed at once
+KEEP_BYTES = 512 << 20  # accepted draws kept in memory; past this they are re-drawn for each product
+DENSE_MAX_P = 200  # up to this many statistics F is summed and solved as a p x p matrix
+# The certificate's draws (here, where the memory guard reads them):
+# n / tol accepted, at least MIN_ACCEPTED, at most MAX_PROPOSALS proposals.
+DEFAULT_TOL = 0.125
+MIN_ACCEPTED = 4000
+MAX_PROPOSALS = 4_000_000
+DRAWS_AHEAD = 2  # blocks of proposals drawn ahead on other threads while the membership test runs
+
+
+def block_workers() -> int:
+    """Threads of the certificate's passes over blocks: the user's ``--threads``, else every core."""
+    asked = threads.choose(None)
+    return (os.cpu_count() or 1) if asked == threads.ALL else asked
+
+
+def draw_rows(d: int) -> int:
+    """Proposals drawn (and passed to the membership test) at once in d dimensions: about 4 M numbers."""
+    return int(min(65536, max(1024, (1 << 22) // d)))
+
+
+def wanted_draws(n: int, tol: float) -> int:
+    """Accepted draws the certificate aims at: n / tol, at least MIN_ACCEPTED, at most MAX_PROPOSALS."""
+    return int(min(MAX_PROPOSALS, max(MIN_ACCEPTED, math.ceil(n / tol))))
+
+
 def statistics_count(family: str, d: int) -> int:
     """p, the number of sufficient statistics: d + d (d + 1) / 2 for the Gaussian, d otherwise."""
     return d + d * (d + 1) // 2 if family == "gaussian" else d
@@ -39,25 +68,25 @@ def statistics_count(family: str, d: int) -> int:
 
 def certificate_bytes(family: str, n: int, d: int, tol: float | None = None) -> float:
     """Memory the certificate needs beside the samples, at its ``tol`` (default: its own, 0.125), with w threads
-    (:func:`fisher.block_workers`): blocks of samples on each thread (3 arrays of STAT_BLOCK x d) and the row
+    (:func:`block_workers`): blocks of samples on each thread (3 arrays of STAT_BLOCK x d) and the row
     numbers of a holdout (2 n); then, up to DENSE_MAX_P statistics, a block of proposals and the membership
     test's work (4 arrays of rows x d), the p x p sum of T T' and its least-squares solve (3 p^2) and blocks
-    of T (2 STAT_BLOCK x p); past it, for the Gaussian (see :mod:`optsolve.truncated.fisher`), the blocks of
-    proposals in flight (Z and Y for this one and DRAWS_AHEAD more, its accepted rows), the accepted draws
+    of T (2 STAT_BLOCK x p); past it, for the Gaussian (see :mod:`optsolve.truncated.certificate.fisher`), the
+    blocks of proposals in flight (Z and Y for this one and DRAWS_AHEAD more, its accepted rows), the accepted draws
     kept (at most n / tol plus a block, and at most KEEP_BYTES: the rest is re-drawn) with the masks of the
     rest, on each thread a re-drawn block (2 arrays of rows x d) and the products' chunks (4 of STAT_BLOCK x d),
     the partial sums of each block (d^2 + d), and d x d matrices and vectors of p."""
     p = statistics_count(family, d)
-    rows = fisher.draw_rows(d)
-    block, workers = fisher.STAT_BLOCK, fisher.block_workers()
+    rows = draw_rows(d)
+    block, workers = STAT_BLOCK, block_workers()
     need = 8.0 * (3.0 * workers * block * d + 2.0 * n)
-    if family != "gaussian" or p <= fisher.DENSE_MAX_P:
+    if family != "gaussian" or p <= DENSE_MAX_P:
         return need + 8.0 * (4.0 * rows * d + 3.0 * p * p + 2.0 * block * p)
-    accepted = fisher.wanted_draws(n, fisher.DEFAULT_TOL if tol is None else tol) + rows
-    kept = min(float(fisher.KEEP_BYTES), 8.0 * d * accepted)
-    blocks = fisher.MAX_PROPOSALS / rows + 1
-    masks = fisher.MAX_PROPOSALS / 8.0 + 64.0 * blocks
-    flight = (2.0 * (fisher.DRAWS_AHEAD + 1) + 1.0) * rows * d
+    accepted = wanted_draws(n, DEFAULT_TOL if tol is None else tol) + rows
+    kept = min(float(KEEP_BYTES), 8.0 * d * accepted)
+    blocks = MAX_PROPOSALS / rows + 1
+    masks = MAX_PROPOSALS / 8.0 + 64.0 * blocks
+    flight = (2.0 * (DRAWS_AHEAD + 1) + 1.0) * rows * d
     return need + kept + masks + 8.0 * (flight + workers * (2.0 * rows * d + 4.0 * block * d)
                                         + blocks * (d * d + d) + 12.0 * d * d + 8.0 * p)
 
@@ -75,7 +104,7 @@ def _rules(problem: Problem) -> None:
             raise problem.error(f"array 'samples' has {X[a + r, c]:g} at ({a + r}, {c}); samples must be at most "
                                 f"{MAX_ABS_SAMPLE:g} in magnitude (their squares are sufficient statistics).")
     p = statistics_count(family, d)
-    dense = family != "gaussian" or p <= fisher.DENSE_MAX_P
+    dense = family != "gaussian" or p <= DENSE_MAX_P
     memory.require(problem.source, f"family {family!r} in d = {d}, n = {n}: the certificate's work on the {p} "
                    f"sufficient statistics ({'their p x p covariance' if dense else 'its kept draws, by blocks'})",
                    certificate_bytes(family, n, d))

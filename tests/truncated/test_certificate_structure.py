@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import optsolve.truncated
-from optsolve.truncated import certificate, fisher
-from optsolve.truncated.problems import FAMILIES, SCHEMA, certificate_bytes, statistics_count
+from optsolve.truncated import certificate
+from optsolve.truncated.certificate import fisher
+from optsolve.truncated.problems import DENSE_MAX_P, FAMILIES, SCHEMA, STAT_BLOCK, certificate_bytes, statistics_count
 from optsolve.truncated.sets import parse_set
 
 
@@ -143,7 +144,7 @@ def test_blocked_moments_equal_whole_array_numpy():
     before = X.copy()
     for rows in (None, np.sort(rng.permutation(1000)[:333])):
         ref = X if rows is None else X[rows]
-        for block in (7, 1000, fisher.STAT_BLOCK):
+        for block in (7, 1000, STAT_BLOCK):
             mom = fisher.sample_moments(X, rows, block=block)
             np.testing.assert_allclose(mom.mean, ref.mean(axis=0), rtol=1e-13)
             np.testing.assert_allclose(mom.scatter, np.cov(ref, rowvar=False, bias=True), rtol=1e-10, atol=1e-12)
@@ -176,7 +177,7 @@ def test_the_seed_digest_by_blocks_is_the_whole_array_digest(monkeypatch):
 def test_thirty_dimensions_pass_and_the_naive_fit_fails():
     data = FAMILIES["gaussian"].generate(np.random.default_rng(3), d=30, n=2000, alpha=0.3, set="halfspace", cond=4.0)
     problem = SCHEMA.validate(data, source="test")
-    assert statistics_count("gaussian", 30) > fisher.DENSE_MAX_P
+    assert statistics_count("gaussian", 30) > DENSE_MAX_P
     res = optsolve.truncated.solve_problem(problem, seed=0)
     assert res.status.value == "optimal" and res.certificate.holds, res.message
     assert "conjugate-gradient" in res.certificate["gradient_statistic"].note
@@ -205,9 +206,9 @@ def test_the_certificate_keeps_its_own_copies_of_the_solver_rules():
 
 
 def test_the_certificate_imports_no_solver_module():
-    allowed = {"optsolve.truncated.problems", "optsolve.truncated.sets", "optsolve.truncated.fisher"}
+    allowed = {"optsolve.truncated.problems", "optsolve.truncated.certificate.fisher"}
     root = Path(certificate.__file__).parent
-    for name in ("certificate.py", "fisher.py"):
+    for name in ("__init__.py", "fisher.py"):
         for node in ast.walk(ast.parse((root / name).read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("optsolve.truncated"):
                 assert node.module in allowed, f"{name} imports {node.module}"
@@ -264,3 +265,43 @@ def test_gradient_limit_covers_hotellings_t2_of_draws_whose_covariance_is_their_
     assert G.mean() > 1.04 * p / Nc  # the plain chi-square mean would be exceeded on average
     assert (G > gradient_limit(p, Nc, 0.0, 1)).mean() < 0.01
     assert gradient_limit(p, p + 2, 0.1, 10) == 0.0
+
+
+@pytest.mark.parametrize("d", [1, 3, 6])
+def test_the_certificates_fisher_kernels_equal_the_solvers(d):
+    """Two codes for one quantity: the certificate's G = g' F^-1 g (its statistics (u, u_i u_j), conjugate
+    gradients on products with F from the draws) against the solver's Newton system on the same draws (statistics
+    (y, -y_i^2 / 2, -y_i y_j), newton's own products and solve), on draws of a Gaussian cut by a halfspace (F is not a
+    Gaussian's); and the certificate's closed-form Gaussian F^-1 against the solver's inverse Fisher map. The
+    statistics differ by the diagonal scaling D = diag(1, coef): g_solver = D g, F_solver = D F D, G is the same."""
+    from optsolve.truncated.families import Gaussian
+    from optsolve.truncated.newton import _solve
+    from optsolve.truncated.sampling import Pool
+
+    rng = np.random.default_rng(40 + d)
+    A = rng.standard_normal((d, d))
+    U = rng.standard_normal((20000, d)) @ A + rng.standard_normal(d)
+    U = U[U @ rng.standard_normal(d) < 0.3]
+    N = U.shape[0]
+    kept, sums = fisher.KeptDraws(d, None), fisher.DrawSums.zeros(d)
+    kept.add(U, 0, np.ones(N, dtype=bool))
+    sums.add(U)
+    data_mean = U.mean(axis=0) + 0.05 * rng.standard_normal(d)
+    data_second = U.T @ U / N + 0.05 * np.eye(d)
+    g, _, solved = fisher.gaussian_statistic(kept, sums, data_mean, data_second)
+    assert solved.converged
+
+    family = Gaussian(d)
+    D = np.concatenate([np.ones(d), family.coef])
+    w = np.full(N, 1.0 / N)
+    g_solver = family.moments(U, w) - family.moments_from(data_mean, data_second)
+    np.testing.assert_allclose(g_solver, D * g, rtol=1e-10, atol=1e-12)
+    delta = _solve(family, Pool(Y=U, base=np.zeros(N), proposals=N), w, g_solver)
+    np.testing.assert_allclose(solved.value, -g_solver @ delta, rtol=1e-5)
+
+    m, C = U.mean(axis=0), np.cov(U.T, bias=True).reshape(d, d)
+    precondition = fisher.gaussian_preconditioner(m, C)
+    inverse_fisher = family.inverse_fisher(family.moments_from(m, C + np.outer(m, m)))
+    for _ in range(3):
+        v = rng.standard_normal(g.size)
+        np.testing.assert_allclose(inverse_fisher(v), precondition(v / D) / D, rtol=1e-8, atol=1e-10)

@@ -1,7 +1,8 @@
 """The certificate's statistics by blocks: no n x p or p x p array where the Gaussian's structure gives O(d^2).
 
-Three pieces, used by :mod:`optsolve.truncated.certificate` (and its sizes by the memory guard,
-:func:`optsolve.truncated.problems.certificate_bytes`), by nothing of the solver:
+The certificate's own kernels, used by :mod:`optsolve.truncated.certificate` and by nothing of the solver
+(their sizes are the problem reader's, where the memory guard,
+:func:`optsolve.truncated.problems.certificate_bytes`, reads them). Three pieces:
 
 * :func:`sample_moments`: the mean and the scatter (biased covariance) of rows of the samples, two
   passes of blocks of rows (O(n d^2) time, O(d^2) memory), in float64 whatever the samples' dtype;
@@ -44,32 +45,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from optsolve.core import threads
 from optsolve.core.blocks import fold_blocks, map_blocks
+from optsolve.truncated.problems import KEEP_BYTES, STAT_BLOCK, block_workers
 
-STAT_BLOCK = 8192  # rows of samples or draws formed at once
-KEEP_BYTES = 512 << 20  # accepted draws kept in memory; past this they are re-drawn for each product
-DENSE_MAX_P = 200  # up to this many statistics F is summed and solved as a p x p matrix
-# The certificate's draws (here, so that the memory guard reads them without importing the certificate):
-# n / tol accepted, at least MIN_ACCEPTED, at most MAX_PROPOSALS proposals.
-DEFAULT_TOL = 0.125
-MIN_ACCEPTED = 4000
-MAX_PROPOSALS = 4_000_000
-DRAWS_AHEAD = 2  # blocks of proposals drawn ahead on other threads while the membership test runs
 CG_RTOL = 1e-6  # relative residual ||g - F x|| / ||g|| at which the iterations stop
 CG_CHECK_RTOL = 1e-5  # largest relative true residual accepted (G's relative error: at most cond(F) times its square)
 CG_MAX_ITER = 200
-
-
-def block_workers() -> int:
-    """Threads of the certificate's passes over blocks: the user's ``--threads``, else every core."""
-    asked = threads.choose(None)
-    return (os.cpu_count() or 1) if asked == threads.ALL else asked
 
 
 @contextlib.contextmanager
@@ -86,16 +72,6 @@ def block_normals(seed: np.random.SeedSequence, k: int, rows: int, d: int) -> np
     """Standard normal proposals of block k: ``rows`` x ``d``, from the k-th child of ``seed``."""
     child = np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, k))
     return np.random.Generator(np.random.PCG64(child)).standard_normal((rows, d))
-
-
-def draw_rows(d: int) -> int:
-    """Proposals drawn (and passed to the membership test) at once in d dimensions: about 4 M numbers."""
-    return int(min(65536, max(1024, (1 << 22) // d)))
-
-
-def wanted_draws(n: int, tol: float) -> int:
-    """Accepted draws the certificate aims at: n / tol, at least MIN_ACCEPTED, at most MAX_PROPOSALS."""
-    return int(min(MAX_PROPOSALS, max(MIN_ACCEPTED, math.ceil(n / tol))))
 
 
 @dataclass

@@ -30,7 +30,7 @@ document, give:
 Scale: the samples are read by blocks of rows (their mean and scatter, :func:`fisher.sample_moments`),
 the draws are made and passed to the membership test by blocks, and for the Gaussian with more than
 :data:`DENSE_MAX_P` statistics G is solved by conjugate gradients on products with F formed from the
-kept draws (:mod:`optsolve.truncated.fisher`), never an n x p or p x p array: memory O(d^2) beside the
+kept draws (:mod:`optsolve.truncated.certificate.fisher`), never an n x p or p x p array: memory O(d^2) beside the
 kept draws, which :func:`optsolve.truncated.problems.certificate_bytes` bounds. Up to DENSE_MAX_P
 statistics F is summed and solved as a p x p matrix.
 
@@ -51,10 +51,10 @@ import numpy as np
 
 from optsolve.core.errors import InputError
 from optsolve.core.result import Certificate, Check, Limit, solution_vector
-from optsolve.truncated.fisher import (DEFAULT_TOL, DENSE_MAX_P, MAX_PROPOSALS, STAT_BLOCK, DrawSums,
-                                       DRAWS_AHEAD, KeptDraws, SampleMoments, block_normals, block_workers, draw_rows,
-                                       gaussian_statistic, one_blas_thread, sample_moments, upper, wanted_draws)
-from optsolve.truncated.problems import statistics_count
+from optsolve.truncated.certificate.fisher import (DrawSums, KeptDraws, SampleMoments, block_normals,
+                                                   gaussian_statistic, one_blas_thread, sample_moments, upper)
+from optsolve.truncated.problems import (DEFAULT_TOL, DENSE_MAX_P, DRAWS_AHEAD, MAX_PROPOSALS, STAT_BLOCK,
+                                         block_workers, draw_rows, statistics_count, wanted_draws)
 
 CERT_SEED = 20250424
 NOISE_Z = 4.0  # standard errors of log alpha_hat allowed between two estimates from one stream of draws
