@@ -93,6 +93,10 @@ class TruncatedSolver(Solver):
         _check_max_iter(o["max_iter"])
         tp = prepare(problem, o["oracle"])
         _check_sizes(tp, method, o["tol"], o["bootstrap"])
+        if o["bootstrap"] and getattr(METHODS[method], "fit", None) is None:
+            raise ParameterError(f"The '--bootstrap' option applies to methods with an estimator to run again on "
+                                 f"resamples ({', '.join(n for n, e in METHODS.items() if getattr(e, 'fit', None))}); "
+                                 f"got method {method!r}.")
         seed = 0 if o["seed"] is None else int(o["seed"])
         rng = np.random.default_rng(seed)
         fit_rows = np.arange(tp.n)
@@ -137,8 +141,8 @@ class TruncatedSolver(Solver):
         tp, settings, c = job.data, job.settings, job.context
         resamples = settings["bootstrap"]
         if resamples:
-            intervals, done, late = bootstrap_intervals(tp, c["fit_rows"], job.method, c["rng"], int(resamples),
-                                                        tol=settings["tol"], radius=settings["radius"],
+            intervals, done, late = bootstrap_intervals(tp, c["fit_rows"], METHODS[job.method].fit, c["rng"],
+                                                        int(resamples), tol=settings["tol"], radius=settings["radius"],
                                                         deadline=c["estimate_deadline"].at, oracle=c["counter"])
             out.solution.update(intervals)
             out.stats["bootstrap_resamples"] = done
@@ -157,9 +161,8 @@ class TruncatedSolver(Solver):
                   "holdout": settings["holdout"], "objective_rtol": settings["objective_rtol"],
                   "objective_atol": settings["objective_atol"]}
         limits = certificate.resolved_limits(limits)
-        job.settings = dict(limits, radius=limits["radius"] if keeps_region else settings["radius"],
-                            max_evals=settings["max_evals"], seed=settings["seed"], bootstrap=resamples,
-                            oracle=settings["oracle"])
+        # the settings the run resolved: the certificate's limits, the radius the region ended with
+        settings.update(limits, radius=limits["radius"] if keeps_region else settings["radius"])
         if out.solution is not None:
             self._measure_alpha(job, out, limits)  # as _certificate_limits reads them back
         return out

@@ -172,6 +172,32 @@ def test_budget_holdout_bootstrap_and_collapse(tmp_path, monkeypatch):
     del sys.modules["pinhole"]
 
 
+def test_the_bootstrap_reruns_the_entrys_own_estimator(monkeypatch):
+    """--bootstrap runs the method's entry's estimator on each resample (no dispatch by name); an entry without one
+    is refused with the option's message."""
+    from optsolve.core.errors import ParameterError
+    from optsolve.core.solve import entry
+    from optsolve.truncated import methods
+
+    problem, _ = gaussian(4, d=2, n=400, alpha=0.3, set="ball", cond=2.0)
+    calls = []
+
+    def counted(tp, rows, rng, **kw):
+        calls.append(rows.size)
+        return methods.naive_fit(tp, rows, rng, **kw)
+
+    table = dict(methods.METHODS, counted=methods.truncated_method(counted, "the naive estimate, counted"),
+                 plain=entry(methods.METHODS["naive"].run, "the naive estimate, without an estimator"))
+    monkeypatch.setattr(methods, "METHODS", table)
+    monkeypatch.setattr(optsolve.truncated, "METHODS", table)
+    monkeypatch.setattr(optsolve.truncated.SOLVER, "methods", table)
+    res = optsolve.truncated.solve_problem(problem, method="counted", bootstrap=4, seed=1)
+    assert calls == [400] * 5 and res.stats["bootstrap_resamples"] == 4
+    with pytest.raises(ParameterError, match="'--bootstrap' option applies to methods with an estimator"):
+        optsolve.truncated.solve_problem(problem, method="plain", bootstrap=2)
+    assert optsolve.truncated.solve_problem(problem, method="plain").solution["mean"] is not None
+
+
 def test_command_line_generator_npz_round_trip_and_tampering(cli, tmp_path):
     out = tmp_path / "p.npz"
     r = cli("gen", "truncated", "--family", "gaussian", "--d", "2", "--n", "800", "--alpha", "0.1",
