@@ -28,9 +28,14 @@ CALLS = [0]
 def _rot(z):
     return np.array([z[1], -z[0]]) + 0.1 * np.asarray(z)
 
+def _inside():
+    # the test waits for this file before it signals: the solve is then inside its long evaluation
+    open("inside", "w").close()
+
 def slow(z):
     CALLS[0] += 1
     if CALLS[0] > 3:
+        _inside()
         time.sleep(60)
     return _rot(z)
 
@@ -39,6 +44,7 @@ def deaf(z):
     CALLS[0] += 1
     if CALLS[0] > 3:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+        _inside()
         time.sleep(60)
     return _rot(z)
 
@@ -123,14 +129,19 @@ def test_a_quick_solve_under_a_limit_is_the_same_as_without(games):
     assert da["status"] == db["status"] == "optimal" and da["solution"] == db["solution"]
 
 
-def wait_for_solving(proc, seconds=0.8):
-    time.sleep(seconds)  # past the third evaluation: inside the long one
+def wait_for_solving(proc, cwd, bound: float = 60.0):
+    """Until the solve is inside its long evaluation (the operator's marker file), however loaded the machine."""
+    deadline = time.monotonic() + bound
+    while not (cwd / "inside").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "no marker"
+        time.sleep(0.02)
+    time.sleep(0.05)
     assert proc.poll() is None
 
 
 def test_sigterm_reaches_the_watched_solve_once(games):
     proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "--time-limit", "30")
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
@@ -142,7 +153,7 @@ def test_sigterm_reaches_the_watched_solve_once(games):
 def test_ctrl_c_at_a_terminal_reaches_the_watched_solve_once(games):
     # a terminal sends SIGINT to its foreground process group: here, the command's own group
     proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "--time-limit", "30", start_new_session=True)
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -151,7 +162,7 @@ def test_ctrl_c_at_a_terminal_reaches_the_watched_solve_once(games):
 
 def test_a_second_signal_stops_a_solve_deaf_to_the_first(games):
     proc = start(games, "mvi", "p.json", "--operator", "games.py:deaf", "--time-limit", "30")
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     assert proc.poll() is None  # the solve cannot hear it: still running
@@ -163,7 +174,7 @@ def test_a_second_signal_stops_a_solve_deaf_to_the_first(games):
 
 def test_a_signal_then_the_limit_ends_interrupted(games):
     proc = start(games, "mvi", "p.json", "--operator", "games.py:deaf", "--time-limit", "2")
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     proc.send_signal(signal.SIGHUP)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 129, err
@@ -244,7 +255,7 @@ def signalled(proc, signum, bound: float = 6.0):
 
 def test_sigterm_without_a_limit_is_answered_through_a_deaf_step(games):
     proc = start(games, "mvi", "p.json", "--operator", "games.py:deaf")
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     out, err = signalled(proc, signal.SIGTERM)
     assert proc.returncode == 143, err
     doc = json.loads(out)  # whole: the watcher's document, as the solve could not answer
@@ -255,7 +266,7 @@ def test_sigterm_without_a_limit_is_answered_through_a_deaf_step(games):
 
 def test_sigterm_without_a_limit_keeps_the_solvers_best_iterate(games):
     proc = start(games, "mvi", "p.json", "--operator", "games.py:slow", "-o", "s.json")
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     out, err = signalled(proc, signal.SIGTERM)
     assert proc.returncode == 143 and out == "", err
     doc = json.loads((games / "s.json").read_text())
@@ -323,7 +334,7 @@ def state(pid: int) -> str:
 def test_ctrl_z_stops_the_solve_with_the_command_and_fg_continues_both(games):
     psutil = pytest.importorskip("psutil")
     proc = start(games, "mvi", "p.json", "--operator", "games.py:slow")
-    wait_for_solving(proc)
+    wait_for_solving(proc, games)
     solve = psutil.Process(proc.pid).children()[0].pid
     proc.send_signal(signal.SIGTSTP)
     deadline = time.monotonic() + 10
