@@ -50,7 +50,7 @@ from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale, segment_max, segments
-from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, passes_termination, support
+from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, gap_limit, passes_termination, support
 
 
 def auto_partition(A: sp.csc_matrix, n_nodes: int) -> np.ndarray:
@@ -376,7 +376,7 @@ def _residuals(s: Scaled, B, comm, w, X, lam, sl, eps_abs: float, eps_rel: float
     with np.errstate(over="ignore", invalid="ignore"):  # a diverging iterate: inf, and numerical_error
         quad, lin, sc = float(Pw @ w), float(s.q @ w), support(lam_g, s.l, s.u) if m else 0.0
     gap = cinv * abs(quad + lin + sc)
-    gtol = eps_abs + eps_rel * cinv * max(abs(quad), abs(lin), abs(sc))
+    gtol = gap_limit({"gap_tol_scale": cinv * max(abs(quad), abs(lin), abs(sc))}, eps_abs, eps_rel)
     dual_rel = (float(np.abs(rd).max()) / (max(float(np.abs(Pw).max()), float(np.abs(Atl).max()),
                                                float(np.abs(s.q).max())) + 1e-30)) if n else 0.0
     return {"prim": max(prim, cons), "dual": dual, "cons": cons, "gap": gap, "dual_rel": dual_rel,
