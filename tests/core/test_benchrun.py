@@ -39,3 +39,21 @@ def running(pid: int) -> bool:
             return "State:\tZ" not in fh.read()
     except FileNotFoundError:
         return False
+
+
+def test_the_peak_memory_is_the_commands_not_the_benchmarks():
+    """A command started by a process holding hundreds of MB reports its own peak (Linux starts a forked child's
+    peak at its parent's resident size)."""
+    import numpy as np
+
+    held = np.ones(400 << 17)  # 400 MB, touched
+    run = timed_process([sys.executable, "-c", "pass"], None, 60)
+    assert run["code"] == 0 and run["rss_mb"] < 150, run["rss_mb"]
+    assert held.sum() > 0
+
+
+def test_a_signal_or_a_missing_program_gives_the_shells_exit_code(tmp_path):
+    run = timed_process([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"], None, 60)
+    assert run["code"] == 143
+    run = timed_process([str(tmp_path / "no-such-program")], None, 60)
+    assert run["code"] == 127 and "no-such-program" in run["stderr"]
