@@ -82,8 +82,8 @@ def _method(fit: Callable):
                         max_calls=settings["max_evals"], deadline=c["estimate_deadline"].at, progress=job.progress,
                         oracle=c["counter"], alpha0=c["alpha0"])
         except np.linalg.LinAlgError as exc:
-            raise SolverError(f"The {job.method} estimate failed numerically ({exc}); the samples may be too badly scaled "
-                              "or too few for their dimension.") from None
+            raise SolverError(f"The {job.method} estimate failed numerically ({exc}); the samples may be too badly "
+                              "scaled or too few for their dimension.") from None
         theta = found["theta"]
         messages = [text[0].upper() + text[1:] + "." for text in found.get("notes", []) + [found["reason"]] if text]
         if not tp.family.valid(theta):
@@ -135,8 +135,8 @@ METHODS = {
 
 
 def bootstrap_intervals(tp, rows, fit, rng, B, *, tol, radius, deadline, oracle) -> tuple[dict, int, bool]:
-    """95% percentile intervals of the parameters over B resamples of the fitted rows, each estimated by ``fit``
-    (a :class:`TruncatedEntry`'s), (those finished before the deadline), how many resamples gave an estimate,
+    """95% percentile intervals of the parameters over B resamples of the fitted rows, each estimated by ``fit`` (a
+    :class:`TruncatedEntry`'s; the resamples finished before the deadline), how many resamples gave an estimate,
     and whether the deadline stopped them."""
     draws = []
     late = False
