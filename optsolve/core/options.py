@@ -62,21 +62,21 @@ class Option:
         if isinstance(value, bool) or (isinstance(value, str) and not self.words):
             self._refuse(value)  # an option that also takes words ('auto') takes its numbers as text too
         if self.kind == "int" and isinstance(value, numbers.Integral):  # exact, however large (a seed)
-            if (self.low is not None and (value < self.low or (self.low_open and value == self.low))) or \
-                    (self.high is not None and (value > self.high or (self.high_open and value == self.high))):
+            if not self._within(value):
                 self._refuse(value)
             return int(value)
         try:
             x = float(value)
         except (TypeError, ValueError):
             self._refuse(value)
-        if not math.isfinite(x) or (self.kind == "int" and x != int(x)):
-            self._refuse(value)
-        if self.low is not None and (x < self.low or (self.low_open and x == self.low)):
-            self._refuse(value)
-        if self.high is not None and (x > self.high or (self.high_open and x == self.high)):
+        if not math.isfinite(x) or (self.kind == "int" and x != int(x)) or not self._within(x):
             self._refuse(value)
         return int(x) if self.kind == "int" else x
+
+    def _within(self, x) -> bool:
+        """Whether the number ``x`` lies in the declared range."""
+        return not ((self.low is not None and (x < self.low or (self.low_open and x == self.low)))
+                    or (self.high is not None and (x > self.high or (self.high_open and x == self.high))))
 
     def outside(self) -> list:
         """Values just outside the declared range (for tests that try every bound)."""

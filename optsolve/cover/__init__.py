@@ -11,7 +11,6 @@ baseline ``unfair-greedy`` (classic greedy cover, no fairness).
 
 from __future__ import annotations
 
-import time
 
 from optsolve.core import clock
 from optsolve.core.errors import ParameterError
@@ -101,7 +100,7 @@ class CoverSolver(Solver):
 
     def judge(self, job, result):
         if result.status is Status.INFEASIBLE and not result.certificate.holds:
-            late = job.deadline.at is not None and time.perf_counter() > job.deadline.at
+            late = job.deadline.expired()
             result.status = Status.TIME_LIMIT if late else Status.NUMERICAL_ERROR
             result.add_message("The certificate could not re-derive the infeasibility"
                                + (" before the time limit." if late else "."))

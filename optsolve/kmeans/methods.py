@@ -192,7 +192,7 @@ def choose_alphas(X: np.ndarray, candidates: list, grid) -> tuple[np.ndarray, fl
 
 
 def _late(job: Job) -> bool:
-    return job.deadline.at is not None and time.perf_counter() >= job.deadline.at
+    return job.deadline.expired()
 
 
 def _lloyd(job: Job) -> MethodOutput:

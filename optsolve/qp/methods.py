@@ -275,8 +275,7 @@ def _auto(job: Job) -> MethodOutput:
             first, paces = auto.by_pace(qp, settings)
             tries = [first] + (["piqp"] if first == "clarabel" else [])  # PIQP after Clarabel, where it fits
         for k, name in enumerate(tries):
-            left = None if job.deadline.at is None else job.deadline.at - time.perf_counter()
-            if k and left is not None and left < auto.PIQP_AFTER_PROBES * paces["piqp"]:
+            if k and job.deadline.remaining() < auto.PIQP_AFTER_PROBES * paces["piqp"]:
                 break
             out = METHODS[name].run(job)
             if paces is not None:
