@@ -198,7 +198,8 @@ def _piqp_finish(s: Scaled, st: ADMMSettings, unscaled: QPProblem | None = None,
     except ImportError:
         return None
     target = unscaled if unscaled is not None else QPProblem(P=s.P, q=s.q, A=s.A, l=s.l, u=s.u)
-    r = solve_piqp(target, {"eps_abs": st.eps_abs, "eps_rel": st.eps_rel, "max_iter": max_iter}, None)
+    r = solve_piqp(target, {"eps_abs": st.eps_abs, "eps_rel": st.eps_rel, "max_iter": max_iter}, None,
+                   finish=unscaled is not None)
     x, y = r["x"], r["y"]
     if x.shape != (s.P.shape[0],) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
         return None

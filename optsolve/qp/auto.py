@@ -23,7 +23,9 @@
    too; the solver whose steps are faster enough to pay for the probes runs (Clarabel's
    supernodal factorisation is several times faster where the factor fills in: CVXQP*_L); where
    Clarabel's answer fails, PIQP runs next if the time left holds ``PIQP_AFTER_PROBES`` of its
-   probes. An answer that is not optimal, or a claim that fails its check, goes on to rule 3.
+   probes, and where PIQP's fails, Clarabel (:func:`next_tries`, :func:`fits`). Each answer that fails
+   the termination test is first finished by polishing (:func:`optsolve.qp.peers.finished`). An
+   answer that is not optimal, or a claim that fails its check, goes on to rule 3.
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -58,6 +60,8 @@ CLARABEL_PACE = 3.4  # Clarabel is taken where this many of its probes take less
 # 1.7 times PIQP's steps (25 and 15 on CVXQP2_L at 1e-6), and it must be twice as fast to pay for the probes
 PIQP_AFTER_PROBES = 10.0  # where Clarabel's answer fails, PIQP runs next if the time left holds this many of its
 # probes (a probe is about two of its steps; it takes 15-30)
+NEXT_AFTER_SPENT = 2.0  # unprobed, the second interior-point solver runs where the time left holds this many times
+# the first one's time (Clarabel takes about 1.7 times PIQP's steps)
 PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
@@ -135,6 +139,23 @@ def by_pace(qp: QPProblem, settings: dict) -> tuple[str, dict]:
         return "piqp", paces
     paces["clarabel"] = peers.probe("clarabel", qp, settings)
     return ("clarabel" if CLARABEL_PACE * paces["clarabel"] < paces["piqp"] else "piqp"), paces
+
+
+def next_tries(first: str) -> list[str]:
+    """The interior-point solvers rule 2 runs in turn from ``first``: the other after it, where it is installed
+    (Clarabel answers STADAT1 at 1e-6, where PIQP stops at its iteration cap; PIQP, CVXQP3_L where Clarabel's
+    answer fails the test)."""
+    other = "clarabel" if first == "piqp" else "piqp"
+    return [first] + ([other] if (has_clarabel() if other == "clarabel" else has_piqp()) else [])
+
+
+def fits(name: str, left: float, paces: dict | None, spent: dict) -> bool:
+    """Whether ``name`` runs after the first interior-point solver's answer failed, with ``left`` seconds: where
+    the time left holds ``PIQP_AFTER_PROBES`` of its probe where it was probed, else ``NEXT_AFTER_SPENT`` times the
+    first solver's time (``spent``: seconds by name)."""
+    if paces is not None and name in paces:
+        return left >= PIQP_AFTER_PROBES * paces[name]
+    return left >= NEXT_AFTER_SPENT * max(spent.values(), default=0.0)
 
 
 def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:

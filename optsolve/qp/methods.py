@@ -228,8 +228,9 @@ def _peer_output(job: Job, r: dict, said: str) -> MethodOutput:
     return answer(qp, status, message=message, iterations=iterations, evaluations=evaluations, stats=stats, **claim)
 
 
-def _interior_point_peer(name: str):
-    """``--method piqp`` / ``clarabel``: the package called on the problem (:mod:`optsolve.qp.peers`)."""
+def _interior_point_peer(name: str, finish: bool = False):
+    """``--method piqp`` / ``clarabel``: the package called on the problem (:mod:`optsolve.qp.peers`); with
+    ``finish`` (the default method's steps), an answer that fails the test is finished by polishing."""
 
     def solve_with(job: Job) -> MethodOutput:
         from optsolve.core.progress import stdout_to_stderr
@@ -243,7 +244,8 @@ def _interior_point_peer(name: str):
                                  "(or 'optsolve[peers]').") from None
         deadline = job.deadline.at
         with stdout_to_stderr():
-            r = solve(job.data, job.settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3))
+            r = solve(job.data, job.settings, None if deadline is None else max(deadline - time.perf_counter(), 1e-3),
+                      finish=finish)
         stats = dict(r["stats"], evaluations=r["stats"]["iterations"])  # one factorisation a step
         out = _peer_output(job, dict(r, stats=stats), f"{name} reported {r['status']}")
         peers.trace_answer(job.data, r["stats"]["iterations"], *_primal_dual(out))
@@ -270,14 +272,16 @@ def _auto(job: Job) -> MethodOutput:
                           stats={"method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}})
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first in ("piqp", "clarabel"):
-        tries, paces = [first], None
+        paces, spent = None, {}
         if first == "piqp" and auto.kkt_entries(qp.P, qp.A) > auto.PIQP_FIRST_ENTRIES:  # sent by its tolerance
             first, paces = auto.by_pace(qp, settings)
-            tries = [first] + (["piqp"] if first == "clarabel" else [])  # PIQP after Clarabel, where it fits
+        tries = auto.next_tries(first)
         for k, name in enumerate(tries):
-            if k and job.deadline.remaining() < auto.PIQP_AFTER_PROBES * paces["piqp"]:
+            if k and not auto.fits(name, job.deadline.remaining(), paces, spent):
                 break
-            out = METHODS[name].run(job)
+            t = time.perf_counter()
+            out = FINISHED[name](job)
+            spent[name] = time.perf_counter() - t
             if paces is not None:
                 out.stats["probe_s"] = paces
             x, y = _primal_dual(out)
@@ -323,6 +327,9 @@ def _factorable(method):
 
     return solve_with
 
+
+FINISHED = {name: _factorable(_interior_point_peer(name, finish=True)) for name in ("piqp", "clarabel")}
+# the interior-point steps of auto: an answer that fails the test is finished by polishing
 
 METHODS = {
     "auto": entry(_factorable(_auto), "one KKT solve where every row is an equality; PIQP where the KKT matrix has at "

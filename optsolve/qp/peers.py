@@ -27,6 +27,13 @@ docs/qp-default.md). Where a solver stops short of its target (its iteration lim
 its point is still taken when it passes OSQP's termination test at the requested eps
 (:func:`passes`), as the certificate will judge it. Rows that bound a single variable go to PIQP
 as its box bounds (the Maros-Meszaros files carry their bounds as identity rows).
+
+With ``finish`` (the default method's calls), an answer that fails the test is finished by osqp's
+polishing repeated as an active-set method (:func:`finished`): an interior point meets its active
+rows only to the barrier's last mu and leaves duals of that size on the others, which on badly
+scaled files (POWELL20, QFORPLAN, HUESTIS: duals of 1e8 and more) leaves a duality gap of 1e-5 to
+1e-3 with both residuals below 1e-9; the equality-constrained QP on the active set, solved with
+iterative refinement, has exact complementarity.
 """
 
 from __future__ import annotations
@@ -41,6 +48,11 @@ from optsolve.qp.problems import QPProblem
 
 TIGHTER = 1e-4
 BOX_COEF_RANGE = (1e-6, 1e6)  # a row a x_j in [l, u] becomes PIQP's box [l/a, u/a] only with |a| in this range
+FINISH_DELTA = 1e-7  # the finish's regularisation of its active-set KKT system (on the equilibrated problem)
+FINISH_REFINE = 25  # its refinement steps per active set
+FINISH_SCALING = 10  # Ruiz passes of the problem it solves on, as ADMM's default
+FINISH_ROUNDS = 10  # its active-set rounds at most
+FINISH_MIN_S = 0.1  # seconds: no finish round starts once the solver's own time (at least this) has passed again
 PIQP_LADDER = ((1e-1, 500), (1e-4, 100))  # PIQP's targets, in fractions of the requested eps, and its iteration
 # caps (within --max-iter): the next where the last answer fails the test; an interior-point run past these is lost
 
@@ -81,9 +93,47 @@ def trace_answer(qp: QPProblem, iterations: int, x: np.ndarray | None, y: np.nda
     trace(iterations, max(r["prim"], r["dual"]), measure=RESIDUAL_MEASURE, prim=r["prim"], dual=r["dual"], gap=r["gap"])
 
 
-def _outcome(qp: QPProblem, settings: dict, kind: str, x, y, stats: dict) -> dict:
-    if kind in ("max_iter", "numerical_error", "optimal_inaccurate") and passes(qp, settings, x, y):
+def finish_by(started: float, time_limit: float | None) -> float:
+    """When a finish started now must stop starting rounds: after as long again as the solver's run since
+    ``started`` (at least ``FINISH_MIN_S``), and within ``time_limit`` seconds of ``started`` where one is given."""
+    now = time.perf_counter()
+    until = now + max(now - started, FINISH_MIN_S)
+    return until if time_limit is None else min(until, started + time_limit)
+
+
+def finished(qp: QPProblem, settings: dict, x, y, deadline: float | None = None):
+    """An answer (x, y) finished by osqp's polishing, repeated as a primal-dual active-set method
+    (:func:`optsolve.qp.polish.polish`, at most ``FINISH_ROUNDS`` rounds), on the Ruiz-equilibrated problem: the
+    finished (x, y) where it passes OSQP's test at the requested eps (:func:`passes`), else None. No round after
+    the first starts past ``deadline`` (a ``time.perf_counter()`` value)."""
+    from optsolve.qp.polish import polish
+    from optsolve.qp.scaling import ruiz_scale
+
+    if qp.m == 0 or x is None or y is None or x.shape != (qp.n,) or np.shape(y) != (qp.m,) \
+            or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
+        return None
+    s = ruiz_scale(qp, FINISH_SCALING)
+    xs, ys = x / s.D, np.asarray(y, dtype=float) * s.c / s.E
+    try:
+        out = polish(s, xs, ys, s.A @ xs, FINISH_DELTA, FINISH_REFINE, rounds=FINISH_ROUNDS, deadline=deadline)
+    except (RuntimeError, MemoryError):  # an active set whose system cannot be factored
+        return None
+    if out is None:
+        return None
+    x, y = s.D * out[0], s.E * out[1] / s.c
+    return (x, y) if passes(qp, settings, x, y) else None
+
+
+def _outcome(qp: QPProblem, settings: dict, kind: str, x, y, stats: dict, finish: float | None = None) -> dict:
+    """The peer's answer in the form of this module's functions; ``finish``: where given, an answer that fails the
+    test is finished (:func:`finished`) with that deadline."""
+    ok = kind not in ("infeasible", "unbounded") and passes(qp, settings, x, y)
+    if ok and kind in ("max_iter", "numerical_error", "optimal_inaccurate"):
         kind = "optimal"  # short of the tighter target, within the requested one
+    elif finish is not None and not ok and kind not in ("infeasible", "unbounded", "time_limit"):
+        done = finished(qp, settings, x, y, finish)
+        if done is not None:
+            kind, (x, y), stats = "optimal", done, dict(stats, finished="polished")
     return {"status": kind, "x": x, "y": y, "stats": stats,
             "claim": y if kind == "infeasible" else x if kind == "unbounded" else None}
 
@@ -102,26 +152,31 @@ def box_rows(qp: QPProblem, rows: np.ndarray):
     return single, cols, A.data[A.indptr[single]]
 
 
-def solve_piqp(qp: QPProblem, settings: dict, time_limit: float | None) -> dict:
+def solve_piqp(qp: QPProblem, settings: dict, time_limit: float | None, finish: bool = False) -> dict:
     """PIQP on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter). PIQP has no time limit of its own:
     ``time_limit`` (seconds from the call) only decides whether a second run starts; its iterations are few and
     bounded. Rows that bound one variable go to PIQP's box (:func:`box_rows`), the others to Ax = b and
     h_l <= Gx <= h_u. PIQP is asked for each fraction of eps in ``PIQP_LADDER`` in turn, within its iteration cap,
-    until an answer passes OSQP's test at eps (:func:`passes`) or claims infeasibility (for the caller to check)."""
-    start = time.perf_counter()
+    until an answer passes OSQP's test at eps (:func:`passes`) or claims infeasibility (for the caller to check);
+    with ``finish``, each answer that fails the test is finished (:func:`finished`) before the next step."""
+    start, out = time.perf_counter(), {}
     for k, (tight, cap) in enumerate(PIQP_LADDER):
         if k:  # the next step only where its cap of iterations, at the last step's pace, fits the time left
             pace = (time.perf_counter() - start) / max(1, out["stats"]["iterations"])
             if time_limit is not None and start + time_limit - time.perf_counter() < pace * cap:
                 break
-        out = _piqp_once(qp, dict(settings, max_iter=min(int(settings["max_iter"]), cap)), tight)
+        out = _piqp_once(qp, dict(settings, max_iter=min(int(settings["max_iter"]), cap)), tight,
+                         finish=start if finish else None, time_limit=time_limit)
         if out["status"] in ("infeasible", "unbounded") or (out["status"] == "optimal"
                                                           and passes(qp, settings, out["x"], out["y"])):
             break
     return out
 
 
-def _piqp_once(qp: QPProblem, settings: dict, tight: float) -> dict:
+def _piqp_once(qp: QPProblem, settings: dict, tight: float, finish: float | None = None,
+               time_limit: float | None = None) -> dict:
+    """One PIQP run at ``tight`` times eps; ``finish``: where given, the start of the caller's clock, and an answer
+    that fails the test is finished within :func:`finish_by`'s deadline (``time_limit``: seconds from that start)."""
     import piqp
 
     eq, ineq = _rows(qp)
@@ -154,7 +209,7 @@ def _piqp_once(qp: QPProblem, settings: dict, tight: float) -> dict:
             "PIQP_DUAL_INFEASIBLE": "unbounded"}.get(name, "numerical_error")
     stats = {"iterations": int(r.info.iter), "piqp_status": name, "piqp_version": piqp.__version__,
              "piqp_target": tight}
-    return _outcome(qp, settings, kind, x, y, stats)
+    return _outcome(qp, settings, kind, x, y, stats, None if finish is None else finish_by(finish, time_limit))
 
 
 def probe(name: str, qp: QPProblem, settings: dict) -> float:
@@ -169,9 +224,12 @@ def probe(name: str, qp: QPProblem, settings: dict) -> float:
     return time.perf_counter() - start
 
 
-def solve_clarabel(qp: QPProblem, settings: dict, time_limit: float | None) -> dict:
-    """Clarabel on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter), within ``time_limit`` seconds."""
+def solve_clarabel(qp: QPProblem, settings: dict, time_limit: float | None, finish: bool = False) -> dict:
+    """Clarabel on ``qp`` at the settings ``s`` (eps_abs, eps_rel, max_iter), within ``time_limit`` seconds; with
+    ``finish``, an answer that fails the test is finished (:func:`finished`)."""
     import clarabel
+
+    start = time.perf_counter()
 
     eq, ineq = _rows(qp)
     upper = np.flatnonzero(ineq & np.isfinite(qp.u))
@@ -201,7 +259,7 @@ def solve_clarabel(qp: QPProblem, settings: dict, time_limit: float | None) -> d
             "MaxTime": "time_limit", "PrimalInfeasible": "infeasible", "DualInfeasible": "unbounded",
             "AlmostPrimalInfeasible": "infeasible", "AlmostDualInfeasible": "unbounded"}.get(name, "numerical_error")
     stats = {"iterations": int(sol.iterations), "clarabel_status": name, "clarabel_version": clarabel.__version__}
-    return _outcome(qp, settings, kind, x, y, stats)
+    return _outcome(qp, settings, kind, x, y, stats, finish_by(start, time_limit) if finish else None)
 
 
 OSQP_STATUS = {"solved": "optimal", "solved inaccurate": "optimal_inaccurate",

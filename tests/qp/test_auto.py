@@ -98,15 +98,39 @@ def test_small_problems_go_to_piqp_and_match_osqp():
 def test_piqp_that_does_not_answer_falls_through_to_admm(monkeypatch):
     from optsolve.qp import peers
 
-    def broken(qp, s, time_limit):
+    def broken(qp, s, time_limit, finish=False):
+        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
+                "stats": {"iterations": 3, "piqp_status": "PIQP_NUMERICS"}}
+
+    monkeypatch.setattr(peers, "solve_piqp", broken)
+    p = problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=100))
+    monkeypatch.setattr(auto, "has_clarabel", lambda: False)
+    res = optsolve.qp.solve_problem(p)
+    assert res.stats["method_used"] == "admm" and res.status.value == "optimal" and res.certificate.holds
+    assert "PIQP ended PIQP_NUMERICS" in res.message
+
+
+@needs_piqp
+@pytest.mark.skipif(not auto.has_clarabel(), reason="clarabel is not installed")
+def test_clarabel_follows_a_failed_piqp_before_admm(monkeypatch):
+    from optsolve.qp import peers
+
+    def broken(qp, s, time_limit, finish=False):
         return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
                 "stats": {"iterations": 3, "piqp_status": "PIQP_NUMERICS"}}
 
     monkeypatch.setattr(peers, "solve_piqp", broken)
     p = problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=100))
     res = optsolve.qp.solve_problem(p)
-    assert res.stats["method_used"] == "admm" and res.status.value == "optimal" and res.certificate.holds
-    assert "PIQP ended PIQP_NUMERICS" in res.message
+    assert res.stats["method_used"] == "clarabel" and res.status.value == "optimal" and res.certificate.holds
+    ref = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-7, eps_rel=1e-7, max_iter=100000)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-4, abs=1e-5)
+    assert auto.fits("clarabel", 10.0, None, {"piqp": 1.0}) and not auto.fits("clarabel", 1.0, None, {"piqp": 1.0})
+    assert auto.fits("piqp", 1.0, {"piqp": 0.05}, {}) and not auto.fits("piqp", 0.1, {"piqp": 0.05}, {})
+    monkeypatch.setattr(auto, "NEXT_AFTER_SPENT", 1e9)  # Clarabel would not fit the time left: ADMM next
+    res = optsolve.qp.solve_problem(p, time_limit=60.0)
+    assert res.stats["method_used"].startswith("admm") and "PIQP ended PIQP_NUMERICS" in res.message
+    assert "Clarabel ended" not in res.message
 
 
 def test_rule_without_piqp_and_with_a_warm_start(monkeypatch):
@@ -263,15 +287,21 @@ def test_a_rule_naming_clarabel_runs_it_and_falls_through_to_admm(monkeypatch):
     ref = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-6, eps_rel=1e-6)
     assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
 
-    def broken(qp, s, time_limit):
+    def broken(qp, s, time_limit, finish=False):
         return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
                 "stats": {"iterations": 2, "clarabel_status": "NumericalError"}}
 
     monkeypatch.setattr(peers, "solve_clarabel", broken)
+    res = optsolve.qp.solve_problem(p)  # PIQP next
+    assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
+    monkeypatch.setattr(peers, "solve_piqp", lambda qp, s, time_limit, finish=False: dict(
+        broken(qp, s, time_limit), stats={"iterations": 2, "piqp_status": "PIQP_NUMERICS"}))
     res = optsolve.qp.solve_problem(p)
     assert res.stats["method_used"] in ("admm", "admm, then piqp")  # the hand-over is timed: either may end it
     assert res.status.value == "optimal" and res.certificate.holds
-    assert "Clarabel ended NumericalError" in res.message
+    assert "Clarabel ended NumericalError" in res.message and "PIQP ended PIQP_NUMERICS" in res.message
+    monkeypatch.undo()
+    monkeypatch.setattr(auto, "FIRST_RULE", "clarabel")
     monkeypatch.setattr(auto, "has_clarabel", lambda: False)
     assert auto.choose(prepare(p), warm=False) == "piqp"  # not installed: PIQP instead
 
@@ -320,7 +350,7 @@ def test_piqp_follows_a_failed_clarabel_where_its_probes_fit_the_time_left(monke
     big = problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000))
     monkeypatch.setattr(auto, "by_pace", lambda qp, settings: ("clarabel", {"piqp": 0.01, "clarabel": 0.01}))
 
-    def broken(qp, s, time_limit):
+    def broken(qp, s, time_limit, finish=False):
         return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
                 "stats": {"iterations": 2, "clarabel_status": "NumericalError"}}
 

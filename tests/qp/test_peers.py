@@ -78,6 +78,32 @@ def test_a_point_short_of_the_tighter_target_is_judged_at_the_requested_eps():
     assert peers._outcome(qp, s, "infeasible", x, y, {})["claim"] is y
 
 
+@pytest.mark.parametrize("fam", ["random", "portfolio", "chain", "svm"])
+def test_the_finish_polishes_an_answer_short_of_the_tolerance(fam):
+    """osqp's answer at 1e-3, finished by polishing on the equilibrated problem, passes the test at 1e-9 and has
+    the objective of osqp's own answer at 1e-9; an answer with no point, or a claim, is not finished."""
+    import time
+
+    from optsolve.qp import peers
+    from optsolve.qp.problems import prepare
+
+    p = problem(FAMILIES[fam].generate(np.random.default_rng(5), n=60))
+    qp = prepare(p)
+    rough = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-3, eps_rel=1e-3, max_iter=200000)
+    x, y = np.asarray(rough.solution["x"]), np.asarray(rough.solution["y"])
+    tight = {"eps_abs": 1e-9, "eps_rel": 0.0}
+    assert not peers.passes(qp, tight, x, y)
+    done = peers.finished(qp, tight, x, y)
+    assert done is not None and peers.passes(qp, tight, *done)
+    assert qp.objective(done[0]) == pytest.approx(reference(p), rel=1e-7, abs=1e-9)
+    out = peers._outcome(qp, tight, "max_iter", x, y, {"iterations": 7}, finish=time.perf_counter() + 10)
+    assert out["status"] == "optimal" and out["stats"] == {"iterations": 7, "finished": "polished"}
+    assert peers._outcome(qp, tight, "max_iter", x, y, {})["status"] == "max_iter"  # no finish asked
+    assert peers._outcome(qp, tight, "infeasible", x, y, {}, finish=time.perf_counter() + 10)["claim"] is y
+    assert peers.finished(qp, tight, np.full(qp.n, np.nan), y) is None
+    assert peers.finished(qp, tight, x[:-1], y) is None
+
+
 @pytest.mark.skipif(not __import__("importlib").util.find_spec("piqp"), reason="piqp is not installed")
 def test_rows_on_one_variable_are_piqp_box_bounds_with_their_duals():
     """Singleton rows go to PIQP's box: a negative coefficient (bounds flipped), a second row on the same

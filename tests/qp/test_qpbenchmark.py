@@ -59,3 +59,20 @@ def test_a_claim_not_made_is_not_found():
     stopped = dataclasses.replace(res, status=Status.MAX_ITER)  # a point, but no claim
     solution = bench.qpb_solution(problem, maps, stopped)
     assert not solution.found and solution.primal_residual() == np.inf
+
+
+@needs_mm
+@pytest.mark.parametrize("name, method", [("STADAT1", "clarabel"), ("QFORPLAN", "piqp")])
+def test_files_that_piqp_leaves_short_at_mid_accuracy(name, method):
+    """STADAT1: PIQP stops at its iteration cap and Clarabel, next, answers; QFORPLAN: PIQP's answer has both
+    residuals below 1e-8 and a duality gap of 4e-5 (duals of 4e8), and the finish's active-set solve closes it.
+    Both pass qpbenchmark's residual checks at 1e-6, with its duality gap within the certificate's limit."""
+    bench = bench_qp()
+    path = MM / f"{name}.mat"
+    problem, maps = bench.qpb_problem(path)
+    res = optsolve.qp.solve_problem(load_problem(str(path), SCHEMA), eps_abs=1e-6, eps_rel=0.0)
+    assert res.status.value == "optimal" and res.certificate.holds and res.stats["method_used"] == method
+    assert method == "clarabel" or res.stats["finished"] == "polished"
+    solution = bench.qpb_solution(problem, maps, res)
+    assert solution.primal_residual() < 1e-6 and solution.dual_residual() < 1e-6
+    assert solution.duality_gap() <= check(res, "duality_gap").limit
