@@ -28,7 +28,9 @@ from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
-from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, gap_limit, residuals_of, tolerance_tests
+from optsolve.qp.handover import piqp_finish, piqp_iterations, too_slow
+from optsolve.qp.termination import (RESIDUAL_MEASURE, dual_cone, gap_limit, residuals_of, tolerance_distance,
+                                     tolerance_tests)
 
 RHO_MIN, RHO_MAX = 1e-6, 1e6
 RHO_EQ_FACTOR = 1e3
@@ -163,49 +165,6 @@ def active_row_factors(l, u, z, spread: float) -> np.ndarray:
 # The interior-point finishes factor a KKT system at every step, and PIQP has no time limit: each
 # starts only where the deadline leaves this many times the ADMM's own setup (its factorisation) ahead
 FINISH_FACTORISATIONS = 60
-PIQP_MAX_ITER = 500  # PIQP's iterations in a finish without a deadline
-PIQP_MIN_ITER = 50  # and at least this many in a hand-over without one (interior-point methods need 10 to 40)
-
-
-def _piqp_iterations(deadline: float | None, budget: float, numeric_time: float) -> int:
-    """PIQP's iteration cap, for it has no time limit of its own: as many of its steps as fit in the time left
-    before ``deadline``, else in ``budget`` seconds (at least PIQP_MIN_ITER), each step costing about one
-    factorisation of ADMM's KKT matrix (``numeric_time``)."""
-    if deadline is None:
-        steps = max(PIQP_MIN_ITER, budget / max(numeric_time, 1e-9))
-    else:
-        steps = max(1.0, (deadline - time.perf_counter()) / max(numeric_time, 1e-9))
-    return int(min(PIQP_MAX_ITER, steps))
-
-
-def _piqp_finish(s: Scaled, st: ADMMSettings, unscaled: QPProblem | None = None, max_iter: int = PIQP_MAX_ITER):
-    """PIQP on the scaled problem (or on ``unscaled``, its answer scaled back), for a stalled or handed-over run:
-    ``(x, y, z, solved)`` in the scaled variables, like :func:`optsolve.qp.ipm.interior_point`, or None where
-    the package is missing or returns no point. The hand-over calls it on the file's own problem, as
-    ``--method piqp`` does.
-
-    Notes
-    -----
-    On the 40 smallest Maros-Meszaros files at eps 1e-6 (10,000 iterations), PIQP called on each
-    scaled problem passed the certificate on 39, against 37 for admm with the hand-written steps. On
-    HUESTIS at 1e-3, PIQP answers the file's own problem in 0.03 s, while its answer on the
-    Ruiz-scaled problem fails the test.
-    """
-    try:
-        import piqp  # noqa: F401
-
-        from optsolve.qp.peers import solve_piqp
-    except ImportError:
-        return None
-    target = unscaled if unscaled is not None else QPProblem(P=s.P, q=s.q, A=s.A, l=s.l, u=s.u)
-    r = solve_piqp(target, {"eps_abs": st.eps_abs, "eps_rel": st.eps_rel, "max_iter": max_iter}, None,
-                   finish=unscaled is not None)
-    x, y = r["x"], r["y"]
-    if x.shape != (s.P.shape[0],) or not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):
-        return None
-    if unscaled is not None:
-        x, y = x / s.D, s.c * y / s.E
-    return x, y, np.clip(s.A @ x, s.l, s.u), r["status"] == "optimal"
 
 
 def solve_admm(qp: QPProblem, settings: ADMMSettings | None = None, *, x0=None, y0=None,
@@ -301,6 +260,7 @@ class _Run:
         self.switched = False
         self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
         self.switch_at = None if st.switch_after is None else self.t_setup + self.piqp_cost
+        self.pace = None  # (time, distance) at the first check, and the least distance since: see _slow
 
     # ------------------------------------------------------------------ the termination test and the claims
 
@@ -403,7 +363,7 @@ class _Run:
                     if status_now is not None:
                         self.status = status_now
                         break
-                    if self.switch_at is not None and time.perf_counter() > self.switch_at:
+                    if self.switch_at is not None and (time.perf_counter() > self.switch_at or self._slow()):
                         answer = self._hand_over()
                         if answer is not None:
                             x, y, z = answer
@@ -437,6 +397,24 @@ class _Run:
         self.status = "interrupted"
         self.info = self.residuals(x, y, z)
 
+    def _slow(self) -> bool:
+        """Whether the iterations, at the pace their distance to the tolerances (:func:`tolerance_distance`) has
+        fallen since the first check (linearly in its log, the least distance so far against that check's), need
+        longer than PIQP's expected cost to reach it; no fall at all counts as never. From the second check on.
+
+        The ski-rental switch waits for the iterations to have cost PIQP's expected time, the bound where nothing
+        is known of how fast they converge; at the second check the pace is known. On the default table's rows at
+        1e-3 the runs that converge within a few seconds predict at most a quarter of that cost at their second
+        check (flow, grid, lasso, svm, random QPs), and the runs where PIQP is 2-30 times faster predict 1.4 times
+        it or more, or no fall at all (AUG2DCQP, CONT-101/200/201/300, HUESTIS, portfolio, BOYD1/2)."""
+        st = self.st
+        dist, now = tolerance_distance(self.info, st.eps_abs, st.eps_rel), time.perf_counter()
+        if self.pace is None:
+            self.pace = (now, dist, dist)
+            return False
+        self.pace = (*self.pace[:2], min(self.pace[2], dist))
+        return too_slow(self.pace, now, self.piqp_cost)
+
     def _hand_over(self):
         """PIQP on the problem once the iterations have cost its expected time (once: where it does not answer,
         the iterations go on): its (x, y, z), scaled, where it passes the termination test, else None."""
@@ -444,8 +422,8 @@ class _Run:
         deadline = self.deadline
         if deadline is None or deadline - time.perf_counter() > 2 * self.piqp_cost:
             # at most about four times its expected cost: a stalling PIQP does not hold the run
-            out = _piqp_finish(self.s, self.st, unscaled=self.qp,
-                               max_iter=_piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time))
+            out = piqp_finish(self.s, self.st, unscaled=self.qp,
+                               max_iter=piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time))
             if out is not None and out[3] and self.check(*out[:3], claims=False) == "optimal":
                 self.status, self.switched = "optimal", True
                 return out[:3]
@@ -561,7 +539,7 @@ class _Run:
         """A stalled run finished by PIQP (where it imports), else by the hand-written interior-point steps from the
         ADMM iterate."""
         saved = self.info
-        out = self._finished(_piqp_finish(self.s, self.st, max_iter=_piqp_iterations(self.deadline, math.inf,
+        out = self._finished(piqp_finish(self.s, self.st, max_iter=piqp_iterations(self.deadline, math.inf,
                                                                                         self.numeric_time))) \
             if self.room() else None
         if out is None and self.room():

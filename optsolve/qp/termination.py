@@ -71,6 +71,15 @@ def tolerance_tests(r: dict, eps_abs: float, eps_rel: float) -> tuple[bool, bool
     return prim_ok, dual_ok, gap_ok
 
 
+def tolerance_distance(r: dict, eps_abs: float, eps_rel: float) -> float:
+    """How far :func:`residuals_of`'s quantities are from OSQP's test: the largest of the primal residual, the
+    dual residual and the gap, each over its tolerance (at most 1 where all three pass)."""
+    tiny = 1e-300
+    prim = r["prim"] / max(eps_abs + eps_rel * r["prim_tol_scale"], tiny) if r["rows"] else 0.0
+    dual = r["dual"] / max(eps_abs + eps_rel * r["dual_tol_scale"], tiny)
+    return max(prim, dual, abs(r["gap"]) / max(gap_limit(r, eps_abs, eps_rel), tiny))
+
+
 def gap_limit(r: dict, eps_abs: float, eps_rel: float) -> float:
     """OSQP's gap tolerance ``eps_abs + eps_rel * scale``, and no less than the gap's float64 rounding
     (:data:`GAP_ROUNDING` epsilons of the scale, the largest of its sums: at 1e-9 on sums of 1e8 no gap is

@@ -202,13 +202,13 @@ def test_piqp_iterations_fit_the_time_left_or_the_budget():
     """PIQP has no time limit: the hand-over and the finish cap its iterations by the time left (or a budget)."""
     import time
 
-    from optsolve.qp.admm import PIQP_MAX_ITER, PIQP_MIN_ITER, _piqp_iterations
+    from optsolve.qp.handover import PIQP_MAX_ITER, PIQP_MIN_ITER, piqp_iterations
 
-    assert _piqp_iterations(None, 10.0, 0.1) == 100
-    assert _piqp_iterations(None, 1.0, 0.1) == PIQP_MIN_ITER and _piqp_iterations(None, 1e9, 0.1) == PIQP_MAX_ITER
+    assert piqp_iterations(None, 10.0, 0.1) == 100
+    assert piqp_iterations(None, 1.0, 0.1) == PIQP_MIN_ITER and piqp_iterations(None, 1e9, 0.1) == PIQP_MAX_ITER
     soon = time.perf_counter() + 2.0
-    assert 15 <= _piqp_iterations(soon, 1e9, 0.1) <= 20
-    assert _piqp_iterations(time.perf_counter() - 1.0, 1e9, 0.1) == 1  # past the deadline: one step at most
+    assert 15 <= piqp_iterations(soon, 1e9, 0.1) <= 20
+    assert piqp_iterations(time.perf_counter() - 1.0, 1e9, 0.1) == 1  # past the deadline: one step at most
 
 
 @needs_piqp
@@ -223,8 +223,8 @@ def test_a_claim_failing_its_own_checks_hands_over_before_any_lp(monkeypatch):
                           "l": np.concatenate([np.ones(n), np.full(n, -np.inf)]),
                           "u": np.concatenate([np.full(n, np.inf), np.zeros(n)])}))  # x >= 1 and x <= 0
     calls, handed = [], []
-    real_finish = admm._piqp_finish
-    monkeypatch.setattr(admm, "_piqp_finish", lambda *a, **k: handed.append(1) or real_finish(*a, **k))
+    real_finish = admm.piqp_finish
+    monkeypatch.setattr(admm, "piqp_finish", lambda *a, **k: handed.append(1) or real_finish(*a, **k))
 
     def verify(kind, vec, exact=True):
         calls.append((kind, exact))
@@ -362,3 +362,43 @@ def test_piqp_follows_a_failed_clarabel_where_its_probes_fit_the_time_left(monke
     res = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=0.0, time_limit=60.0)
     assert res.stats["method_used"].startswith("admm") and "Clarabel ended NumericalError" in res.message
     assert "PIQP ended" not in res.message
+
+
+def test_too_slow_reads_the_pace_of_the_first_checks():
+    """Two checks of recorded runs at 1e-3 (time, distance to the tolerances) against PIQP's expected cost: AUG2DCQP
+    (370 then 250 in 0.034 s: 0.33 s more, against 0.21 s) hands over; flow 10,000 (380 then 190 in 0.022 s:
+    0.17 s more, against 0.75 s) does not; no fall at all hands over; a run that is there, or not finite, does not."""
+    from optsolve.qp.handover import too_slow
+
+    assert too_slow((0.051, 370.0, 250.0), 0.085, 0.214)
+    assert not too_slow((0.098, 380.0, 190.0), 0.120, 0.750)
+    assert too_slow((0.0, 10.0, 10.0), 1.0, 1e9) and too_slow((0.0, 10.0, 10.0), 0.001, 1e9)
+    assert not too_slow((0.0, 10.0, 0.9), 1.0, 0.0)
+    assert not too_slow((0.0, float("inf"), 5.0), 1.0, 0.0) and not too_slow((0.0, 10.0, float("nan")), 1.0, 0.0)
+
+
+def test_tolerance_distance_is_the_largest_residual_over_its_tolerance():
+    from optsolve.qp.termination import gap_limit, tolerance_distance, tolerance_tests
+
+    r = {"rows": 3, "prim": 2e-3, "prim_tol_scale": 1.0, "dual": 1e-3, "dual_tol_scale": 9.0, "gap": -5e-3,
+         "gap_tol_scale": 4.0}
+    assert tolerance_distance(r, 1e-3, 1e-3) == pytest.approx(max(1.0, 0.1, 5e-3 / gap_limit(r, 1e-3, 1e-3)))
+    assert tolerance_distance(dict(r, rows=0), 1e-3, 1e-3) == pytest.approx(5e-3 / gap_limit(r, 1e-3, 1e-3))
+    assert tolerance_distance(r, 1e-2, 1e-2) < 1.0 and all(tolerance_tests(r, 1e-2, 1e-2))
+    assert tolerance_distance(r, 0.0, 0.0) > 1.0
+
+
+@needs_piqp
+def test_a_run_whose_residuals_do_not_fall_hands_over_at_its_second_check(monkeypatch):
+    """Portfolio at 1e-3: the distance to the tolerances rises from the first check to the second, so the run hands
+    over there, long before the ski-rental switch (here out of reach); without the pace rule it runs to the end."""
+    from optsolve.qp import admm
+
+    qp = prepare(problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=1000)))
+    st = ADMMSettings(eps_abs=1e-3, eps_rel=1e-3, switch_after=1e6, row_spread=auto.ROW_SPREAD)
+    r = solve_admm(qp, st)
+    assert r.status == "optimal" and r.polished == SWITCHED and r.iterations == 2 * st.check_every
+    monkeypatch.setattr(admm, "too_slow", lambda pace, now, cost: False)
+    alone = solve_admm(qp, st)
+    assert alone.status == "optimal" and alone.polished is None and alone.iterations > 4 * st.check_every
+    assert qp.objective(r.x) == pytest.approx(qp.objective(alone.x), rel=1e-2, abs=1e-3)

@@ -361,7 +361,7 @@ def test_piqp_finish_starts_only_with_room_before_the_deadline(monkeypatch):
 
     qp = prepare(SCHEMA.validate(FAMILIES["random"].generate(np.random.default_rng(2), n=30), source="t"))
     calls = []
-    monkeypatch.setattr(admm, "_piqp_finish", lambda s, st, **kwargs: calls.append(1))
+    monkeypatch.setattr(admm, "piqp_finish", lambda s, st, **kwargs: calls.append(1))
     st = ADMMSettings()
     st.max_iter = 1  # stalls at once
     solve_admm(qp, st, deadline=time.perf_counter() + 100.0)
