@@ -32,7 +32,12 @@
    Problems where ADMM converges in few iterations keep its single factorisation; slow ones
    (portfolio optimisation: thousands of iterations) pay at most about twice PIQP's time, the
    deterministic ski-rental bound (Karlin, Manasse, Rudolph and Sleator, "Competitive snoopy
-   caching", Algorithmica 1988). This ADMM gives each inequality row its own rho at early
+   caching", Algorithmica 1988). From the second termination check on, the run also hands over
+   where the pace at which its distance to the tolerances has fallen since the first check
+   predicts more time than that cost, or where it has not fallen
+   (:func:`optsolve.qp.handover.too_slow`): the ski-rental rule with a prediction, which on the
+   runs where PIQP is several times faster (AUG2DCQP, CONT-101/200, HUESTIS, portfolio
+   optimisation) hands over at the second check. This ADMM gives each inequality row its own rho at early
    adaptive-rho steps (``ROW_SPREAD`` times the common rho on rows whose bound is active, a
    ``ROW_SPREAD``-th of it elsewhere; :func:`optsolve.qp.admm.active_row_factors`), so its iterates
    are not osqp's (``--method admm`` keeps those).
