@@ -18,6 +18,16 @@ def problem(raw: dict):
     return SCHEMA.validate(raw, source="test")
 
 
+def failing(key: str, said: str):
+    """A peer's solve function (:mod:`optsolve.qp.peers`) that ends with a numerical error and no point."""
+
+    def broken(qp, s, time_limit, finish=False):
+        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
+                "stats": {"iterations": 2, key: said}}
+
+    return broken
+
+
 def kkt_reference(P, q, A, b):
     """min 1/2 x'Px + q'x s.t. Ax = b by a dense solve of the KKT system (least squares where singular)."""
     n, m = P.shape[0], A.shape[0]
@@ -98,10 +108,7 @@ def test_small_problems_go_to_piqp_and_match_osqp():
 def test_piqp_that_does_not_answer_falls_through_to_admm(monkeypatch):
     from optsolve.qp import peers
 
-    def broken(qp, s, time_limit, finish=False):
-        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
-                "stats": {"iterations": 3, "piqp_status": "PIQP_NUMERICS"}}
-
+    broken = failing("piqp_status", "PIQP_NUMERICS")
     monkeypatch.setattr(peers, "solve_piqp", broken)
     p = problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=100))
     monkeypatch.setattr(auto, "has_clarabel", lambda: False)
@@ -115,10 +122,7 @@ def test_piqp_that_does_not_answer_falls_through_to_admm(monkeypatch):
 def test_clarabel_follows_a_failed_piqp_before_admm(monkeypatch):
     from optsolve.qp import peers
 
-    def broken(qp, s, time_limit, finish=False):
-        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
-                "stats": {"iterations": 3, "piqp_status": "PIQP_NUMERICS"}}
-
+    broken = failing("piqp_status", "PIQP_NUMERICS")
     monkeypatch.setattr(peers, "solve_piqp", broken)
     p = problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=100))
     res = optsolve.qp.solve_problem(p)
@@ -287,15 +291,11 @@ def test_a_rule_naming_clarabel_runs_it_and_falls_through_to_admm(monkeypatch):
     ref = optsolve.qp.solve_problem(p, method="osqp", eps_abs=1e-6, eps_rel=1e-6)
     assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
 
-    def broken(qp, s, time_limit, finish=False):
-        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
-                "stats": {"iterations": 2, "clarabel_status": "NumericalError"}}
-
+    broken = failing("clarabel_status", "NumericalError")
     monkeypatch.setattr(peers, "solve_clarabel", broken)
     res = optsolve.qp.solve_problem(p)  # PIQP next
     assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
-    monkeypatch.setattr(peers, "solve_piqp", lambda qp, s, time_limit, finish=False: dict(
-        broken(qp, s, time_limit), stats={"iterations": 2, "piqp_status": "PIQP_NUMERICS"}))
+    monkeypatch.setattr(peers, "solve_piqp", failing("piqp_status", "PIQP_NUMERICS"))
     res = optsolve.qp.solve_problem(p)
     assert res.stats["method_used"] in ("admm", "admm, then piqp")  # the hand-over is timed: either may end it
     assert res.status.value == "optimal" and res.certificate.holds
@@ -350,10 +350,7 @@ def test_piqp_follows_a_failed_clarabel_where_its_probes_fit_the_time_left(monke
     big = problem(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000))
     monkeypatch.setattr(auto, "by_pace", lambda qp, settings: ("clarabel", {"piqp": 0.01, "clarabel": 0.01}))
 
-    def broken(qp, s, time_limit, finish=False):
-        return {"status": "numerical_error", "x": np.full(qp.n, np.nan), "y": np.zeros(qp.m), "claim": None,
-                "stats": {"iterations": 2, "clarabel_status": "NumericalError"}}
-
+    broken = failing("clarabel_status", "NumericalError")
     monkeypatch.setattr(peers, "solve_clarabel", broken)
     res = optsolve.qp.solve_problem(big, eps_abs=1e-6, eps_rel=0.0)
     assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
