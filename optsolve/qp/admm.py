@@ -423,7 +423,7 @@ class _Run:
         if deadline is None or deadline - time.perf_counter() > 2 * self.piqp_cost:
             # at most about four times its expected cost: a stalling PIQP does not hold the run
             out = piqp_finish(self.s, self.st, unscaled=self.qp,
-                               max_iter=piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time))
+                              max_iter=piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time))
             if out is not None and out[3] and self.check(*out[:3], claims=False) == "optimal":
                 self.status, self.switched = "optimal", True
                 return out[:3]
@@ -540,7 +540,7 @@ class _Run:
         ADMM iterate."""
         saved = self.info
         out = self._finished(piqp_finish(self.s, self.st, max_iter=piqp_iterations(self.deadline, math.inf,
-                                                                                        self.numeric_time))) \
+                                                                                      self.numeric_time))) \
             if self.room() else None
         if out is None and self.room():
             out = self._finished(interior_point(self.s, self.x, self._score, deadline=self.deadline))
