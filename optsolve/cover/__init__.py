@@ -11,7 +11,6 @@ baseline ``unfair-greedy`` (classic greedy cover, no fairness).
 
 from __future__ import annotations
 
-
 from optsolve.core import clock
 from optsolve.core.errors import ParameterError
 from optsolve.core.progress import SILENT, Progress

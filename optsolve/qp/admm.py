@@ -29,8 +29,7 @@ from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
 from optsolve.qp.handover import piqp_finish, piqp_iterations, too_slow
-from optsolve.qp.termination import (RESIDUAL_MEASURE, dual_cone, gap_limit, residuals_of, tolerance_distance,
-                                     tolerance_tests)
+from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, residuals_of, tolerance_distance, tolerance_tests
 
 RHO_MIN, RHO_MAX = 1e-6, 1e6
 RHO_EQ_FACTOR = 1e3
@@ -408,7 +407,8 @@ class _Run:
         check (flow, grid, lasso, svm, random QPs), and the runs where PIQP is 2-30 times faster predict 1.4 times
         it or more, or no fall at all (AUG2DCQP, CONT-101/200/201/300, HUESTIS, portfolio, BOYD1/2)."""
         st = self.st
-        dist, now = tolerance_distance(self.info, st.eps_abs, st.eps_rel), time.perf_counter()
+        dist = tolerance_distance(self.info, st.eps_abs, st.eps_rel, gap=st.check_dualgap)
+        now = time.perf_counter()
         if self.pace is None:
             self.pace = (now, dist, dist)
             return False
@@ -515,13 +515,9 @@ class _Run:
 
     def _score(self, x, y, z) -> float:
         """The termination test's largest ratio of a residual to its tolerance (<= 1: optimal)."""
-        st, m = self.st, self.m
-        r = self.residuals(x, self.valid_dual(y), z)
-        ratios = [r["prim"] / (st.eps_abs + st.eps_rel * r["prim_tol_scale"]) if m else 0.0,
-                  r["dual"] / (st.eps_abs + st.eps_rel * r["dual_tol_scale"])]
-        if st.check_dualgap:
-            ratios.append(abs(r["gap"]) / gap_limit(r, st.eps_abs, st.eps_rel))
-        worst = max(ratios)
+        st = self.st
+        worst = tolerance_distance(self.residuals(x, self.valid_dual(y), z), st.eps_abs, st.eps_rel,
+                                   gap=st.check_dualgap)
         return worst if math.isfinite(worst) else math.inf
 
     def _finished(self, out):

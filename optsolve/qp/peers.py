@@ -125,16 +125,17 @@ def finished(qp: QPProblem, settings: dict, x, y, deadline: float | None = None)
 
 
 def _outcome(qp: QPProblem, settings: dict, kind: str, x, y, stats: dict, finish: float | None = None) -> dict:
-    """The peer's answer in the form of this module's functions; ``finish``: where given, an answer that fails the
-    test is finished (:func:`finished`) with that deadline."""
+    """The peer's answer in the form of this module's functions, with whether it passes OSQP's test at the requested
+    eps (``passes``; not tested for a claim); ``finish``: where given, an answer that fails the test is finished
+    (:func:`finished`) with that deadline."""
     ok = kind not in ("infeasible", "unbounded") and passes(qp, settings, x, y)
     if ok and kind in ("max_iter", "numerical_error", "optimal_inaccurate"):
         kind = "optimal"  # short of the tighter target, within the requested one
     elif finish is not None and not ok and kind not in ("infeasible", "unbounded", "time_limit"):
         done = finished(qp, settings, x, y, finish)
         if done is not None:
-            kind, (x, y), stats = "optimal", done, dict(stats, finished="polished")
-    return {"status": kind, "x": x, "y": y, "stats": stats,
+            ok, kind, (x, y), stats = True, "optimal", done, dict(stats, finished="polished")
+    return {"status": kind, "x": x, "y": y, "stats": stats, "passes": ok,
             "claim": y if kind == "infeasible" else x if kind == "unbounded" else None}
 
 
@@ -167,8 +168,7 @@ def solve_piqp(qp: QPProblem, settings: dict, time_limit: float | None, finish: 
                 break
         out = _piqp_once(qp, dict(settings, max_iter=min(int(settings["max_iter"]), cap)), tight,
                          finish=start if finish else None, time_limit=time_limit)
-        if out["status"] in ("infeasible", "unbounded") or (out["status"] == "optimal"
-                                                          and passes(qp, settings, out["x"], out["y"])):
+        if out["status"] in ("infeasible", "unbounded") or (out["status"] == "optimal" and out["passes"]):
             break
     return out
 

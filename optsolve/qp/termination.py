@@ -71,13 +71,13 @@ def tolerance_tests(r: dict, eps_abs: float, eps_rel: float) -> tuple[bool, bool
     return prim_ok, dual_ok, gap_ok
 
 
-def tolerance_distance(r: dict, eps_abs: float, eps_rel: float) -> float:
+def tolerance_distance(r: dict, eps_abs: float, eps_rel: float, gap: bool = True) -> float:
     """How far :func:`residuals_of`'s quantities are from OSQP's test: the largest of the primal residual, the
-    dual residual and the gap, each over its tolerance (at most 1 where all three pass)."""
+    dual residual and (with ``gap``) the gap, each over its tolerance (at most 1 where all pass)."""
     tiny = 1e-300
     prim = r["prim"] / max(eps_abs + eps_rel * r["prim_tol_scale"], tiny) if r["rows"] else 0.0
     dual = r["dual"] / max(eps_abs + eps_rel * r["dual_tol_scale"], tiny)
-    return max(prim, dual, abs(r["gap"]) / max(gap_limit(r, eps_abs, eps_rel), tiny))
+    return max(prim, dual, abs(r["gap"]) / max(gap_limit(r, eps_abs, eps_rel), tiny) if gap else 0.0)
 
 
 def gap_limit(r: dict, eps_abs: float, eps_rel: float) -> float:

@@ -383,6 +383,7 @@ def test_tolerance_distance_is_the_largest_residual_over_its_tolerance():
     assert tolerance_distance(dict(r, rows=0), 1e-3, 1e-3) == pytest.approx(5e-3 / gap_limit(r, 1e-3, 1e-3))
     assert tolerance_distance(r, 1e-2, 1e-2) < 1.0 and all(tolerance_tests(r, 1e-2, 1e-2))
     assert tolerance_distance(r, 0.0, 0.0) > 1.0
+    assert tolerance_distance(r, 1e-3, 1e-3, gap=False) == pytest.approx(1.0)  # the gap left out (check_dualgap)
 
 
 @needs_piqp

@@ -97,7 +97,7 @@ def test_the_finish_polishes_an_answer_short_of_the_tolerance(fam):
     assert done is not None and peers.passes(qp, tight, *done)
     assert qp.objective(done[0]) == pytest.approx(reference(p), rel=1e-7, abs=1e-9)
     out = peers._outcome(qp, tight, "max_iter", x, y, {"iterations": 7}, finish=time.perf_counter() + 10)
-    assert out["status"] == "optimal" and out["stats"] == {"iterations": 7, "finished": "polished"}
+    assert out["status"] == "optimal" and out["stats"] == {"iterations": 7, "finished": "polished"} and out["passes"]
     assert peers._outcome(qp, tight, "max_iter", x, y, {})["status"] == "max_iter"  # no finish asked
     assert peers._outcome(qp, tight, "infeasible", x, y, {}, finish=time.perf_counter() + 10)["claim"] is y
     assert peers.finished(qp, tight, np.full(qp.n, np.nan), y) is None
