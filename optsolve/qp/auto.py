@@ -37,7 +37,9 @@
    predicts more time than that cost, or where it has not fallen
    (:func:`optsolve.qp.handover.too_slow`): the ski-rental rule with a prediction, which on the
    runs where PIQP is several times faster (AUG2DCQP, CONT-101/200, HUESTIS, portfolio
-   optimisation) hands over at the second check. This ADMM gives each inequality row its own rho at early
+   optimisation) hands over at the second check. Under a time limit the hand-over waits for the time left to
+   hold twice PIQP's expected cost, unless that pace says the iterations would not end in the time left either.
+   This ADMM gives each inequality row its own rho at early
    adaptive-rho steps (``ROW_SPREAD`` times the common rho on rows whose bound is active, a
    ``ROW_SPREAD``-th of it elsewhere; :func:`optsolve.qp.admm.active_row_factors`), so its iterates
    are not osqp's (``--method admm`` keeps those).

@@ -400,3 +400,20 @@ def test_a_run_whose_residuals_do_not_fall_hands_over_at_its_second_check(monkey
     alone = solve_admm(qp, st)
     assert alone.status == "optimal" and alone.polished is None and alone.iterations > 4 * st.check_every
     assert qp.objective(r.x) == pytest.approx(qp.objective(alone.x), rel=1e-2, abs=1e-3)
+
+
+@needs_piqp
+def test_a_hopeless_run_hands_over_under_a_deadline_shorter_than_twice_piqps_cost():
+    """Under a deadline the hand-over waits for the time left to hold twice PIQP's expected cost, unless the
+    iterations' pace says they would not reach the tolerances in the time left either: portfolio at 1e-3, whose
+    distance rises, with PIQP's expected cost far beyond the deadline, hands over at its second check all the
+    same; a deadline the run's pace can meet keeps the iterations going."""
+    import time
+
+    qp = prepare(problem(FAMILIES["portfolio"].generate(np.random.default_rng(0), n=1000)))
+    st = ADMMSettings(eps_abs=1e-3, eps_rel=1e-3, switch_after=1e9, row_spread=auto.ROW_SPREAD)
+    r = solve_admm(qp, st, deadline=time.perf_counter() + 600.0)
+    assert r.status == "optimal" and r.polished == SWITCHED and r.iterations == 2 * st.check_every
+    lasso = prepare(problem(FAMILIES["lasso"].generate(np.random.default_rng(0), n=500)))
+    kept = solve_admm(lasso, st, deadline=time.perf_counter() + 600.0)
+    assert kept.status == "optimal" and kept.polished != SWITCHED
