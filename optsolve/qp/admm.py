@@ -28,7 +28,7 @@ from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
-from optsolve.qp.handover import piqp_finish, piqp_iterations, too_slow
+from optsolve.qp.handover import far, piqp_finish, piqp_iterations, too_slow
 from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, residuals_of, tolerance_distance, tolerance_tests
 
 RHO_MIN, RHO_MAX = 1e-6, 1e6
@@ -399,7 +399,8 @@ class _Run:
     def _slow(self) -> bool:
         """Whether the iterations, at the pace their distance to the tolerances (:func:`tolerance_distance`) has
         fallen since the first check (linearly in its log, the least distance so far against that check's), need
-        longer than PIQP's expected cost to reach it; no fall at all counts as never. From the second check on.
+        longer than PIQP's expected cost to reach it; no fall at all counts as never. From the second check on;
+        at the first, whether the run is still as far from the tolerances as the problem's scale (:func:`far`).
 
         The ski-rental switch waits for the iterations to have cost PIQP's expected time, the bound where nothing
         is known of how fast they converge; at the second check the pace is known. On the default table's rows at
@@ -411,7 +412,7 @@ class _Run:
         now = time.perf_counter()
         if self.pace is None:
             self.pace = (now, dist, dist)
-            return False
+            return far(dist, st.eps_abs, st.eps_rel)
         self.pace = (*self.pace[:2], min(self.pace[2], dist))
         return too_slow(self.pace, now, self.piqp_cost)
 

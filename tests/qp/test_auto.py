@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -417,3 +419,36 @@ def test_a_hopeless_run_hands_over_under_a_deadline_shorter_than_twice_piqps_cos
     lasso = prepare(problem(FAMILIES["lasso"].generate(np.random.default_rng(0), n=500)))
     kept = solve_admm(lasso, st, deadline=time.perf_counter() + 600.0)
     assert kept.status == "optimal" and kept.polished != SWITCHED
+
+
+def test_far_is_a_distance_at_the_scale_of_the_data():
+    from optsolve.qp.handover import FAR, far
+
+    assert far(FAR / 1e-3, 1e-3, 1e-3) and not far(0.99 * FAR / 1e-3, 1e-3, 1e-3)
+    assert far(FAR / 1e-4, 1e-6, 1e-4)  # the larger tolerance
+    assert not far(float("inf"), 1e-3, 1e-3) and not far(float("nan"), 1e-3, 1e-3)
+
+
+@needs_piqp
+def test_a_run_as_far_as_the_data_at_its_first_check_hands_over_there(monkeypatch):
+    """A box-constrained QP with two dense equality rows of large entries (as HUESTIS): 25 iterations leave the
+    residuals at the scale of the data, so the run hands over at its first check; the answer is the one the
+    iterations reach alone (no hand-over)."""
+    from optsolve.qp import admm
+
+    rng = np.random.default_rng(0)
+    n = 500
+    dense = rng.uniform(0.5, 1.5, (2, n)) * 1e3
+    b = dense @ rng.uniform(0.0, 1.0, n)
+    raw = {"P": sp.diags(rng.uniform(1.0, 2.0, n)).tocsc(), "q": rng.standard_normal(n),
+           "A": sp.vstack([sp.csr_matrix(dense), sp.eye(n)]).tocsc(),
+           "l": np.concatenate([b, np.zeros(n)]), "u": np.concatenate([b, np.ones(n)])}
+    qp = prepare(problem(raw))
+    st = ADMMSettings(eps_abs=1e-3, eps_rel=1e-3, switch_after=1e6, row_spread=auto.ROW_SPREAD)
+    r = solve_admm(qp, st)
+    assert r.status == "optimal" and r.polished == SWITCHED and r.iterations == st.check_every
+    monkeypatch.setattr(admm, "far", lambda distance, eps_abs, eps_rel: False)
+    monkeypatch.setattr(admm, "too_slow", lambda pace, now, cost: False)
+    alone = solve_admm(qp, dataclasses.replace(st, max_iter=100_000))
+    assert alone.status == "optimal" and alone.polished is None and alone.iterations > 2 * st.check_every
+    assert qp.objective(r.x) == pytest.approx(qp.objective(alone.x), rel=1e-2)
