@@ -143,6 +143,10 @@ ACTIVE_TOL = 1e-3  # z within this (relative) of a bound: the row's bound is act
 # with the active set taken at the first step)
 ROW_SPREAD_STEPS = 4
 ROW_SPREAD_FIRST = 2
+# with row_spread (the default's ADMM), a new rho is taken only once the iterations since the last factorisation have
+# cost this share of one (osqp's adaptive_rho_fraction, there of its setup): at 1e-3 CVXQP3_L 9.7 s, was 22.6 (six
+# factorisations of 3.6 s each in 300 iterations); CVXQP2_L 5.1 (8.0), svm 10,000 10.9 (16.3); no row slower
+REFACTOR_SHARE = 0.4
 
 
 def active_row_factors(l, u, z, spread: float) -> np.ndarray:
@@ -237,7 +241,7 @@ class _Run:
         rho = st.rho if controller is None else controller.start.get("rho", st.rho)  # a policy's own starting rho
         self.rho = rho = min(max(rho, RHO_MIN), RHO_MAX)
         self.kkt = KKT(s, st.sigma, rho_vector(rho, s.l, s.u))
-        self.t_setup = time.perf_counter()
+        self.t_setup = self.t_factored = time.perf_counter()
 
         self.x = np.zeros(n) if x0 is None else np.asarray(x0, dtype=float) * (1.0 / s.D)
         self.y = np.zeros(m) if y0 is None else np.asarray(y0, dtype=float) * (1.0 / s.E) * s.c
@@ -458,7 +462,9 @@ class _Run:
             new = min(max(rho * math.sqrt(prim_rel / (dual_rel + DIVISION_TOL)), RHO_MIN), RHO_MAX)
             change = new > rho * st.adaptive_rho_tolerance or new < rho / st.adaptive_rho_tolerance
             self.adaptive_steps += 1
-            if st.row_spread is not None and \
+            if st.row_spread is not None and time.perf_counter() - self.t_factored < REFACTOR_SHARE * self.numeric_time:
+                change = False  # a dear factorisation waits for the iterations since the last to cost its share
+            elif st.row_spread is not None and \
                     ROW_SPREAD_FIRST <= self.adaptive_steps < ROW_SPREAD_FIRST + ROW_SPREAD_STEPS:
                 # a new active set is worth a refactorisation of its own only once the iterations have
                 # cost as many factorisations as it would then have made (free where rho changes anyway)
@@ -471,6 +477,7 @@ class _Run:
             self.rho = new
             self.kkt.update(rho_vector(new, s.l, s.u, self.row_factor))
             self.rho_updates += 1
+            self.t_factored = time.perf_counter()
 
     # ------------------------------------------------------------------ after the iterations
 

@@ -452,3 +452,21 @@ def test_a_run_as_far_as_the_data_at_its_first_check_hands_over_there(monkeypatc
     alone = solve_admm(qp, dataclasses.replace(st, max_iter=100_000))
     assert alone.status == "optimal" and alone.polished is None and alone.iterations > 2 * st.check_every
     assert qp.objective(r.x) == pytest.approx(qp.objective(alone.x), rel=1e-2)
+
+
+def test_a_new_rho_waits_for_the_iterations_to_cost_a_share_of_a_factorisation(monkeypatch):
+    """The default's ADMM takes a new rho only once the iterations since the last factorisation have cost
+    REFACTOR_SHARE of one: with a share out of reach it never refactors and still ends optimal, with none it does
+    (osqp's ADMM, without row_spread, is not gated)."""
+    from optsolve.qp import admm
+
+    qp = prepare(problem(FAMILIES["svm"].generate(np.random.default_rng(0), n=300)))
+    st = ADMMSettings(eps_abs=1e-4, eps_rel=1e-4, row_spread=auto.ROW_SPREAD)
+    monkeypatch.setattr(admm, "REFACTOR_SHARE", 0.0)
+    free = solve_admm(qp, st)
+    monkeypatch.setattr(admm, "REFACTOR_SHARE", 1e12)
+    gated = solve_admm(qp, st)
+    plain = solve_admm(qp, ADMMSettings(eps_abs=1e-4, eps_rel=1e-4))
+    assert free.rho_updates > 0 and gated.rho_updates == 0 and plain.rho_updates > 0
+    assert free.status == gated.status == "optimal"
+    assert qp.objective(gated.x) == pytest.approx(qp.objective(free.x), rel=1e-3, abs=1e-4)
