@@ -36,13 +36,16 @@
    where the pace at which its distance to the tolerances has fallen since the first check
    predicts more time than that cost, or where it has not fallen
    (:func:`optsolve.qp.handover.too_slow`): the ski-rental rule with a prediction, which on the
-   runs where PIQP is several times faster (AUG2DCQP, CONT-101/200, HUESTIS, portfolio
-   optimisation) hands over at the second check. Under a time limit the hand-over waits for the time left to
-   hold twice PIQP's expected cost, unless that pace says the iterations would not end in the time left either.
-   This ADMM gives each inequality row its own rho at early
-   adaptive-rho steps (``ROW_SPREAD`` times the common rho on rows whose bound is active, a
-   ``ROW_SPREAD``-th of it elsewhere; :func:`optsolve.qp.admm.active_row_factors`), so its iterates
-   are not osqp's (``--method admm`` keeps those).
+   runs where PIQP is several times faster (AUG2DCQP, CONT-101/200, portfolio optimisation) hands
+   over at the second check; a run whose residuals are still at the scale of the data at the first
+   check (:func:`optsolve.qp.handover.far`: BOYD1/2, CONT-101/200/201/300, HUESTIS, UBH1) hands over
+   there. Under a time limit the hand-over waits for the time left to hold twice PIQP's expected
+   cost, unless that pace says the iterations would not end in the time left either. This ADMM gives
+   each inequality row its own rho at early adaptive-rho steps (``ROW_SPREAD`` times the common rho
+   on rows whose bound is active, a ``ROW_SPREAD``-th of it elsewhere;
+   :func:`optsolve.qp.admm.active_row_factors`), and takes a new rho only once the iterations since
+   the last factorisation have cost ``REFACTOR_SHARE`` of one (:mod:`optsolve.qp.admm`), so its
+   iterates are not osqp's (``--method admm`` keeps those).
 
 The thresholds are measured with ``bin/bench-qp`` (``--default-table`` times the default against
 osqp, PIQP and Clarabel): see ``docs/qp-default.md``. A warm start goes straight to ADMM, the only
