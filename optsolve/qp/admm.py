@@ -264,6 +264,7 @@ class _Run:
         self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
         self.switch_at = None if st.switch_after is None else self.t_setup + self.piqp_cost
         self.pace = None  # (time, distance) at the first check, and the least distance since: see _slow
+        self.paced = False  # whether a later check has been seen
 
     # ------------------------------------------------------------------ the termination test and the claims
 
@@ -418,7 +419,17 @@ class _Run:
             self.pace = (now, dist, dist)
             return far(dist, st.eps_abs, st.eps_rel)
         self.pace = (*self.pace[:2], min(self.pace[2], dist))
+        self.paced = True
         return too_slow(self.pace, now, self.piqp_cost)
+
+    def _hopeless(self, left: float) -> bool:
+        """Whether the iterations would not reach the tolerances in ``left`` seconds: far at the first check, or,
+        from the second, too slow (:meth:`_slow`) for that time."""
+        if self.pace is None:
+            return False
+        if not self.paced:
+            return far(self.pace[1], self.st.eps_abs, self.st.eps_rel)
+        return too_slow(self.pace, time.perf_counter(), left)
 
     def _hand_over(self):
         """PIQP on the problem once the iterations have cost its expected time (once: where it does not answer,
@@ -429,8 +440,7 @@ class _Run:
         ask again."""
         deadline = self.deadline
         left = None if deadline is None else deadline - time.perf_counter()
-        if left is None or left > 2 * self.piqp_cost or (self.pace is not None and too_slow(
-                self.pace, time.perf_counter(), left)):
+        if left is None or left > 2 * self.piqp_cost or self._hopeless(left):
             self.switch_at = None
             # at most about four times its expected cost: a stalling PIQP does not hold the run
             out = piqp_finish(self.s, self.st, unscaled=self.qp,

@@ -432,8 +432,10 @@ def test_far_is_a_distance_at_the_scale_of_the_data():
 @needs_piqp
 def test_a_run_as_far_as_the_data_at_its_first_check_hands_over_there(monkeypatch):
     """A box-constrained QP with two dense equality rows of large entries (as HUESTIS): 25 iterations leave the
-    residuals at the scale of the data, so the run hands over at its first check; the answer is the one the
-    iterations reach alone (no hand-over)."""
+    residuals at the scale of the data, so the run hands over at its first check, under a deadline too; the answer
+    is the one the iterations reach alone (no hand-over)."""
+    import time
+
     from optsolve.qp import admm
 
     rng = np.random.default_rng(0)
@@ -447,6 +449,8 @@ def test_a_run_as_far_as_the_data_at_its_first_check_hands_over_there(monkeypatc
     st = ADMMSettings(eps_abs=1e-3, eps_rel=1e-3, switch_after=1e6, row_spread=auto.ROW_SPREAD)
     r = solve_admm(qp, st)
     assert r.status == "optimal" and r.polished == SWITCHED and r.iterations == st.check_every
+    timed = solve_admm(qp, st, deadline=time.perf_counter() + 600.0)  # PIQP's expected cost beyond the deadline
+    assert timed.polished == SWITCHED and timed.iterations == st.check_every
     monkeypatch.setattr(admm, "far", lambda distance, eps_abs, eps_rel: False)
     monkeypatch.setattr(admm, "too_slow", lambda pace, now, cost: False)
     alone = solve_admm(qp, dataclasses.replace(st, max_iter=100_000))
