@@ -29,7 +29,8 @@ from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
 from optsolve.qp.handover import far, piqp_finish, piqp_iterations, too_slow
-from optsolve.qp.termination import RESIDUAL_MEASURE, dual_cone, residuals_of, tolerance_distance, tolerance_tests
+from optsolve.qp.termination import (RESIDUAL_MEASURE, dual_cone, next_check, residuals_of, tolerance_distance,
+                                     tolerance_tests)
 
 RHO_MIN, RHO_MAX = 1e-6, 1e6
 RHO_EQ_FACTOR = 1e3
@@ -60,6 +61,7 @@ class ADMMSettings:
     switch_after: float | None = None  # hand over to PIQP once the iterations cost the setup and this many
     # numeric factorisations
     row_spread: float | None = None  # at early adaptive-rho steps: rho x this on rows at a bound, / this elsewhere
+    early_checks: bool = False  # a check between the regular ones where the pace predicts the end there
     delta: float = 1e-6
     polish_refine_iter: int = 3
 
@@ -141,11 +143,9 @@ ACTIVE_TOL = 1e-3  # z within this (relative) of a bound: the row's bound is act
 # the active set sets the rows' factors at this many adaptive-rho steps, from the ROW_SPREAD_FIRST-th on (a run that
 # converges before it, in 100 iterations, keeps osqp's iterates: the LISWET files went from 75 iterations to 125
 # with the active set taken at the first step)
-ROW_SPREAD_STEPS = 4
-ROW_SPREAD_FIRST = 2
-# with row_spread (the default's ADMM), a new rho is taken only once the iterations since the last factorisation have
-# cost this share of one (osqp's adaptive_rho_fraction, there of its setup): at 1e-3 CVXQP3_L 9.7 s, was 22.6 (six
-# factorisations of 3.6 s each in 300 iterations); CVXQP2_L 5.1 (8.0), svm 10,000 10.9 (16.3); no row slower
+ROW_SPREAD_STEPS, ROW_SPREAD_FIRST = 4, 2
+# with row_spread, a new rho once the iterations since the last factorisation cost this share of one (osqp's
+# adaptive_rho_fraction, of its setup there): CVXQP3_L at 1e-3 refactored 6 times in 300 iterations (docs/qp-default.md)
 REFACTOR_SHARE = 0.4
 
 
@@ -258,13 +258,13 @@ class _Run:
         self.iteration = 0
         self.polished = None
         # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations
-        # of the same KKT matrix; once the iterations have cost that much, the interior-point method is the better
-        # bet
+        # of the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
         self.switched = False
         self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
         self.switch_at = None if st.switch_after is None else self.t_setup + self.piqp_cost
         self.pace = None  # (time, distance) at the first check, and the least distance since: see _slow
         self.paced = False  # whether a later check has been seen
+        self.early, self.last_check = None, None  # the next early check; the last check's (iteration, distance)
 
     # ------------------------------------------------------------------ the termination test and the claims
 
@@ -352,7 +352,7 @@ class _Run:
                 dy = zr - z
                 dy *= kkt.rho_vec
                 y = y + dy
-                checking = iteration % st.check_every == 0
+                checking = iteration % st.check_every == 0 or iteration == self.early
                 learned = (controller is not None and iteration % controller.interval == 0
                            and iteration // controller.interval <= controller.steps)
                 adapting = (st.adaptive_rho and st.adaptive_rho_interval and iteration % st.adaptive_rho_interval == 0
@@ -367,6 +367,8 @@ class _Run:
                     if status_now is not None:
                         self.status = status_now
                         break
+                    if st.early_checks:
+                        self._schedule(iteration)
                     if self.switch_at is not None and (self._slow() or time.perf_counter() > self.switch_at):
                         answer = self._hand_over()
                         if answer is not None:
@@ -406,12 +408,7 @@ class _Run:
         fallen since the first check (linearly in its log, the least distance so far against that check's), need
         longer than PIQP's expected cost to reach it; no fall at all counts as never. From the second check on;
         at the first, whether the run is still as far from the tolerances as the problem's scale (:func:`far`).
-
-        The ski-rental switch waits for the iterations to have cost PIQP's expected time, the bound where nothing
-        is known of how fast they converge; at the second check the pace is known. On the default table's rows at
-        1e-3 the runs that converge within a few seconds predict at most a quarter of that cost at their second
-        check (flow, grid, lasso, svm, random QPs), and the runs where PIQP is 2-30 times faster predict 1.4 times
-        it or more, or no fall at all (AUG2DCQP, CONT-101/200/201/300, HUESTIS, portfolio, BOYD1/2)."""
+        The ski-rental switch is the bound where nothing is known of the pace (measurements: docs/qp-default.md)."""
         st = self.st
         dist = tolerance_distance(self.info, st.eps_abs, st.eps_rel, gap=st.check_dualgap)
         now = time.perf_counter()
@@ -421,6 +418,12 @@ class _Run:
         self.pace = (*self.pace[:2], min(self.pace[2], dist))
         self.paced = True
         return too_slow(self.pace, now, self.piqp_cost)
+
+    def _schedule(self, iteration: int) -> None:
+        """The next early check (:func:`next_check`) after a failed check at ``iteration``."""
+        st = self.st
+        dist = tolerance_distance(self.info, st.eps_abs, st.eps_rel, gap=st.check_dualgap)
+        self.early, self.last_check = next_check(self.last_check, iteration, dist, st.check_every), (iteration, dist)
 
     def _hopeless(self, left: float) -> bool:
         """Whether the iterations would not reach the tolerances in ``left`` seconds: far at the first check, or,

@@ -45,7 +45,8 @@
    on rows whose bound is active, a ``ROW_SPREAD``-th of it elsewhere;
    :func:`optsolve.qp.admm.active_row_factors`), and takes a new rho only once the iterations since
    the last factorisation have cost ``REFACTOR_SHARE`` of one (:mod:`optsolve.qp.admm`), so its
-   iterates are not osqp's (``--method admm`` keeps those).
+   iterates are not osqp's (``--method admm`` keeps those); and it checks termination between the
+   regular checks where the pace predicts the end there (:func:`optsolve.qp.termination.next_check`).
 
 The thresholds are measured with ``bin/bench-qp`` (``--default-table`` times the default against
 osqp, PIQP and Clarabel): see ``docs/qp-default.md``. A warm start goes straight to ADMM, the only

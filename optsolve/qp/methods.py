@@ -88,7 +88,8 @@ def _admm(job: Job, controller=None, switch_after=None, row_spread=None) -> Meth
                       scaling=settings["scaling"], adaptive_rho=settings["adaptive_rho"],
                       check_every=settings["check_every"], eps_prim_inf=settings["eps_prim_inf"],
                       eps_dual_inf=settings["eps_dual_inf"], polish=settings["polish"],
-                      refine_stalled=settings["refine"], switch_after=switch_after, row_spread=row_spread)
+                      refine_stalled=settings["refine"], switch_after=switch_after, row_spread=row_spread,
+                      early_checks=row_spread is not None)
     if controller is not None:
         st.check_every = controller.interval
     r = solve_admm(qp, st, x0=x0, y0=y0, verify_claim=claim_verifier(qp, settings["cert_tol"], job.deadline.at),

@@ -474,3 +474,27 @@ def test_a_new_rho_waits_for_the_iterations_to_cost_a_share_of_a_factorisation(m
     assert free.rho_updates > 0 and gated.rho_updates == 0 and plain.rho_updates > 0
     assert free.status == gated.status == "optimal"
     assert qp.objective(gated.x) == pytest.approx(qp.objective(free.x), rel=1e-3, abs=1e-4)
+
+
+def test_next_check_comes_early_only_where_the_pace_ends_the_run_before_the_regular_one():
+    from optsolve.qp.termination import EARLY_MIN, next_check
+
+    assert next_check((50, 12.0), 75, 1.003, 25) == 75 + EARLY_MIN  # LISWET7 at 1e-3: ends at 80, not 100
+    assert next_check((25, 100.0), 50, 50.0, 25) is None  # 212 more iterations at this pace
+    assert next_check((25, 10.0), 50, 2.0, 25) == 50 + 17  # ceil(1.5 * log 2 / (log 5 / 25))
+    assert next_check((65, 3.0), 70, 2.0, 25) is None  # 13 more: the regular check at 75 comes first
+    assert next_check((45, 3.0), 50, 2.0, 25) == 50 + 13
+    assert next_check(None, 25, 2.0, 25) is None and next_check((25, 2.0), 50, 3.0, 25) is None  # no pace, rising
+    assert next_check((25, 2.0), 50, 0.5, 25) is None and next_check((25, 2.0), 50, float("nan"), 25) is None
+
+
+@pytest.mark.parametrize("name, n", [("chain", 300), ("huber", 1000), ("flow", 1000)])
+def test_early_checks_end_a_run_between_the_regular_checks_on_the_same_test(name, n):
+    """The default's ADMM checks between the regular checks where the pace predicts the end there: the same
+    iterates, so the run ends sooner on the same termination test, at an answer matching the regular run's."""
+    qp = prepare(problem(FAMILIES[name].generate(np.random.default_rng(0), n=n)))
+    early = solve_admm(qp, ADMMSettings(row_spread=auto.ROW_SPREAD, early_checks=True))
+    regular = solve_admm(qp, ADMMSettings(row_spread=auto.ROW_SPREAD))
+    assert early.status == regular.status == "optimal"
+    assert early.iterations % 25 != 0 and early.iterations < regular.iterations and regular.iterations % 25 == 0
+    assert qp.objective(early.x) == pytest.approx(qp.objective(regular.x), rel=1e-2, abs=1e-2)
