@@ -73,6 +73,10 @@ def test_row_maxima_in_row_order_give_the_same_scaling(monkeypatch, name):
 
     qp = prepare(SCHEMA.validate(FAMILIES[name].generate(np.random.default_rng(4), n=80), source="test"))
     at = ruiz_scale(qp, 10)
+    monkeypatch.setattr(scaling, "AT_PROBE", 16)  # timed on the first 16 entries
+    monkeypatch.setattr(scaling, "AT_SLOW", 1.0)  # fast: the rest by np.maximum.at, after the probe
+    in_two = ruiz_scale(qp, 10)
+    np.testing.assert_array_equal(in_two.E, at.E)
     monkeypatch.setattr(scaling, "AT_SLOW", -1.0)  # every first call counts as slow
     switched = []
     real = scaling._RowMax._by_rows
