@@ -262,8 +262,7 @@ class _Run:
         self.switched = False
         self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
         self.switch_at = None if st.switch_after is None else self.t_setup + self.piqp_cost
-        self.pace = None  # (time, distance) at the first check, and the least distance since: see _slow
-        self.paced = False  # whether a later check has been seen
+        self.pace, self.paced = None, False  # (time, distance) at the first check, the least since; a later one seen
         self.early, self.last_check = None, None  # the next early check; the last check's (iteration, distance)
 
     # ------------------------------------------------------------------ the termination test and the claims
@@ -420,10 +419,12 @@ class _Run:
         return too_slow(self.pace, now, self.piqp_cost)
 
     def _schedule(self, iteration: int) -> None:
-        """The next early check (:func:`next_check`) after a failed check at ``iteration``."""
+        """The next early check (:func:`next_check`; at most one between two regular ones) after a failed check."""
         st = self.st
         dist = tolerance_distance(self.info, st.eps_abs, st.eps_rel, gap=st.check_dualgap)
-        self.early, self.last_check = next_check(self.last_check, iteration, dist, st.check_every), (iteration, dist)
+        regular = iteration % st.check_every == 0
+        self.early = next_check(self.last_check, iteration, dist, st.check_every) if regular else None
+        self.last_check = (iteration, dist)
 
     def _hopeless(self, left: float) -> bool:
         """Whether the iterations would not reach the tolerances in ``left`` seconds: far at the first check, or,
