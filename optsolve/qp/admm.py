@@ -28,7 +28,8 @@ from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
-from optsolve.qp.handover import far, piqp_finish, piqp_iterations, too_slow
+from optsolve.qp.handover import (HANDED, PIQP_MAX_ITER, far, piqp_finish, piqp_iterations, to_clarabel,
+                                  too_slow)
 from optsolve.qp.termination import (RESIDUAL_MEASURE, dual_cone, next_check, residuals_of, tolerance_distance,
                                      tolerance_tests)
 
@@ -89,15 +90,14 @@ class ADMMResult:
 
 REFINED = "refined a stalled run"
 REFINED_IPM = "refined a stalled run by interior-point steps"
-SWITCHED = "handed over to PIQP"
+SWITCHED = HANDED["piqp"]
 
 
 def refined_message(iterations: int, how: str = REFINED) -> str:
     """The message of a run whose answer came from a refinement after the iterations stalled."""
-    if how == SWITCHED:
-        return (f"After {iterations} iterations had cost more than the interior-point method is expected to, the "
-                "problem was handed over to PIQP (on the scaled problem); its answer passes the same termination "
-                "test.")
+    if how in HANDED.values():
+        return (f"After {iterations} iterations, expected to cost more than an interior-point method, the problem was "
+                f"{how}; its answer passes the same termination test.")
     if how == REFINED_IPM:
         return (f"The iterations stopped short of the tolerance after {iterations}; the solution is the one of "
                 "interior-point steps started from the last iterate, polished where they stop short (it passes "
@@ -259,7 +259,9 @@ class _Run:
         self.polished = None
         # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations
         # of the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
-        self.switched = False
+        self.switched = None  # the solver that answered a hand-over; where it goes, from the factor's fill:
+        self.target = "clarabel" if st.switch_after is not None and to_clarabel(self.kkt.ldl, self.numeric_time) \
+            else "piqp"
         self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
         self.switch_at = None if st.switch_after is None else self.t_setup + self.piqp_cost
         self.pace, self.paced = None, False  # (time, distance) at the first check, the least since; a later one seen
@@ -413,7 +415,7 @@ class _Run:
         now = time.perf_counter()
         if self.pace is None:
             self.pace = (now, dist, dist)
-            return far(dist, st.eps_abs, st.eps_rel)
+            return far(dist, st.eps_abs, st.eps_rel) or self.target == "clarabel"
         self.pace = (*self.pace[:2], min(self.pace[2], dist))
         self.paced = True
         return too_slow(self.pace, now, self.piqp_cost)
@@ -436,21 +438,18 @@ class _Run:
         return too_slow(self.pace, time.perf_counter(), left)
 
     def _hand_over(self):
-        """PIQP on the problem once the iterations have cost its expected time (once: where it does not answer,
+        """PIQP (or Clarabel, ``self.target``: :func:`to_clarabel`) on the problem, once (where it does not answer
         the iterations go on): its (x, y, z), scaled, where it passes the termination test, else None. Under a
-        deadline, only where the time left holds twice that cost, or where the iterations' pace (:meth:`_slow`)
-        says they would not reach the tolerances in the time left either (CONT-300 at 1e-3 under 60 s: PIQP's
-        expected cost, 35 s, is three times its 12 s; ADMM's distance does not fall); until then the later checks
-        ask again."""
-        deadline = self.deadline
+        deadline PIQP starts only where the time left holds twice its expected cost, or where the iterations would
+        not reach the tolerances in that time either (:meth:`_hopeless`); until then later checks ask again."""
+        deadline, clarabel = self.deadline, self.target == "clarabel"  # Clarabel: its own time limit
         left = None if deadline is None else deadline - time.perf_counter()
-        if left is None or left > 2 * self.piqp_cost or self._hopeless(left):
-            self.switch_at = None
-            # at most about four times its expected cost: a stalling PIQP does not hold the run
-            out = piqp_finish(self.s, self.st, unscaled=self.qp,
-                              max_iter=piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time))
+        if left is None or clarabel or left > 2 * self.piqp_cost or self._hopeless(left):
+            self.switch_at = None  # PIQP: at most about four times its expected cost, a stalling PIQP does not hold on
+            cap = PIQP_MAX_ITER if clarabel else piqp_iterations(deadline, 4 * self.piqp_cost, self.numeric_time)
+            out = piqp_finish(self.s, self.st, unscaled=self.qp, solver=self.target, time_limit=left, max_iter=cap)
             if out is not None and out[3] and self.check(*out[:3], claims=False) == "optimal":
-                self.status, self.switched = "optimal", True
+                self.status, self.switched = "optimal", self.target
                 return out[:3]
         return None
 
@@ -519,7 +518,7 @@ class _Run:
                 self.y = yv
             else:
                 self.info = saved
-        self.polished = SWITCHED if self.switched else None
+        self.polished = HANDED[self.switched] if self.switched else None
         stalled = status in ("max_iter", "optimal_inaccurate") and self.time_left()
         if ((st.polish and status == "optimal") or (st.refine_stalled and stalled)) and self.time_left():
             saved = self.info
@@ -595,6 +594,6 @@ class _Run:
                 res.dual_inf_cert = cert
         res.factorisations = self.kkt.factorisations
         res.polished = self.polished
-        if self.polished in (REFINED, REFINED_IPM, SWITCHED):
+        if self.polished in (REFINED, REFINED_IPM, *HANDED.values()):
             res.message = refined_message(self.iteration, self.polished)
         return res

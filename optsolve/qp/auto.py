@@ -39,7 +39,9 @@
    runs where PIQP is several times faster (AUG2DCQP, CONT-101/200, portfolio optimisation) hands
    over at the second check; a run whose residuals are still at the scale of the data at the first
    check (:func:`optsolve.qp.handover.far`: BOYD1/2, CONT-101/200/201/300, HUESTIS, UBH1) hands over
-   there. Under a time limit the hand-over waits for the time left to hold twice PIQP's expected
+   there; to Clarabel instead, at the first check, where ADMM's factorisation was dear and its factor
+   fills in (:func:`optsolve.qp.handover.to_clarabel`: CVXQP*_L). Under a time limit the hand-over
+   to PIQP waits for the time left to hold twice PIQP's expected
    cost, unless that pace says the iterations would not end in the time left either. This ADMM gives
    each inequality row its own rho at early adaptive-rho steps (``ROW_SPREAD`` times the common rho
    on rows whose bound is active, a ``ROW_SPREAD``-th of it elsewhere;

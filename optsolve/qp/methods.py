@@ -258,7 +258,7 @@ def _interior_point_peer(name: str, finish: bool = False):
 def _auto(job: Job) -> MethodOutput:
     """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over to PIQP)."""
     from optsolve.qp import auto, peers
-    from optsolve.qp.admm import SWITCHED
+    from optsolve.qp.handover import HANDED
 
     qp, settings = job.data, job.settings
     x0, y0 = job.context["warm_start"]
@@ -294,7 +294,8 @@ def _auto(job: Job) -> MethodOutput:
             before += f"{'PIQP' if name == 'piqp' else 'Clarabel'} ended {said} without an answer that passes " \
                       "the termination test; "
     out = _admm(job, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None, row_spread=auto.ROW_SPREAD)
-    out.stats["method_used"] = "admm, then piqp" if out.stats["polished"] == SWITCHED else "admm"
+    handed = {text: name for name, text in HANDED.items()}.get(out.stats["polished"])
+    out.stats["method_used"] = f"admm, then {handed}" if handed else "admm"
     if before:
         out.message = (before + "ADMM ran next. " + out.message).strip()
     return out

@@ -498,3 +498,39 @@ def test_early_checks_end_a_run_between_the_regular_checks_on_the_same_test(name
     assert early.status == regular.status == "optimal"
     assert early.iterations % 25 != 0 and early.iterations < regular.iterations and regular.iterations % 25 == 0
     assert qp.objective(early.x) == pytest.approx(qp.objective(regular.x), rel=1e-2, abs=1e-2)
+
+
+def test_to_clarabel_reads_the_factors_fill_where_the_factorisation_was_dear():
+    from types import SimpleNamespace
+
+    from optsolve.qp.handover import DEAR, FILL_CLARABEL, to_clarabel
+
+    def ldl(fill):
+        return SimpleNamespace(K=sp.eye(100, format="csc"), factor_entries=lambda: int(fill * 100))
+
+    assert not to_clarabel(ldl(FILL_CLARABEL), 0.9 * DEAR)  # cheap: never read
+    assert not to_clarabel(ldl(0.9 * FILL_CLARABEL), 2 * DEAR)
+    assert not to_clarabel(SimpleNamespace(K=sp.eye(100, format="csc")), 2 * DEAR)  # the reduced form
+    assert to_clarabel(ldl(FILL_CLARABEL), 2 * DEAR) == auto.has_clarabel()
+
+
+def test_a_run_whose_factor_fills_in_hands_over_to_clarabel_at_its_first_check(monkeypatch):
+    """Where the factor fills in (:func:`to_clarabel`, here forced), the run that has not ended at its first check
+    hands over to Clarabel there, and reports it; the answer is osqp's to the tolerance."""
+    if not auto.has_clarabel():
+        pytest.skip("clarabel is not installed")
+    from optsolve.qp import admm
+    from optsolve.qp.handover import HANDED
+
+    monkeypatch.setattr(admm, "to_clarabel", lambda ldl, numeric_time: True)
+    raw = FAMILIES["portfolio"].generate(np.random.default_rng(0), n=1000)
+    qp = prepare(problem(raw))
+    st = ADMMSettings(eps_abs=1e-3, eps_rel=1e-3, switch_after=auto.SWITCH_AFTER, row_spread=auto.ROW_SPREAD)
+    r = solve_admm(qp, st)
+    assert r.status == "optimal" and r.polished == HANDED["clarabel"] and r.iterations == st.check_every
+    assert "handed over to Clarabel" in r.message
+    monkeypatch.setattr(auto, "choose", lambda qp, warm, eps=1e-3: "admm")
+    res = optsolve.qp.solve_problem(problem(raw))
+    ref = optsolve.qp.solve_problem(problem(raw), method="osqp", eps_abs=1e-6, eps_rel=1e-6)
+    assert res.stats["method_used"] == "admm, then clarabel" and res.certificate.holds
+    assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
