@@ -28,8 +28,7 @@ from optsolve.qp.ldl import QuasiDefinite
 from optsolve.qp.polish import ACTIVE_SET_ROUNDS, polish
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled, ruiz_scale
-from optsolve.qp.handover import (HANDED, PIQP_MAX_ITER, far, piqp_finish, piqp_iterations, to_clarabel,
-                                  too_slow)
+from optsolve.qp.handover import HANDED, PIQP_MAX_ITER, far, piqp_finish, piqp_iterations, to_clarabel, too_slow
 from optsolve.qp.termination import (RESIDUAL_MEASURE, dual_cone, next_check, residuals_of, tolerance_distance,
                                      tolerance_tests)
 
@@ -259,7 +258,7 @@ class _Run:
         self.polished = None
         # the ski-rental switch: PIQP costs about a setup like this one and ``switch_after`` numeric factorisations
         # of the same KKT matrix; once the iterations have cost that much, the interior-point method is the better bet
-        self.switched = None  # the solver that answered a hand-over; where it goes, from the factor's fill:
+        self.switched = None  # the solver whose hand-over answered; the target of one, by the factor's fill:
         self.target = "clarabel" if st.switch_after is not None and to_clarabel(self.kkt.ldl, self.numeric_time) \
             else "piqp"
         self.piqp_cost = (self.t_setup - self.t0) + (st.switch_after or 0.0) * self.numeric_time  # PIQP's time
@@ -451,6 +450,8 @@ class _Run:
             if out is not None and out[3] and self.check(*out[:3], claims=False) == "optimal":
                 self.status, self.switched = "optimal", self.target
                 return out[:3]
+            if clarabel:  # PIQP's ski-rental switch still stands
+                self.target, self.switch_at = "piqp", self.t_setup + self.piqp_cost
         return None
 
     def _adapt(self, x, y, z, iteration: int, checking: bool, learned: bool) -> None:

@@ -529,6 +529,13 @@ def test_a_run_whose_factor_fills_in_hands_over_to_clarabel_at_its_first_check(m
     r = solve_admm(qp, st)
     assert r.status == "optimal" and r.polished == HANDED["clarabel"] and r.iterations == st.check_every
     assert "handed over to Clarabel" in r.message
+    from optsolve.qp import peers
+
+    real = peers.solve_clarabel
+    monkeypatch.setattr(peers, "solve_clarabel", failing("clarabel_status", "NumericalError"))
+    after = solve_admm(qp, st)  # Clarabel without an answer: PIQP's switch still stands (the pace, at check 2)
+    assert after.status == "optimal" and after.polished == SWITCHED and after.iterations == 2 * st.check_every
+    monkeypatch.setattr(peers, "solve_clarabel", real)
     monkeypatch.setattr(auto, "choose", lambda qp, warm, eps=1e-3: "admm")
     res = optsolve.qp.solve_problem(problem(raw))
     ref = optsolve.qp.solve_problem(problem(raw), method="osqp", eps_abs=1e-6, eps_rel=1e-6)
