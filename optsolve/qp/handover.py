@@ -47,14 +47,16 @@ def far(distance: float, eps_abs: float, eps_rel: float) -> bool:
 def to_clarabel(ldl, numeric_time: float) -> bool:
     """Whether ADMM's hand-over goes to Clarabel, at its first check, rather than to PIQP: where Clarabel is
     installed and ADMM's factorisation was dear (``DEAR``) with a factor of at least ``FILL_CLARABEL`` times the
-    KKT matrix's entries (``ldl``: :class:`optsolve.qp.ldl.QuasiDefinite`; the reduced form is never handed on).
+    KKT matrix's entries (``ldl``: :class:`optsolve.qp.ldl.QuasiDefinite` where QDLDL factored; neither the
+    reduced form nor CHOLMOD's factor is read).
     There a supernodal factorisation (Clarabel's) runs several times faster a step than the simplicial ones of
     ADMM and PIQP, and ADMM pays the simplicial factor at every refactorisation and solve. On the default table at
     1e-3 the fill is 37-44 on CVXQP1/2/3_L (Clarabel alone 2.2-5.1 s, ADMM 5.9-18 s, PIQP 10-25 s) and at most
     17 elsewhere (flow 20,000: 16.7; CONT-300: 14.2; grids 7; mpc, svm, lasso, portfolio 1.3-3.4)."""
     if numeric_time < DEAR or not hasattr(ldl, "factor_entries") or importlib.util.find_spec("clarabel") is None:
         return False
-    return ldl.factor_entries() >= FILL_CLARABEL * ldl.K.nnz
+    entries = ldl.factor_entries()  # None: not known (CHOLMOD's factor)
+    return entries is not None and entries >= FILL_CLARABEL * ldl.K.nnz
 
 
 def piqp_iterations(deadline: float | None, budget: float, numeric_time: float) -> int:

@@ -160,11 +160,10 @@ class QuasiDefinite:
         if check:
             self._check()
 
-    def factor_entries(self) -> int:
-        """The stored entries of the factor L (its strict lower triangle; a copy of it is read: O(its entries))."""
-        if self._cholmod is not None:
-            return self._cholmod.factor_entries()
-        return int(self._solver.factors()[0].nnz)
+    def factor_entries(self) -> int | None:
+        """The stored entries of QDLDL's factor L (its strict lower triangle; a copy is read: O(its entries)), or
+        None where CHOLMOD factored (cvxopt reads its factor only by converting it, which spoils it for solves)."""
+        return None if self._cholmod is not None else int(self._solver.factors()[0].nnz)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         if self._cholmod is not None:
@@ -253,10 +252,6 @@ class _Cholmod:
         except ArithmeticError as exc:
             raise RuntimeError(f"a zero pivot ({exc})") from None
         self.numeric_time = time.perf_counter() - start
-
-    def factor_entries(self) -> int:
-        """The stored entries of L below its unit diagonal."""
-        return len(self._cholmod.getfactor(self._F).V) - self._C.size[0]
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         b = self._cvxopt.matrix(np.asarray(rhs, dtype=np.float64))

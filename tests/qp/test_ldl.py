@@ -89,6 +89,12 @@ def test_both_factorisers_solve_and_refactor(monkeypatch, name, dense_rows):
     d = rng.random(m) + 0.1
     f = QuasiDefinite(H, B, d)
     assert (f._cholmod is not None) == (name == "cholmod")
+    entries = f.factor_entries()  # read before any solve: the factor must still solve after
+    if name == "cholmod":
+        assert entries is None
+    else:  # the strict lower triangle of L, as a dense LDL' in QDLDL's order has it (no cancellation here)
+        L = f._solver.factors()[0].toarray()
+        assert entries == np.count_nonzero(L) and f.K.nnz - (n + m) <= entries <= (n + m) * (n + m - 1) // 2
     b = rng.standard_normal(n + m)
     np.testing.assert_allclose(kkt(H, B, d) @ f.solve(b), b, atol=1e-8)
     d2, h2 = rng.random(m) * 100 + 1e-3, H.diagonal() + rng.random(n)
