@@ -1,6 +1,8 @@
-"""ADMM's hand-over to PIQP (the default method's step 3, :mod:`optsolve.qp.auto`): when the iterations hand over
-(:func:`too_slow`, beside the ski-rental switch of :class:`optsolve.qp.admm`'s run), how many steps PIQP gets
-(:func:`piqp_iterations`), and PIQP's run on the problem, its answer in ADMM's scaled variables (:func:`piqp_finish`).
+"""ADMM's hand-over to PIQP or Clarabel (the default method's step 3, :mod:`optsolve.qp.auto`): when the iterations
+hand over (:func:`far` at the first check, :func:`too_slow` from the second, beside the ski-rental switch of
+:class:`optsolve.qp.admm`'s run), to which solver (:func:`to_clarabel`), how many steps PIQP gets
+(:func:`piqp_iterations`), and the solver's run on the problem, its answer in ADMM's scaled variables
+(:func:`piqp_finish`).
 """
 
 from __future__ import annotations
