@@ -3,7 +3,7 @@
     minimise 1/2 x'Px + q'x + r   subject to   l <= Ax <= u
 
 Methods: ``auto`` (the default: a KKT solve for equality-only problems, PIQP for small ones,
-else ADMM handed over to PIQP when it is slow, see :mod:`optsolve.qp.auto`), ``admm`` (OSQP's
+else ADMM handed over to PIQP or Clarabel when it is slow, see :mod:`optsolve.qp.auto`), ``admm`` (OSQP's
 ADMM in numpy/scipy, with independently re-checked infeasibility claims, see
 :mod:`optsolve.qp.admm`), ``distributed`` (DistributedQP over N nodes,
 :mod:`optsolve.qp.distributed`), ``deepqp`` (admm whose rho and alpha follow a learned policy

@@ -256,7 +256,7 @@ def _interior_point_peer(name: str, finish: bool = False):
 
 
 def _auto(job: Job) -> MethodOutput:
-    """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP, or ADMM handed over to PIQP)."""
+    """The default: the rule of :mod:`optsolve.qp.auto` (a KKT solve, PIQP or Clarabel, or ADMM handed over to one)."""
     from optsolve.qp import auto, peers
     from optsolve.qp.handover import HANDED
 
