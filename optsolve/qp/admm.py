@@ -414,10 +414,9 @@ class _Run:
         now = time.perf_counter()
         if self.pace is None:
             self.pace = (now, dist, dist)
-            return far(dist, st.eps_abs, st.eps_rel) or self.target == "clarabel"
-        self.pace = (*self.pace[:2], min(self.pace[2], dist))
-        self.paced = True
-        return too_slow(self.pace, now, self.piqp_cost)
+        else:
+            self.pace, self.paced = (*self.pace[:2], min(self.pace[2], dist)), True
+        return self._hopeless(self.piqp_cost, now) or (not self.paced and self.target == "clarabel")
 
     def _schedule(self, iteration: int) -> None:
         """The next early check (:func:`next_check`; at most one between two regular ones) after a failed check."""
@@ -427,14 +426,14 @@ class _Run:
         self.early = next_check(self.last_check, iteration, dist, st.check_every) if regular else None
         self.last_check = (iteration, dist)
 
-    def _hopeless(self, left: float) -> bool:
-        """Whether the iterations would not reach the tolerances in ``left`` seconds: far at the first check, or,
-        from the second, too slow (:meth:`_slow`) for that time."""
+    def _hopeless(self, left: float, now: float | None = None) -> bool:
+        """Whether the iterations would not reach the tolerances in ``left`` seconds from ``now`` (default: now):
+        far at the first check, or, from the second, too slow (:func:`too_slow`) for that time."""
         if self.pace is None:
             return False
         if not self.paced:
             return far(self.pace[1], self.st.eps_abs, self.st.eps_rel)
-        return too_slow(self.pace, time.perf_counter(), left)
+        return too_slow(self.pace, time.perf_counter() if now is None else now, left)
 
     def _hand_over(self):
         """PIQP (or Clarabel, ``self.target``: :func:`to_clarabel`) on the problem, once (where it does not answer

@@ -7,12 +7,12 @@ hand over (:func:`far` at the first check, :func:`too_slow` from the second, bes
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import time
 
 import numpy as np
 
+from optsolve.qp.auto import has_clarabel, has_piqp
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled
 
@@ -55,7 +55,7 @@ def to_clarabel(ldl, numeric_time: float) -> bool:
     ADMM and PIQP, and ADMM pays the simplicial factor at every refactorisation and solve. On the default table at
     1e-3 the fill is 37-44 on CVXQP1/2/3_L (Clarabel alone 2.2-5.1 s, ADMM 5.9-18 s, PIQP 10-25 s) and at most
     17 elsewhere (flow 20,000: 16.7; CONT-300: 14.2; grids 7; mpc, svm, lasso, portfolio 1.3-3.4)."""
-    if numeric_time < DEAR or not hasattr(ldl, "factor_entries") or importlib.util.find_spec("clarabel") is None:
+    if numeric_time < DEAR or not hasattr(ldl, "factor_entries") or not has_clarabel():
         return False
     entries = ldl.factor_entries()  # None: not known (CHOLMOD's factor)
     return entries is not None and entries >= FILL_CLARABEL * ldl.K.nnz
@@ -87,7 +87,7 @@ def piqp_finish(s: Scaled, st, unscaled: QPProblem | None = None, max_iter: int 
     HUESTIS at 1e-3, PIQP answers the file's own problem in 0.03 s, while its answer on the
     Ruiz-scaled problem fails the test.
     """
-    if importlib.util.find_spec(solver) is None:
+    if not (has_piqp() if solver == "piqp" else has_clarabel()):
         return None
     from optsolve.qp.peers import solve_clarabel, solve_piqp
 
