@@ -129,7 +129,8 @@ class Schema:
 
 @dataclass
 class Problem:
-    """A validated problem: arrays and values by key, the bound dimension symbols, provenance."""
+    """A validated problem: arrays and values by key, the bound dimension symbols, provenance, and ``facts``: what
+    its validation measured that a solver may read instead of measuring again."""
 
     source: str
     path: str | None = None
@@ -138,6 +139,7 @@ class Problem:
     dims: dict = field(default_factory=dict)
     dim_origin: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
 
     def __getitem__(self, key):
         return self.data[key]

@@ -25,7 +25,10 @@
    Clarabel's answer fails, PIQP runs next if the time left holds ``PIQP_AFTER_PROBES`` of its
    probes, and where PIQP's fails, Clarabel (:func:`next_tries`, :func:`fits`). Each answer that fails
    the termination test is first finished by polishing (:func:`optsolve.qp.peers.finished`). An
-   answer that is not optimal, or a claim that fails its check, goes on to rule 3.
+   answer that is not optimal, or a claim that fails its check, goes on to rule 3. A problem rule 2 leaves to
+   ADMM goes to Clarabel first where ADMM's KKT factor would fill in and be dear, as the symbolic step counts it
+   before any numeric work (:func:`fills_in`; the step runs where the file's convexity check found P's own factor
+   filling in: CVXQP*_L).
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -78,6 +81,10 @@ NEXT_AFTER_SPENT = 2.0  # unprobed, the second interior-point solver runs where 
 PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
+FILL_CLARABEL = 25.0  # a KKT factor with this many times the matrix's entries, and dear: Clarabel (see fills_in)
+P_FILL_GATE = 2.0  # the KKT matrix's symbolic step runs where P's own factor holds this many times P's entries
+DEAR_WORK = 1e9  # the sum of the factor's squared column counts (its multiply-adds, twice) above which a
+# factorisation is dear: 0.7 s in QDLDL here (4.7e9 on CVXQP3_L: 3.4 s; 1.4e9 on flow 20,000: 0.49 s)
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
 KKT_REFINE = 25  # at most this many refinement steps
 KKT_SCALING = 10  # Ruiz passes, as ADMM's default
@@ -171,10 +178,31 @@ def fits(name: str, left: float, paces: dict | None, spent: dict) -> bool:
     return left >= NEXT_AFTER_SPENT * max(spent.values(), default=0.0)
 
 
+def fills_in(qp: QPProblem) -> bool:
+    """Whether ADMM's KKT factor would fill in and be dear, by the symbolic step alone
+    (:func:`optsolve.qp.symbolic.column_counts`): at least ``FILL_CLARABEL`` times the KKT matrix's entries, and
+    work of at least ``DEAR_WORK``. The step costs about a microsecond an entry, so it runs only where the file's
+    convexity check found that P's own factor fills in (``qp.P_fill`` at least ``P_FILL_GATE``: 8.5 on CVXQP*_L,
+    at most 0.92 on every other problem of the default table whose check factors P as a sparse matrix).
+    There Clarabel's supernodal factorisation runs several times faster a step than the simplicial ones of ADMM and
+    PIQP (CVXQP1/2/3_L: fill 37-44, Clarabel 2.4-5.5 s, ADMM's factorisation alone 2-3.4 s)."""
+    if qp.P_fill is None or qp.P_fill < P_FILL_GATE or not has_clarabel():
+        return False
+    from optsolve.qp.ldl import upper_kkt
+    from optsolve.qp.symbolic import column_counts
+
+    K = upper_kkt(qp.P, qp.A)
+    counts = column_counts(K)
+    if counts is None:
+        return False
+    work = float(np.sum(counts.astype(float) ** 2))
+    return counts.sum() - counts.size >= FILL_CLARABEL * K.nnz and work >= DEAR_WORK
+
+
 def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
     """The rule's first step for ``qp`` at the tolerance ``eps`` (the larger of eps_abs and eps_rel): 'kkt', 'piqp',
-    'clarabel' (where ``FIRST_RULE`` names it and it is installed; else PIQP) or 'admm' (each falls through to
-    'admm')."""
+    'clarabel' (where ``FIRST_RULE`` names it, or where ADMM's factor would fill in: :func:`fills_in`, and it is
+    installed; else PIQP) or 'admm' (each falls through to 'admm')."""
     if warm:
         return "admm"
     if equality_only(qp):
@@ -184,6 +212,8 @@ def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
     if eps <= PIQP_FIRST_EPS:
         return "piqp"
     first = first_by_rule(features(qp, rule_features(FIRST_RULE)))  # only what the rule reads
+    if first == "admm" and fills_in(qp):
+        return "clarabel"
     return "piqp" if first == "clarabel" and not has_clarabel() else first
 
 

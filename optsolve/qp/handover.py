@@ -12,14 +12,13 @@ import time
 
 import numpy as np
 
-from optsolve.qp.auto import has_clarabel, has_piqp
+from optsolve.qp.auto import FILL_CLARABEL, has_clarabel, has_piqp
 from optsolve.qp.problems import QPProblem
 from optsolve.qp.scaling import Scaled
 
 PIQP_MAX_ITER = 500  # PIQP's iterations in a finish without a deadline
 PIQP_MIN_ITER = 50  # and at least this many in a hand-over without one (interior-point methods need 10 to 40)
 FAR = 0.75  # at the first check, a distance to the tolerances of this over the tolerance hands over (see far)
-FILL_CLARABEL = 25.0  # a KKT factor with this many times the matrix's entries, and dear: Clarabel (see to_clarabel)
 DEAR = 0.5  # seconds: a factorisation longer than this is dear
 HANDED = {"piqp": "handed over to PIQP", "clarabel": "handed over to Clarabel"}  # ADMM's run, as it reports it
 

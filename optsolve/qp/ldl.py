@@ -125,6 +125,7 @@ class QuasiDefinite:
         else:
             self.numeric_time = self._cholmod.numeric_time
         self.factorisations = 1
+        self._entries = None  # L's stored entries, once read
         if check:
             self._check()
 
@@ -136,7 +137,8 @@ class QuasiDefinite:
     def _check(self):
         if self._cholmod is not None:
             raise ValueError("the inertia is read from QDLDL's pivots: build the factor with check=True")
-        _, pivots, _ = self._solver.factors()
+        L, pivots, _ = self._solver.factors()
+        self._entries = int(L.nnz)
         if not np.all(np.isfinite(pivots)):  # entries beyond float64's range, not a sign of non-convexity
             raise RuntimeError("the KKT matrix is singular in float64 (non-finite pivots)")
         positive = int(np.count_nonzero(pivots > 0))
@@ -163,7 +165,9 @@ class QuasiDefinite:
     def factor_entries(self) -> int | None:
         """The stored entries of QDLDL's factor L (its strict lower triangle; a copy is read: O(its entries)), or
         None where CHOLMOD factored (cvxopt reads its factor only by converting it, which spoils it for solves)."""
-        return None if self._cholmod is not None else int(self._solver.factors()[0].nnz)
+        if self._cholmod is None and self._entries is None:
+            self._entries = int(self._solver.factors()[0].nnz)
+        return self._entries
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         if self._cholmod is not None:

@@ -335,9 +335,10 @@ FINISHED = {name: _factorable(_interior_point_peer(name, finish=True)) for name 
 
 METHODS = {
     "auto": entry(_factorable(_auto), "one KKT solve where every row is an equality; PIQP where the KKT matrix has at "
-                  "most 40,000 entries; else ADMM (one rho per row from its active set at early adaptive steps), "
-                  "handed over to PIQP once its iterations cost its setup and 10 factorisations, or sooner where "
-                  "its residuals' pace predicts that (stats.method_used says which answered)"),
+                  "most 40,000 entries; Clarabel where ADMM's KKT factor would fill in (by its symbolic step); else "
+                  "ADMM (one rho per row from its active set at early adaptive steps), handed over to PIQP once its "
+                  "iterations cost its setup and 10 factorisations, or sooner where its residuals' pace predicts "
+                  "that (stats.method_used says which answered)"),
     "admm": entry(_factorable(_admm), "OSQP's ADMM (numpy/scipy), infeasibility claims re-checked before they are "
                   "made"),
     "osqp": entry(_factorable(_osqp), "the osqp package called on the problem", tags=("no_refine",)),

@@ -124,14 +124,16 @@ def _psd_rule(problem: Problem) -> None:
                                     "taken as rounding.")
     elif n > PSD_CHECK_MAX_N and P.nnz:  # larger: P + delta I must factor as a positive definite matrix
         delta = PSD_RTOL * max(1.0, float(abs(P).sum(axis=1).max()))  # |lambda|_max <= the largest row sum
-        found = _indefinite_shifted(P, delta)
+        found = _indefinite_shifted(P, delta, problem.facts)
         if found is not None:
             raise problem.error(f"array 'P' is not positive semidefinite: P + {delta:.3g} I is not positive definite "
                                 f"({found}); the objective must be convex.")
 
 
-def _indefinite_shifted(P: sp.csc_matrix, delta: float) -> str | None:
-    """None where P + delta I is positive definite, else what its factorisation found."""
+def _indefinite_shifted(P: sp.csc_matrix, delta: float, facts: dict | None = None) -> str | None:
+    """None where P + delta I is positive definite, else what its factorisation found. Where a sparse factor was
+    computed, ``facts["P_fill"]`` is set to its entries over those of P's upper triangle (read by the default method:
+    :func:`optsolve.qp.auto.fills_in`)."""
     from optsolve.qp.ldl import NotQuasiDefinite, QuasiDefinite
 
     from optsolve.core import memory
@@ -147,12 +149,14 @@ def _indefinite_shifted(P: sp.csc_matrix, delta: float) -> str | None:
         _, info = lapack.dpotrf(H.T, lower=1, overwrite_a=1, clean=0)  # H.T: the same matrix, in LAPACK's order
         return None if info == 0 else f"its Cholesky factorisation meets a non-positive pivot at row {info - 1}"
     try:
-        QuasiDefinite(P + delta * sp.eye(n, format="csc"), None, np.zeros(0), check=True)
+        factor = QuasiDefinite(P + delta * sp.eye(n, format="csc"), None, np.zeros(0), check=True)
     except NotQuasiDefinite as exc:
         return "its LDL' factorisation has " + ("a zero pivot" if exc.positive is None else
                                                f"{exc.positive} positive pivots of {n}")
     except RuntimeError as exc:  # non-finite pivots
         return f"it cannot be factored in float64: {exc}"
+    if facts is not None:
+        facts["P_fill"] = factor.factor_entries() / max(factor.K.nnz, 1)
     return None
 
 
@@ -195,6 +199,7 @@ class QPProblem:
     partition: np.ndarray | None = None
     nodes: int | None = None
     family: str | None = None
+    P_fill: float | None = None  # P's sparse factor's entries over P's, where the file's convexity check factored P
 
     @property
     def n(self) -> int:
@@ -221,6 +226,7 @@ def prepare(problem: Problem) -> QPProblem:
         A, l, u = sp.csc_matrix((0, n)), np.zeros(0), np.zeros(0)
     part = problem.get("partition")
     return QPProblem(P=P, q=q, A=A, l=l, u=u, r=float(problem.get("r", 0.0)), P_storage=storage,
+                     P_fill=problem.facts.get("P_fill"),
                      partition=None if part is None else np.asarray(part, dtype=np.int64),
                      nodes=None if problem.get("nodes") is None else int(problem["nodes"]),
                      family=problem.get("family"))

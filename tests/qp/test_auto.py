@@ -541,3 +541,48 @@ def test_a_run_whose_factor_fills_in_hands_over_to_clarabel_at_its_first_check(m
     ref = optsolve.qp.solve_problem(problem(raw), method="osqp", eps_abs=1e-6, eps_rel=1e-6)
     assert res.stats["method_used"] == "admm, then clarabel" and res.certificate.holds
     assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
+
+
+def sparse_random_qp(n: int, m: int, seed: int = 0) -> dict:
+    """A QP whose KKT factor fills in: P = MM' + I and A with a few random entries a row, bounds on Ax and x."""
+    rng = np.random.default_rng(seed)
+    M = sp.random(n, n, density=2.0 / n, random_state=rng)
+    A = sp.vstack([sp.random(m, n, density=3.0 / n, random_state=rng), sp.eye(n)], format="csc")
+    x = rng.uniform(-1, 1, n)
+    return {"P": (M @ M.T + sp.eye(n)).tocsc(), "q": rng.standard_normal(n), "A": A,
+            "l": np.concatenate([A[:m] @ x - 1, -np.ones(n)]), "u": np.concatenate([A[:m] @ x + 1, np.ones(n)])}
+
+
+def test_the_convexity_check_leaves_ps_fill_for_the_solver():
+    """The file's check factors P + delta I (n above the dense check); the fill it saw reaches the QPProblem."""
+    filled = prepare(problem(sparse_random_qp(2000, 1000)))
+    assert filled.P_fill is not None and filled.P_fill > auto.P_FILL_GATE
+    chain = prepare(problem(FAMILIES["chain"].generate(np.random.default_rng(0), n=2000)))
+    assert chain.P_fill is not None and chain.P_fill < 1.0
+    small = prepare(problem(sparse_random_qp(200, 100)))  # the dense eigenvalue check: no factor
+    assert small.P_fill is None and not auto.fills_in(small)
+
+
+def test_a_factor_that_would_fill_in_sends_the_default_to_clarabel_before_admm_factors(monkeypatch):
+    """Where P's factor fills in, the KKT matrix's symbolic step runs; where its factor would hold FILL_CLARABEL
+    times its entries at DEAR_WORK, Clarabel runs first (its answer is osqp's); below either, ADMM."""
+    if not auto.has_clarabel():
+        pytest.skip("clarabel is not installed")
+    raw = sparse_random_qp(2000, 1000)
+    qp = prepare(problem(raw))
+    monkeypatch.setattr(auto, "FIRST_RULE", ("entries", 1000, "piqp", "admm"))  # ADMM at this size
+    assert auto.choose(qp, warm=False) == "admm"  # work far below DEAR_WORK at this size
+    monkeypatch.setattr(auto, "FILL_CLARABEL", 10.0)  # the factor holds 15 times the KKT matrix's entries
+    assert not auto.fills_in(qp)
+    monkeypatch.setattr(auto, "DEAR_WORK", 1e6)
+    assert auto.fills_in(qp) and auto.choose(qp, warm=False) == "clarabel"
+    assert auto.choose(qp, warm=True) == "admm"
+    monkeypatch.setattr(auto, "FILL_CLARABEL", 20.0)
+    assert not auto.fills_in(qp)
+    monkeypatch.setattr(auto, "FILL_CLARABEL", 10.0)
+    chain = prepare(problem(FAMILIES["chain"].generate(np.random.default_rng(0), n=2000)))
+    assert not auto.fills_in(chain)  # P's factor does not fill in: no symbolic step
+    res = optsolve.qp.solve_problem(problem(raw))
+    ref = optsolve.qp.solve_problem(problem(raw), method="osqp", eps_abs=1e-7, eps_rel=1e-7)
+    assert res.stats["method_used"] == "clarabel" and res.certificate.holds
+    assert res.objective == pytest.approx(ref.objective, rel=1e-3, abs=1e-3)
