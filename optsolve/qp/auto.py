@@ -83,6 +83,7 @@ SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setu
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 FILL_CLARABEL = 25.0  # a KKT factor with this many times the matrix's entries, and dear: Clarabel (see fills_in)
 P_FILL_GATE = 2.0  # the KKT matrix's symbolic step runs where P's own factor holds this many times P's entries
+SYMBOLIC_MAX_ENTRIES = 1_000_000  # and where the KKT matrix has at most this many entries (about 1 s of the step)
 DEAR_WORK = 1e9  # the sum of the factor's squared column counts (its multiply-adds, twice) above which a
 # factorisation is dear: 0.7 s in QDLDL here (4.7e9 on CVXQP3_L: 3.4 s; 1.4e9 on flow 20,000: 0.49 s)
 KKT_DELTA = 1e-7  # the regularisation of the equality-only KKT solve (on the equilibrated problem)
@@ -181,12 +182,15 @@ def fits(name: str, left: float, paces: dict | None, spent: dict) -> bool:
 def fills_in(qp: QPProblem) -> bool:
     """Whether ADMM's KKT factor would fill in and be dear, by the symbolic step alone
     (:func:`optsolve.qp.symbolic.column_counts`): at least ``FILL_CLARABEL`` times the KKT matrix's entries, and
-    work of at least ``DEAR_WORK``. The step costs about a microsecond an entry, so it runs only where the file's
-    convexity check found that P's own factor fills in (``qp.P_fill`` at least ``P_FILL_GATE``: 8.5 on CVXQP*_L,
-    at most 0.92 on every other problem of the default table whose check factors P as a sparse matrix).
+    work of at least ``DEAR_WORK``. The step costs about a microsecond an entry, so it runs only on KKT matrices of
+    at most ``SYMBOLIC_MAX_ENTRIES`` entries (larger ones are left to ADMM's hand-over,
+    :func:`optsolve.qp.handover.to_clarabel`) and where the file's convexity check found that P's own factor fills
+    in (``qp.P_fill`` at least ``P_FILL_GATE``: 8.5 on CVXQP*_L, at most 0.92 on every other problem of the
+    default table whose check factors P as a sparse matrix).
     There Clarabel's supernodal factorisation runs several times faster a step than the simplicial ones of ADMM and
     PIQP (CVXQP1/2/3_L: fill 37-44, Clarabel 2.4-5.5 s, ADMM's factorisation alone 2-3.4 s)."""
-    if qp.P_fill is None or qp.P_fill < P_FILL_GATE or not has_clarabel():
+    if qp.P_fill is None or qp.P_fill < P_FILL_GATE or not has_clarabel() or \
+            kkt_entries(qp.P, qp.A) > SYMBOLIC_MAX_ENTRIES:
         return False
     from optsolve.qp.ldl import upper_kkt
     from optsolve.qp.symbolic import column_counts

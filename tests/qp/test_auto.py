@@ -577,6 +577,9 @@ def test_a_factor_that_would_fill_in_sends_the_default_to_clarabel_before_admm_f
     monkeypatch.setattr(auto, "DEAR_WORK", 1e6)
     assert auto.fills_in(qp) and auto.choose(qp, warm=False) == "clarabel"
     assert auto.choose(qp, warm=True) == "admm"
+    monkeypatch.setattr(auto, "SYMBOLIC_MAX_ENTRIES", 1000)
+    assert not auto.fills_in(qp)  # too large for the step: left to ADMM's hand-over
+    monkeypatch.setattr(auto, "SYMBOLIC_MAX_ENTRIES", 10**6)
     monkeypatch.setattr(auto, "FILL_CLARABEL", 20.0)
     assert not auto.fills_in(qp)
     monkeypatch.setattr(auto, "FILL_CLARABEL", 10.0)
