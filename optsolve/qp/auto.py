@@ -8,11 +8,19 @@
    proximal step, so a singular P or dependent rows still converge where the system is
    consistent). The answer is taken where it passes OSQP's termination test; otherwise (an
    inconsistent system: infeasible or unbounded) the problem goes on to rule 3.
-2. **A KKT matrix of at most ``PIQP_FIRST_ENTRIES`` stored entries, or a tolerance of
-   ``PIQP_FIRST_EPS`` or tighter: PIQP first.** PIQP's steps each factor the KKT matrix; at that
-   size a factorisation is cheap, and a compiled interior-point method answers in a few
-   milliseconds where ADMM's Python iterations take several times as long; at that tolerance
-   ADMM's iteration count grows fast while an interior-point method's barely changes. The rule is
+2. **A KKT matrix of at most ``PIQP_FIRST_ENTRIES`` stored entries, or of at most
+   ``DENSE_ROW_MAX_ENTRIES`` with a row of A holding at least ``DENSE_ROW_SHARE`` of the
+   variables, or a tolerance of ``PIQP_FIRST_EPS`` or tighter: PIQP first.** PIQP's steps each
+   factor the KKT matrix; at that size a factorisation is cheap, and a compiled interior-point
+   method answers in a few milliseconds where ADMM's Python iterations take several times as
+   long. A dense row couples every variable it holds in each ADMM step, and ADMM (osqp's as well)
+   then needs hundreds of iterations or more where an interior-point method needs its usual 10 to
+   40 (BOYD1, HUESTIS, Q25FV47, portfolio optimisation; one inactive row summing all the variables,
+   added to thirteen problems of the generated families and Maros-Meszaros files that ADMM solves,
+   slows it 1.2-5.9x on all but the two mpc ones and hands it over on eight); above
+   ``DENSE_ROW_MAX_ENTRIES`` PIQP's factorisations are dear, and ADMM's hand-over bounds the loss
+   instead. At a tight tolerance ADMM's iteration count grows fast while an interior-point
+   method's barely changes. The rule is
    ``FIRST_RULE`` (:func:`first_by_rule`, on :func:`features`, which cost one pass over the stored
    entries; a rule may also name Clarabel). ``bin/bench-qp --default-record`` times every first
    step on the generated families and the Maros-Meszaros files (``docs/qp-default-record.csv``)
@@ -26,9 +34,9 @@
    probes, and where PIQP's fails, Clarabel (:func:`next_tries`, :func:`fits`). Each answer that fails
    the termination test is first finished by polishing (:func:`optsolve.qp.peers.finished`). An
    answer that is not optimal, or a claim that fails its check, goes on to rule 3. A problem rule 2 leaves to
-   ADMM goes to Clarabel first where ADMM's KKT factor would fill in and be dear, as the symbolic step counts it
-   before any numeric work (:func:`fills_in`; the step runs where the file's convexity check found P's own factor
-   filling in: CVXQP*_L).
+   ADMM, or to PIQP by a dense row, goes to Clarabel first where ADMM's KKT factor would fill in and be dear, as the
+   symbolic step counts it before any numeric work (:func:`fills_in`; the step runs where the file's convexity check
+   found P's own factor filling in: CVXQP*_L).
 3. **Otherwise ADMM, handed over to PIQP once its iterations have cost its setup and
    ``SWITCH_AFTER`` numeric factorisations of its KKT matrix** (a ski-rental rule: an
    interior-point solve costs about a setup and that many factorisations of the same matrix).
@@ -70,7 +78,13 @@ from optsolve.qp.ldl import kkt_entries
 from optsolve.qp.problems import QPProblem
 
 PIQP_FIRST_ENTRIES = 40_000  # stored entries of the KKT matrix (P's upper triangle, A, and both diagonals)
-FIRST_RULE = ("entries", PIQP_FIRST_ENTRIES, "piqp", "admm")  # rule 2: see first_by_rule
+DENSE_ROW_SHARE = 0.18  # a row of A holding at least this share of the variables: PIQP first (QSHELL's longest row
+# holds 0.144 of them and ADMM is 1.5x faster there; Q25FV47's 0.216, BOYD1's, HUESTIS's and portfolio optimisation's
+# about 1, and PIQP is 2x faster)
+DENSE_ROW_MAX_ENTRIES = 1_000_000  # up to this many KKT entries: above, PIQP's factorisations are dear (mpc 10,000
+# with a row summing all its variables: PIQP 25 s, ADMM 8.7 s), and ADMM's hand-over bounds the loss instead
+FIRST_RULE = ("entries", PIQP_FIRST_ENTRIES, "piqp",  # rule 2: see first_by_rule
+              ("entries", DENSE_ROW_MAX_ENTRIES, ("row_share", DENSE_ROW_SHARE, "admm", "piqp"), "admm"))
 PACE_GATE = 0.5  # seconds: a PIQP probe (setup and a step) longer than this has dear steps, and Clarabel is probed
 CLARABEL_PACE = 3.4  # Clarabel is taken where this many of its probes take less than PIQP's probe: it takes about
 # 1.7 times PIQP's steps (25 and 15 on CVXQP2_L at 1e-6), and it must be twice as fast to pay for the probes
@@ -102,12 +116,16 @@ def equality_only(qp: QPProblem) -> bool:
 
 def features(qp: QPProblem, names=None) -> dict:
     """What the problem shows for the cost of O(its stored entries): sizes, the KKT matrix's stored entries, the
-    shares of equality rows and of rows that bound one variable, the longest row of A and the mean entries per column
-    of P (off its diagonal); only those in ``names`` where it is given."""
+    shares of equality rows and of rows that bound one variable, the longest row of A (its entries, and their share
+    of the variables) and the mean entries per column of P (off its diagonal); only those in ``names`` where it is
+    given."""
     m = max(qp.m, 1)
 
     def degree():
-        return np.diff(qp.A.tocsr().indptr) if qp.m else np.zeros(1, dtype=np.int64)
+        if not qp.m:
+            return np.zeros(1, dtype=np.int64)
+        A = qp.A
+        return np.bincount(A.indices, minlength=qp.m) if A.format == "csc" else np.diff(A.tocsr().indptr)
 
     def box_share():
         single = (degree() == 1) & ~equality_rows(qp) & ~(np.isinf(qp.l) & np.isinf(qp.u))
@@ -118,7 +136,8 @@ def features(qp: QPProblem, names=None) -> dict:
 
     compute = {"n": lambda: qp.n, "m": lambda: qp.m, "entries": lambda: kkt_entries(qp.P, qp.A),
                "eq_only": lambda: int(equality_only(qp)), "eq_share": lambda: float(equality_rows(qp).sum()) / m,
-               "box_share": box_share, "row_max": lambda: int(degree().max()), "p_offdiag_per_col": p_offdiag_per_col}
+               "box_share": box_share, "row_max": lambda: int(degree().max()),
+               "row_share": lambda: int(degree().max()) / max(qp.n, 1), "p_offdiag_per_col": p_offdiag_per_col}
     return {name: compute[name]() for name in (compute if names is None else names)}
 
 
@@ -215,8 +234,9 @@ def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
         return "admm"
     if eps <= PIQP_FIRST_EPS:
         return "piqp"
-    first = first_by_rule(features(qp, rule_features(FIRST_RULE)))  # only what the rule reads
-    if first == "admm" and fills_in(qp):
+    found = features(qp, rule_features(FIRST_RULE) | {"entries"})  # only what the rule reads
+    first = first_by_rule(found)
+    if first != "clarabel" and found["entries"] > PIQP_FIRST_ENTRIES and fills_in(qp):
         return "clarabel"
     return "piqp" if first == "clarabel" and not has_clarabel() else first
 

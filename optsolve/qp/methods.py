@@ -262,7 +262,8 @@ def _auto(job: Job) -> MethodOutput:
 
     qp, settings = job.data, job.settings
     x0, y0 = job.context["warm_start"]
-    first = auto.choose(qp, warm=x0 is not None or y0 is not None, eps=max(settings["eps_abs"], settings["eps_rel"]))
+    eps = max(settings["eps_abs"], settings["eps_rel"])
+    first = auto.choose(qp, warm=x0 is not None or y0 is not None, eps=eps)
     before = ""
     if first == "kkt":
         t = time.perf_counter()
@@ -274,7 +275,7 @@ def _auto(job: Job) -> MethodOutput:
         before = "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first in ("piqp", "clarabel"):
         paces, spent = None, {}
-        if first == "piqp" and auto.kkt_entries(qp.P, qp.A) > auto.PIQP_FIRST_ENTRIES:  # sent by its tolerance
+        if first == "piqp" and eps <= auto.PIQP_FIRST_EPS and auto.kkt_entries(qp.P, qp.A) > auto.PIQP_FIRST_ENTRIES:
             first, paces = auto.by_pace(qp, settings)
         tries = auto.next_tries(first)
         for k, name in enumerate(tries):

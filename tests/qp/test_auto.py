@@ -11,7 +11,7 @@ import scipy.sparse as sp
 import optsolve.qp
 from optsolve.qp import auto
 from optsolve.qp.admm import SWITCHED, ADMMSettings, solve_admm
-from optsolve.qp.problems import FAMILIES, SCHEMA, prepare
+from optsolve.qp.problems import FAMILIES, SCHEMA, QPProblem, prepare
 
 needs_piqp = pytest.mark.skipif(not auto.has_piqp(), reason="piqp is not installed")
 
@@ -268,8 +268,54 @@ def test_features_read_the_problem():
     assert (f["n"], f["m"], f["row_max"], f["eq_only"]) == (3, 3, 3, 0)
     assert f["entries"] == auto.kkt_entries(qp.P, qp.A) == 1 + 3 + 6 + 3
     assert f["eq_share"] == pytest.approx(1 / 3) and f["box_share"] == pytest.approx(1 / 3)
-    assert f["p_offdiag_per_col"] == pytest.approx(2 / 3)
+    assert f["p_offdiag_per_col"] == pytest.approx(2 / 3) and f["row_share"] == 1.0
     assert auto.features(qp, {"entries", "row_max"}) == {"entries": f["entries"], "row_max": 3}
+    as_csr = QPProblem(P=qp.P, q=qp.q, A=qp.A.tocsr(), l=qp.l, u=qp.u)  # rows counted in either storage
+    assert auto.features(as_csr, {"row_max", "row_share"}) == {"row_max": 3, "row_share": 1.0}
+    none = QPProblem(P=qp.P, q=qp.q, A=sp.csc_matrix((0, 3)), l=np.zeros(0), u=np.zeros(0))
+    assert auto.features(none, {"row_max", "row_share"}) == {"row_max": 0, "row_share": 0.0}
+
+
+def with_budget_row(raw: dict, share: float) -> dict:
+    """``raw`` with one more row, -1e6 <= sum of the first ``share`` of the variables <= 1e6 (inactive)."""
+    A = sp.csr_matrix(raw["A"])
+    n = A.shape[1]
+    row = sp.csr_matrix((np.ones(int(share * n)), (np.zeros(int(share * n), dtype=int), np.arange(int(share * n)))),
+                        shape=(1, n))
+    return dict(raw, A=sp.vstack([A, row]).tocsc(), l=np.append(raw["l"], -1e6), u=np.append(raw["u"], 1e6))
+
+
+@needs_piqp
+def test_a_dense_row_sends_a_large_problem_to_piqp_without_probes(monkeypatch):
+    """Above PIQP_FIRST_ENTRIES at eps 1e-3 a grid goes to ADMM; with a row holding every variable, or
+    DENSE_ROW_SHARE of them, to PIQP, unprobed (the probes are for problems sent by their tolerance); a row
+    holding fewer leaves it to ADMM. PIQP's answer holds its certificate at osqp's objective."""
+    from optsolve.qp import peers
+
+    raw = dict(FAMILIES["grid"].generate(np.random.default_rng(0), n=2000))
+    raw.pop("partition")
+    plain = prepare(problem(raw))
+    assert auto.kkt_entries(plain.P, plain.A) > auto.PIQP_FIRST_ENTRIES and auto.choose(plain, warm=False) == "admm"
+    for share, first in ((1.0, "piqp"), (auto.DENSE_ROW_SHARE + 0.01, "piqp"), (auto.DENSE_ROW_SHARE - 0.01, "admm")):
+        assert auto.choose(prepare(problem(with_budget_row(raw, share))), warm=False) == first, share
+    dense_qp = prepare(problem(with_budget_row(raw, 1.0)))
+    assert auto.choose(dense_qp, warm=True) == "admm"  # a warm start: ADMM
+    with monkeypatch.context() as patch:
+        patch.setattr(auto, "fills_in", lambda qp: True)  # a factor that fills in: Clarabel before PIQP
+        assert auto.choose(dense_qp, warm=False) == "clarabel"
+        patch.setattr(auto, "FIRST_RULE", ("entries", auto.PIQP_FIRST_ENTRIES, "piqp", (
+            "entries", auto.kkt_entries(dense_qp.P, dense_qp.A) - 1, ("row_share", auto.DENSE_ROW_SHARE, "admm",
+                                                                     "piqp"), "admm")))
+        patch.setattr(auto, "fills_in", lambda qp: False)
+        assert auto.choose(dense_qp, warm=False) == "admm"  # above the rule's size for a dense row: ADMM
+    monkeypatch.setattr(auto, "by_pace", lambda qp, settings: pytest.fail("probed"))
+    monkeypatch.setattr(peers, "probe", lambda *a: pytest.fail("probed"))
+    dense = problem(with_budget_row(raw, 1.0))
+    res = optsolve.qp.solve_problem(dense)
+    assert res.stats["method_used"] == "piqp" and res.status.value == "optimal" and res.certificate.holds
+    assert "probe_s" not in res.stats
+    ref = optsolve.qp.solve_problem(dense, method="osqp", eps_abs=1e-6, eps_rel=1e-6)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
 
 
 def test_first_by_rule_walks_nested_splits():
@@ -571,6 +617,7 @@ def test_a_factor_that_would_fill_in_sends_the_default_to_clarabel_before_admm_f
     raw = sparse_random_qp(2000, 1000)
     qp = prepare(problem(raw))
     monkeypatch.setattr(auto, "FIRST_RULE", ("entries", 1000, "piqp", "admm"))  # ADMM at this size
+    monkeypatch.setattr(auto, "PIQP_FIRST_ENTRIES", 1000)
     assert auto.choose(qp, warm=False) == "admm"  # work far below DEAR_WORK at this size
     monkeypatch.setattr(auto, "FILL_CLARABEL", 10.0)  # the factor holds 15 times the KKT matrix's entries
     assert not auto.fills_in(qp)
