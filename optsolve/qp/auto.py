@@ -68,6 +68,7 @@ method that takes one.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import time
 
@@ -121,7 +122,8 @@ def features(qp: QPProblem, names=None) -> dict:
     given."""
     m = max(qp.m, 1)
 
-    def degree():
+    @functools.cache
+    def degree():  # each row's entries, counted once for the features that read them
         if not qp.m:
             return np.zeros(1, dtype=np.int64)
         A = qp.A
@@ -137,7 +139,7 @@ def features(qp: QPProblem, names=None) -> dict:
     compute = {"n": lambda: qp.n, "m": lambda: qp.m, "entries": lambda: kkt_entries(qp.P, qp.A),
                "eq_only": lambda: int(equality_only(qp)), "eq_share": lambda: float(equality_rows(qp).sum()) / m,
                "box_share": box_share, "row_max": lambda: int(degree().max()),
-               "row_share": lambda: int(degree().max()) / max(qp.n, 1), "p_offdiag_per_col": p_offdiag_per_col}
+               "row_share": lambda: compute["row_max"]() / max(qp.n, 1), "p_offdiag_per_col": p_offdiag_per_col}
     return {name: compute[name]() for name in (compute if names is None else names)}
 
 
