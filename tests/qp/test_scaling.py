@@ -68,11 +68,18 @@ def test_families_match_the_dense_passes(name):
 
 @pytest.mark.parametrize("name", ["chain", "lasso", "portfolio"])
 def test_row_maxima_in_row_order_give_the_same_scaling(monkeypatch, name):
-    """Where np.maximum.at runs slow the row maxima are taken in row order instead: bit for bit the same."""
+    """Where np.maximum.at runs slow the row maxima are taken in row order instead, and where the segments are short
+    from a padded table: bit for bit the same."""
     import optsolve.qp.scaling as scaling
 
     qp = prepare(SCHEMA.validate(FAMILIES[name].generate(np.random.default_rng(4), n=80), source="test"))
+    padded = ruiz_scale(qp, 10)
+    monkeypatch.setattr(scaling, "PAD_SHARE", 0)  # no table: np.maximum.at and reduceat
     at = ruiz_scale(qp, 10)
+    for field in ("D", "E", "q"):
+        np.testing.assert_array_equal(getattr(padded, field), getattr(at, field))
+    np.testing.assert_array_equal(padded.A.data, at.A.data)
+    np.testing.assert_array_equal(padded.P.data, at.P.data)
     monkeypatch.setattr(scaling, "AT_PROBE", 16)  # timed on the first 16 entries
     monkeypatch.setattr(scaling, "AT_SLOW", 1.0)  # fast: the rest by np.maximum.at, after the probe
     in_two = ruiz_scale(qp, 10)
@@ -87,3 +94,22 @@ def test_row_maxima_in_row_order_give_the_same_scaling(monkeypatch, name):
         np.testing.assert_array_equal(getattr(by_rows, field), getattr(at, field))
     np.testing.assert_array_equal(by_rows.A.data, at.A.data)
     assert by_rows.c == at.c
+
+
+def test_padded_maxima_of_uneven_segments():
+    """The padded table's maxima against a plain loop: segments of uneven lengths, empty ones, entries out of
+    segment order; a table too large for the entries is declined."""
+    from optsolve.qp.scaling import _Padded
+
+    rng = np.random.default_rng(7)
+    seg = rng.integers(0, 50, size=300)
+    seg[seg == 3] = 4  # segment 3 empty
+    w = rng.random(300)
+    table = _Padded.of(seg, 60, adjacent=False)
+    expected = np.array([w[seg == k].max() if np.any(seg == k) else 0.0 for k in range(60)])
+    np.testing.assert_array_equal(table(w), expected)
+    np.testing.assert_array_equal(table(w * 2.0), expected * 2.0)  # the slots rewritten at each call
+    order = np.argsort(seg, kind="stable")
+    np.testing.assert_array_equal(_Padded.of(seg[order], 60, adjacent=True)(w[order]), expected)
+    assert _Padded.of(np.r_[np.zeros(100, dtype=np.intp), np.arange(1, 100)], 100, adjacent=True) is None
+    assert _Padded.of(np.zeros(0, dtype=np.intp), 5, adjacent=True) is None
