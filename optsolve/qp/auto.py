@@ -9,8 +9,9 @@
    consistent). The answer is taken where it passes OSQP's termination test; otherwise (an
    inconsistent system: infeasible or unbounded) the problem goes on to rule 3.
 2. **A KKT matrix of at most ``PIQP_FIRST_ENTRIES`` stored entries, or of at most
-   ``DENSE_ROW_MAX_ENTRIES`` with a row of A holding at least ``DENSE_ROW_SHARE`` of the
-   variables, or a tolerance of ``PIQP_FIRST_EPS`` or tighter: PIQP first.** PIQP's steps each
+   ``DENSE_ROW_MAX_ENTRIES`` with a row of A holding more than ``DENSE_ROW_SHARE`` of the
+   variables and such dense rows at most ``DENSE_ROWS_MAX`` of the variables, or a tolerance of
+   ``PIQP_FIRST_EPS`` or tighter: PIQP first.** PIQP's steps each
    factor the KKT matrix; at that size a factorisation is cheap, and a compiled interior-point
    method answers in a few milliseconds where ADMM's Python iterations take several times as
    long. A dense row couples every variable it holds in each ADMM step, and ADMM (osqp's as well)
@@ -19,7 +20,8 @@
    added to thirteen problems of the generated families and Maros-Meszaros files that ADMM solves,
    slows it 1.2-5.9x on all but the two mpc ones and hands it over on eight); above
    ``DENSE_ROW_MAX_ENTRIES`` PIQP's factorisations are dear, and ADMM's hand-over bounds the loss
-   instead. At a tight tolerance ADMM's iteration count grows fast while an interior-point
+   instead. Where A is dense throughout (its rows are many dense ones), ADMM's one factorisation
+   wins: on random dense QPs of 200-500 variables PIQP took 2.0-3.2x osqp's time, ADMM 1.1-1.4x. At a tight tolerance ADMM's iteration count grows fast while an interior-point
    method's barely changes. The rule is
    ``FIRST_RULE`` (:func:`first_by_rule`, on :func:`features`, which cost one pass over the stored
    entries; a rule may also name Clarabel). ``bin/bench-qp --default-record`` times every first
@@ -84,8 +86,12 @@ DENSE_ROW_SHARE = 0.18  # a row of A holding at least this share of the variable
 # about 1, and PIQP is 2x faster)
 DENSE_ROW_MAX_ENTRIES = 1_000_000  # up to this many KKT entries: above, PIQP's factorisations are dear (mpc 10,000
 # with a row summing all its variables: PIQP 25 s, ADMM 8.7 s), and ADMM's hand-over bounds the loss instead
+DENSE_ROWS_MAX = 0.05  # dense rows (each above DENSE_ROW_SHARE of the variables) at most this share of the variables:
+# a few rows coupling a sparse problem (portfolio optimisation: 0.0101, BOYD1, HUESTIS, Q25FV47 below 0.001); a dense
+# A (0.5 where it has n/2 rows) is no such case: PIQP refactors it at every step, ADMM once (2.0-3.2x; see the docs)
 FIRST_RULE = ("entries", PIQP_FIRST_ENTRIES, "piqp",  # rule 2: see first_by_rule
-              ("entries", DENSE_ROW_MAX_ENTRIES, ("row_share", DENSE_ROW_SHARE, "admm", "piqp"), "admm"))
+              ("entries", DENSE_ROW_MAX_ENTRIES,
+               ("row_share", DENSE_ROW_SHARE, "admm", ("dense_rows", DENSE_ROWS_MAX, "piqp", "admm")), "admm"))
 PACE_GATE = 0.5  # seconds: a PIQP probe (setup and a step) longer than this has dear steps, and Clarabel is probed
 CLARABEL_PACE = 3.4  # Clarabel is taken where this many of its probes take less than PIQP's probe: it takes about
 # 1.7 times PIQP's steps (25 and 15 on CVXQP2_L at 1e-6), and it must be twice as fast to pay for the probes
@@ -118,7 +124,8 @@ def equality_only(qp: QPProblem) -> bool:
 def features(qp: QPProblem, names=None) -> dict:
     """What the problem shows for the cost of O(its stored entries): sizes, the KKT matrix's stored entries, the
     shares of equality rows and of rows that bound one variable, the longest row of A (its entries, and their share
-    of the variables) and the mean entries per column of P (off its diagonal); only those in ``names`` where it is
+    of the variables), the dense rows (those holding more than ``DENSE_ROW_SHARE`` of the variables) over the
+    variables, and the mean entries per column of P (off its diagonal); only those in ``names`` where it is
     given."""
     m = max(qp.m, 1)
 
@@ -139,7 +146,9 @@ def features(qp: QPProblem, names=None) -> dict:
     compute = {"n": lambda: qp.n, "m": lambda: qp.m, "entries": lambda: kkt_entries(qp.P, qp.A),
                "eq_only": lambda: int(equality_only(qp)), "eq_share": lambda: float(equality_rows(qp).sum()) / m,
                "box_share": box_share, "row_max": lambda: int(degree().max()),
-               "row_share": lambda: compute["row_max"]() / max(qp.n, 1), "p_offdiag_per_col": p_offdiag_per_col}
+               "row_share": lambda: compute["row_max"]() / max(qp.n, 1),
+               "dense_rows": lambda: float(np.count_nonzero(degree() > DENSE_ROW_SHARE * qp.n)) / max(qp.n, 1),
+               "p_offdiag_per_col": p_offdiag_per_col}
     return {name: compute[name]() for name in (compute if names is None else names)}
 
 

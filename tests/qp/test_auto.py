@@ -269,6 +269,7 @@ def test_features_read_the_problem():
     assert f["entries"] == auto.kkt_entries(qp.P, qp.A) == 1 + 3 + 6 + 3
     assert f["eq_share"] == pytest.approx(1 / 3) and f["box_share"] == pytest.approx(1 / 3)
     assert f["p_offdiag_per_col"] == pytest.approx(2 / 3) and f["row_share"] == 1.0
+    assert f["dense_rows"] == 1.0  # each row holds more than DENSE_ROW_SHARE of 3 variables
     assert auto.features(qp, {"entries", "row_max"}) == {"entries": f["entries"], "row_max": 3}
     as_csr = QPProblem(P=qp.P, q=qp.q, A=qp.A.tocsr(), l=qp.l, u=qp.u)  # rows counted in either storage
     assert auto.features(as_csr, {"row_max", "row_share"}) == {"row_max": 3, "row_share": 1.0}
@@ -316,6 +317,35 @@ def test_a_dense_row_sends_a_large_problem_to_piqp_without_probes(monkeypatch):
     assert "probe_s" not in res.stats
     ref = optsolve.qp.solve_problem(dense, method="osqp", eps_abs=1e-6, eps_rel=1e-6)
     assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
+
+
+def test_a_dense_matrix_is_not_a_dense_row():
+    """A's rows all dense (150 rows over 300 variables) is no sparse problem coupled by a few rows: ADMM first,
+    above PIQP_FIRST_ENTRIES (PIQP refactors the dense matrix at every step); the same sparse problem with one
+    dense row, and with dense rows up to DENSE_ROWS_MAX of the variables, goes to PIQP."""
+    rng = np.random.default_rng(2)
+    n, m = 300, 150
+    A = rng.standard_normal((m, n))
+    raw = {"P": sp.diags(rng.random(n) + 0.1, format="csc"), "q": rng.standard_normal(n), "A": sp.csc_matrix(A),
+           "l": -np.ones(m) - rng.random(m), "u": np.ones(m) + rng.random(m)}
+    dense = prepare(problem(raw))
+    f = auto.features(dense, {"entries", "row_share", "dense_rows"})
+    assert f["entries"] > auto.PIQP_FIRST_ENTRIES and f["row_share"] == 1.0 and f["dense_rows"] == 0.5
+    if auto.has_piqp():
+        assert auto.choose(dense, warm=False) == "admm"
+    few = int(auto.DENSE_ROWS_MAX * n)  # this many dense rows over a sparse problem of the same size
+    band = sp.diags([np.ones(n), np.ones(n - 1)], [0, 1], format="csr")[: n // 2]
+    coupled = sp.vstack([band] * 300 + [sp.csc_matrix(A[:few])]).tocsc()
+    k = coupled.shape[0]
+    sparse_raw = dict(raw, A=coupled, l=-np.ones(k) - 1.0, u=np.ones(k) + 1.0)
+    sparse = prepare(problem(sparse_raw))
+    f = auto.features(sparse, {"entries", "row_share", "dense_rows"})
+    assert f["entries"] > auto.PIQP_FIRST_ENTRIES and f["dense_rows"] == few / n
+    if auto.has_piqp():
+        assert auto.choose(sparse, warm=False) == "piqp"
+        more = prepare(problem(dict(sparse_raw, A=sp.vstack([coupled, sp.csc_matrix(A[:1])]).tocsc(),
+                                    l=np.append(sparse_raw["l"], -2.0), u=np.append(sparse_raw["u"], 2.0))))
+        assert auto.choose(more, warm=False) == "admm"  # one dense row more than DENSE_ROWS_MAX of them
 
 
 def test_first_by_rule_walks_nested_splits():
