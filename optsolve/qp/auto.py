@@ -100,6 +100,10 @@ PIQP_AFTER_PROBES = 10.0  # where Clarabel's answer fails, PIQP runs next if the
 NEXT_AFTER_SPENT = 2.0  # unprobed, the second interior-point solver runs where the time left holds this many times
 # the first one's time (Clarabel takes about 1.7 times PIQP's steps)
 PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (ADMM's iterations grow fast there)
+P_WORK_ADMM = 3e6  # P's factor this dear (the file's convexity check: the sum of its squared column counts): ADMM
+# first where the rule names PIQP, since PIQP refactors at every step and ADMM once (box-constrained QPs with
+# P = MM' + 0.1 I, M sparse random: P's work 1.2e7-3e8 at 1,000-3,000 variables, PIQP 3.2-4.9x ADMM's time; 7.5e5
+# on CVXQP1/2/3_M, where PIQP takes 0.5-1.1x ADMM's time)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 FILL_CLARABEL = 25.0  # a KKT factor with this many times the matrix's entries, and dear: Clarabel (see fills_in)
@@ -247,6 +251,8 @@ def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
         return "piqp"
     found = features(qp, rule_features(FIRST_RULE) | {"entries"})  # only what the rule reads
     first = first_by_rule(found)
+    if first == "piqp" and qp.P_work is not None and qp.P_work >= P_WORK_ADMM:
+        first = "admm"  # P's own factorisation is dear: once (ADMM), not at every step (PIQP)
     if first != "clarabel" and found["entries"] > PIQP_FIRST_ENTRIES and fills_in(qp):
         return "clarabel"
     return "piqp" if first == "clarabel" and not has_clarabel() else first

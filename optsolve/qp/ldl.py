@@ -126,6 +126,7 @@ class QuasiDefinite:
             self.numeric_time = self._cholmod.numeric_time
         self.factorisations = 1
         self._entries = None  # L's stored entries, once read
+        self.work = None  # with check: the sum of L's squared column counts (read from the factor the check reads)
         if check:
             self._check()
 
@@ -139,6 +140,8 @@ class QuasiDefinite:
             raise ValueError("the inertia is read from QDLDL's pivots: build the factor with check=True")
         L, pivots, _ = self._solver.factors()
         self._entries = int(L.nnz)
+        counts = np.diff(L.indptr).astype(np.float64) + 1.0  # each column's entries, its pivot counted
+        self.work = float(np.sum(counts * counts))  # the factorisation's multiply-adds, about half of this
         if not np.all(np.isfinite(pivots)):  # entries beyond float64's range, not a sign of non-convexity
             raise RuntimeError("the KKT matrix is singular in float64 (non-finite pivots)")
         positive = int(np.count_nonzero(pivots > 0))

@@ -25,7 +25,7 @@ from optsolve.core.problem import Field, Problem, Schema
 
 INFINITY = 1e19  # |bound| at or above this is infinite
 SYMMETRY_RTOL = 1e-10
-PSD_CHECK_MAX_N = 1500  # dense eigenvalue check of P up to this size
+PSD_CHECK_MAX_N = 300  # dense eigenvalue check of P up to this size (4 ms here; 0.15 s at 1,500, O(n^3))
 # Above it P + delta I is factored: by dense Cholesky (LAPACK) where P's rows hold this many entries on
 # average and the n x n array fits (n <= DENSE_CHOLESKY_MAX_N, and half the memory budget), since a sparse
 # factor of such a P fills in (docs/benchmarks.md, "Measurements behind the code"); else by sparse LDL'
@@ -133,7 +133,8 @@ def _psd_rule(problem: Problem) -> None:
 def _indefinite_shifted(P: sp.csc_matrix, delta: float, facts: dict | None = None) -> str | None:
     """None where P + delta I is positive definite, else what its factorisation found. Where a sparse factor was
     computed, ``facts["P_fill"]`` is set to its entries over those of P's upper triangle (read by the default method:
-    :func:`optsolve.qp.auto.fills_in`)."""
+    :func:`optsolve.qp.auto.fills_in`); ``facts["P_work"]``, on either factor, to the sum of its squared column
+    counts (the work of a factorisation of P, about twice its multiply-adds: :func:`optsolve.qp.auto.choose`)."""
     from optsolve.qp.ldl import NotQuasiDefinite, QuasiDefinite
 
     from optsolve.core import memory
@@ -147,6 +148,8 @@ def _indefinite_shifted(P: sp.csc_matrix, delta: float, facts: dict | None = Non
         H = P.toarray(out=empty_base_pages((n, n)))
         H[np.diag_indices(n)] += delta
         _, info = lapack.dpotrf(H.T, lower=1, overwrite_a=1, clean=0)  # H.T: the same matrix, in LAPACK's order
+        if facts is not None:
+            facts["P_work"] = n * (n + 1) * (2 * n + 1) / 6.0  # columns of 1..n entries
         return None if info == 0 else f"its Cholesky factorisation meets a non-positive pivot at row {info - 1}"
     try:
         factor = QuasiDefinite(P + delta * sp.eye(n, format="csc"), None, np.zeros(0), check=True)
@@ -157,6 +160,7 @@ def _indefinite_shifted(P: sp.csc_matrix, delta: float, facts: dict | None = Non
         return f"it cannot be factored in float64: {exc}"
     if facts is not None:
         facts["P_fill"] = factor.factor_entries() / max(factor.K.nnz, 1)
+        facts["P_work"] = factor.work
     return None
 
 
@@ -200,6 +204,7 @@ class QPProblem:
     nodes: int | None = None
     family: str | None = None
     P_fill: float | None = None  # P's sparse factor's entries over P's, where the file's convexity check factored P
+    P_work: float | None = None  # the sum of that factor's squared column counts (sparse or dense), where computed
 
     @property
     def n(self) -> int:
@@ -226,7 +231,7 @@ def prepare(problem: Problem) -> QPProblem:
         A, l, u = sp.csc_matrix((0, n)), np.zeros(0), np.zeros(0)
     part = problem.get("partition")
     return QPProblem(P=P, q=q, A=A, l=l, u=u, r=float(problem.get("r", 0.0)), P_storage=storage,
-                     P_fill=problem.facts.get("P_fill"),
+                     P_fill=problem.facts.get("P_fill"), P_work=problem.facts.get("P_work"),
                      partition=None if part is None else np.asarray(part, dtype=np.int64),
                      nodes=None if problem.get("nodes") is None else int(problem["nodes"]),
                      family=problem.get("family"))

@@ -636,7 +636,36 @@ def test_the_convexity_check_leaves_ps_fill_for_the_solver():
     chain = prepare(problem(FAMILIES["chain"].generate(np.random.default_rng(0), n=2000)))
     assert chain.P_fill is not None and chain.P_fill < 1.0
     small = prepare(problem(sparse_random_qp(200, 100)))  # the dense eigenvalue check: no factor
-    assert small.P_fill is None and not auto.fills_in(small)
+    assert small.P_fill is None and small.P_work is None and not auto.fills_in(small)
+    assert filled.P_work > chain.P_work > 0
+
+
+def test_a_dear_factor_of_p_sends_a_small_problem_to_admm(monkeypatch):
+    """Below PIQP_FIRST_ENTRIES, where the file's check found P's factor dear (P = MM' + 0.1 I with M sparse
+    random: its factor nearly dense), ADMM first (it factors once, PIQP at every step); its answer holds at osqp's
+    objective. With the threshold above that work, PIQP; the work of a dense P's Cholesky factor is its columns'
+    squared lengths, 1 to n."""
+    rng = np.random.default_rng(3)
+    n = 1000
+    M = sp.random(n, n, density=3.0 / n, random_state=rng)
+    raw = {"P": (M @ M.T + 0.1 * sp.eye(n)).tocsc(), "q": 10 * rng.standard_normal(n), "A": sp.eye(n, format="csc"),
+           "l": -np.ones(n), "u": np.ones(n)}
+    qp = prepare(problem(raw))
+    assert auto.kkt_entries(qp.P, qp.A) <= auto.PIQP_FIRST_ENTRIES and qp.P_work >= auto.P_WORK_ADMM
+    if not auto.has_piqp():
+        return
+    assert auto.choose(qp, warm=False) == "admm"
+    assert auto.choose(qp, warm=False, eps=1e-6) == "piqp"  # a tight tolerance: PIQP at any size
+    res = optsolve.qp.solve_problem(problem(raw))
+    assert res.stats["method_used"].startswith("admm") and res.status.value == "optimal" and res.certificate.holds
+    ref = optsolve.qp.solve_problem(problem(raw), method="osqp", eps_abs=1e-6, eps_rel=1e-6)
+    assert res.objective == pytest.approx(ref.objective, rel=1e-2, abs=1e-3)
+    monkeypatch.setattr(auto, "P_WORK_ADMM", 2 * qp.P_work)
+    assert auto.choose(qp, warm=False) == "piqp"
+    k = 400  # above the dense eigenvalue check, dense: LAPACK's Cholesky factor
+    B = rng.standard_normal((k, k))
+    dense = prepare(problem({"P": sp.csc_matrix(B @ B.T / k + np.eye(k)), "q": np.ones(k)}))
+    assert dense.P_fill is None and dense.P_work == k * (k + 1) * (2 * k + 1) / 6
 
 
 def test_a_factor_that_would_fill_in_sends_the_default_to_clarabel_before_admm_factors(monkeypatch):

@@ -381,6 +381,7 @@ def test_dense_cholesky_check_stays_within_the_memory_budget(monkeypatch):
 
     n = PSD_CHECK_MAX_N + 2
     raw = {"P": sp.csc_matrix(np.ones((n, n)) - 0.5 * np.eye(n)), "q": np.zeros(n)}
-    monkeypatch.setenv(memory.ENV_VAR, "30M")  # the 18 MB dense copy is over half of it
+    copy = 8 * n * n  # bytes of the dense copy
+    monkeypatch.setenv(memory.ENV_VAR, f"{3 * copy // 2}")  # the copy is over half of it
     with pytest.raises(InputError, match="not positive semidefinite.*LDL'"):
         SCHEMA.validate(raw, source="dense P")
