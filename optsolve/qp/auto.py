@@ -21,8 +21,10 @@
    slows it 1.2-5.9x on all but the two mpc ones and hands it over on eight); above
    ``DENSE_ROW_MAX_ENTRIES`` PIQP's factorisations are dear, and ADMM's hand-over bounds the loss
    instead. Where A is dense throughout (its rows are many dense ones), ADMM's one factorisation
-   wins: on random dense QPs of 200-500 variables PIQP took 2.0-3.2x osqp's time, ADMM 1.1-1.4x. At a tight tolerance ADMM's iteration count grows fast while an interior-point
-   method's barely changes. The rule is
+   wins: on random dense QPs of 200-500 variables PIQP took 2.0-3.2x osqp's time, ADMM 1.1-1.4x.
+   Nor where the file's convexity check found P's own factor dear (``P_WORK_ADMM``): PIQP would
+   refactor it at every step, ADMM does once. At a tight tolerance ADMM's iteration count grows
+   fast while an interior-point method's barely changes. The rule is
    ``FIRST_RULE`` (:func:`first_by_rule`, on :func:`features`, which cost one pass over the stored
    entries; a rule may also name Clarabel). ``bin/bench-qp --default-record`` times every first
    step on the generated families and the Maros-Meszaros files (``docs/qp-default-record.csv``)

@@ -336,7 +336,8 @@ FINISHED = {name: _factorable(_interior_point_peer(name, finish=True)) for name 
 
 METHODS = {
     "auto": entry(_factorable(_auto), "one KKT solve where every row is an equality; PIQP where the KKT matrix has at "
-                  "most 40,000 entries, or at most a million and a row of A holding 0.18 of the variables; Clarabel "
+                  "most 40,000 entries, or at most a million and a few rows of A holding 0.18 of the variables "
+                  "each, unless P's own factor is dear; Clarabel "
                   "where ADMM's KKT factor would fill in (by its symbolic step); else "
                   "ADMM (one rho per row from its active set at early adaptive steps), handed over to PIQP once its "
                   "iterations cost its setup and 10 factorisations, or sooner where its residuals' pace predicts "
