@@ -265,6 +265,11 @@ def _auto(job: Job) -> MethodOutput:
     eps = max(settings["eps_abs"], settings["eps_rel"])
     first = auto.choose(qp, warm=x0 is not None or y0 is not None, eps=eps)
     before = ""
+    if first == "clarabel" and auto.equality_only(qp):  # P's factor dear: Clarabel's steps, then the KKT solve
+        out, before = _interior_points(job, ["clarabel"])
+        if out is not None:
+            return out
+        first = "kkt"
     if first == "kkt":
         t = time.perf_counter()
         r = auto.solve_kkt(qp, settings["eps_abs"], settings["eps_rel"], job.deadline.at)
@@ -272,34 +277,47 @@ def _auto(job: Job) -> MethodOutput:
             peers.trace_answer(qp, r[3], r[0], r[1])
             return answer(qp, "optimal", x=r[0], y=r[1], z=r[2], iterations=r[3], evaluations=1,
                           stats={"method_used": "kkt", "time_s": {"kkt": time.perf_counter() - t}})
-        before = "The KKT system of the equality rows has no solution that passes the termination test; "
+        before += "The KKT system of the equality rows has no solution that passes the termination test; "
     elif first in ("piqp", "clarabel"):
-        paces, spent = None, {}
+        paces = None
         if first == "piqp" and eps <= auto.PIQP_FIRST_EPS and auto.kkt_entries(qp.P, qp.A) > auto.PIQP_FIRST_ENTRIES:
             first, paces = auto.by_pace(qp, settings)
-        tries = auto.next_tries(first)
-        for k, name in enumerate(tries):
-            if k and not auto.fits(name, job.deadline.remaining(), paces, spent):
-                break
-            t = time.perf_counter()
-            out = FINISHED[name](job)
-            spent[name] = time.perf_counter() - t
-            if paces is not None:
-                out.stats["probe_s"] = paces
-            x, y = _primal_dual(out)
-            if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
-                    out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):
-                out.stats["method_used"] = name
-                return out
-            said = out.stats.get(f"{name}_status")
-            before += f"{'PIQP' if name == 'piqp' else 'Clarabel'} ended {said} without an answer that passes " \
-                      "the termination test; "
+        out, before = _interior_points(job, auto.next_tries(first), paces)
+        if out is not None:
+            return out
     out = _admm(job, switch_after=auto.SWITCH_AFTER if auto.has_piqp() else None, row_spread=auto.ROW_SPREAD)
     handed = {text: name for name, text in HANDED.items()}.get(out.stats["polished"])
     out.stats["method_used"] = f"admm, then {handed}" if handed else "admm"
     if before:
         out.message = (before + "ADMM ran next. " + out.message).strip()
     return out
+
+
+def _interior_points(job: Job, tries: list[str], paces: dict | None = None) -> tuple[MethodOutput | None, str]:
+    """PIQP and Clarabel in the order ``tries``, each finished (``FINISHED``), the next only where the time left
+    fits it (:func:`optsolve.qp.auto.fits`): the first answer that passes the termination test or makes a claim,
+    else None, and what each said (for the message of what runs next)."""
+    from optsolve.qp import auto, peers
+
+    qp, settings = job.data, job.settings
+    spent, before = {}, ""
+    for k, name in enumerate(tries):
+        if k and not auto.fits(name, job.deadline.remaining(), paces, spent):
+            break
+        t = time.perf_counter()
+        out = FINISHED[name](job)
+        spent[name] = time.perf_counter() - t
+        if paces is not None:
+            out.stats["probe_s"] = paces
+        x, y = _primal_dual(out)
+        if out.status in (Status.INFEASIBLE, Status.UNBOUNDED) or (
+                out.status is Status.OPTIMAL and x is not None and peers.passes(qp, settings, x, y)):
+            out.stats["method_used"] = name
+            return out, before
+        said = out.stats.get(f"{name}_status")
+        before += f"{'PIQP' if name == 'piqp' else 'Clarabel'} ended {said} without an answer that passes " \
+                  "the termination test; "
+    return None, before
 
 
 def no_variables(qp: QPProblem) -> MethodOutput:

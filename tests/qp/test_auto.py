@@ -348,6 +348,34 @@ def test_a_dense_matrix_is_not_a_dense_row():
         assert auto.choose(more, warm=False) == "admm"  # one dense row more than DENSE_ROWS_MAX of them
 
 
+@pytest.mark.skipif(not auto.has_clarabel(), reason="clarabel is not installed")
+def test_an_equality_only_problem_with_a_dear_factor_of_p_goes_to_clarabel_first(monkeypatch):
+    """Equality rows only, P's factor dear (P = MM' + I, M sparse random: nearly dense): Clarabel first, its answer
+    the KKT solve's; below KKT_CLARABEL_WORK, the KKT solve; where Clarabel has no answer, the KKT solve still."""
+    from optsolve.qp import methods
+
+    rng = np.random.default_rng(4)
+    n, m = 1500, 150
+    M = sp.random(n, n, density=3.0 / n, random_state=rng)
+    A = sp.random(m, n, density=5.0 / n, random_state=rng, format="csc")
+    b = A @ rng.standard_normal(n)
+    raw = {"P": (M @ M.T + sp.eye(n)).tocsc(), "q": rng.standard_normal(n), "A": A, "l": b, "u": b}
+    qp = prepare(problem(raw))
+    assert auto.equality_only(qp) and qp.P_work >= auto.KKT_CLARABEL_WORK
+    assert auto.choose(qp, warm=False) == "clarabel"
+    res = optsolve.qp.solve_problem(problem(raw))
+    assert res.stats["method_used"] == "clarabel" and res.status.value == "optimal" and res.certificate.holds
+    with monkeypatch.context() as patch:
+        patch.setattr(auto, "KKT_CLARABEL_WORK", 2 * qp.P_work)
+        assert auto.choose(qp, warm=False) == "kkt"
+        kkt = optsolve.qp.solve_problem(problem(raw))
+    assert kkt.stats["method_used"] == "kkt" and kkt.certificate.holds
+    assert res.objective == pytest.approx(kkt.objective, rel=1e-3, abs=1e-3)
+    monkeypatch.setattr(methods, "_interior_points", lambda job, tries, paces=None: (None, "no answer; "))
+    after = optsolve.qp.solve_problem(problem(raw))
+    assert after.stats["method_used"] == "kkt" and after.objective == pytest.approx(kkt.objective, rel=1e-9)
+
+
 def test_first_by_rule_walks_nested_splits():
     rule = ("entries", 100, ("row_max", 5, "piqp", "clarabel"), "admm")
     assert auto.first_by_rule({"entries": 100, "row_max": 5}, rule) == "piqp"
