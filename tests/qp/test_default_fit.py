@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from pathlib import Path
 
 import numpy as np
 import pytest
