@@ -24,8 +24,8 @@
    ``DENSE_ROW_MAX_ENTRIES`` PIQP's factorisations are dear, and ADMM's hand-over bounds the loss
    instead. Where A is dense throughout (its rows are many dense ones), ADMM's one factorisation
    wins: on random dense QPs of 200-500 variables PIQP took 2.0-3.2x osqp's time, ADMM 1.1-1.4x.
-   Nor where the file's convexity check found P's own factor dear (``P_WORK_ADMM``): PIQP would
-   refactor it at every step, ADMM does once. At a tight tolerance ADMM's iteration count grows
+   Nor where a small matrix's P has a dear factor, as the file's convexity check found it
+   (``P_WORK_ADMM``): PIQP would refactor it at every step, ADMM does once. At a tight tolerance ADMM's iteration count grows
    fast while an interior-point method's barely changes. The rule is
    ``FIRST_RULE`` (:func:`first_by_rule`, on :func:`features`, which cost one pass over the stored
    entries; a rule may also name Clarabel). ``bin/bench-qp --default-record`` times every first
@@ -107,7 +107,8 @@ PIQP_FIRST_EPS = 1e-5  # at this tolerance or tighter, PIQP first at any size (A
 P_WORK_ADMM = 3e6  # P's factor this dear (the file's convexity check: the sum of its squared column counts): ADMM
 # first where the rule names PIQP, since PIQP refactors at every step and ADMM once (box-constrained QPs with
 # P = MM' + 0.1 I, M sparse random: P's work 1.2e7-3e8 at 1,000-3,000 variables, PIQP 3.2-4.9x ADMM's time; 7.5e5
-# on CVXQP1/2/3_M, where PIQP takes 0.5-1.1x ADMM's time)
+# on CVXQP1/2/3_M, where PIQP takes 0.5-1.1x ADMM's time); not for a dense row, where ADMM's iterations are many
+# (Q25FV47: P's work 3e7, PIQP 0.16 s, ADMM 0.48 s)
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 FILL_CLARABEL = 25.0  # a KKT factor with this many times the matrix's entries, and dear: Clarabel (see fills_in)
@@ -260,7 +261,8 @@ def choose(qp: QPProblem, warm: bool, eps: float = 1e-3) -> str:
         return "piqp"
     found = features(qp, rule_features(FIRST_RULE) | {"entries"})  # only what the rule reads
     first = first_by_rule(found)
-    if first == "piqp" and qp.P_work is not None and qp.P_work >= P_WORK_ADMM:
+    if first == "piqp" and found["entries"] <= PIQP_FIRST_ENTRIES and qp.P_work is not None and \
+            qp.P_work >= P_WORK_ADMM:
         first = "admm"  # P's own factorisation is dear: once (ADMM), not at every step (PIQP)
     if first != "clarabel" and found["entries"] > PIQP_FIRST_ENTRIES and fills_in(qp):
         return "clarabel"

@@ -148,8 +148,10 @@ def _indefinite_shifted(P: sp.csc_matrix, delta: float, facts: dict | None = Non
         H = P.toarray(out=empty_base_pages((n, n)))
         H[np.diag_indices(n)] += delta
         _, info = lapack.dpotrf(H.T, lower=1, overwrite_a=1, clean=0)  # H.T: the same matrix, in LAPACK's order
-        if facts is not None:
-            facts["P_work"] = n * (n + 1) * (2 * n + 1) / 6.0  # columns of 1..n entries
+        if facts is not None:  # a dense factor of the columns with entries off the diagonal (1..k entries), and
+            # the others' pivots (Q25FV47: 446 of its 1,571 columns)
+            k = int(np.count_nonzero(np.diff(P.indptr) - (P.diagonal() != 0)))
+            facts["P_work"] = k * (k + 1) * (2 * k + 1) / 6.0 + (n - k)
         return None if info == 0 else f"its Cholesky factorisation meets a non-positive pivot at row {info - 1}"
     try:
         factor = QuasiDefinite(P + delta * sp.eye(n, format="csc"), None, np.zeros(0), check=True)

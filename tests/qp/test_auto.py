@@ -694,6 +694,11 @@ def test_a_dear_factor_of_p_sends_a_small_problem_to_admm(monkeypatch):
     B = rng.standard_normal((k, k))
     dense = prepare(problem({"P": sp.csc_matrix(B @ B.T / k + np.eye(k)), "q": np.ones(k)}))
     assert dense.P_fill is None and dense.P_work == k * (k + 1) * (2 * k + 1) / 6
+    block = np.zeros((2 * k, 2 * k))  # dense on half its columns, diagonal on the rest: the block's factor
+    block[:k, :k] = B @ B.T / k
+    block[np.diag_indices(2 * k)] += 1.0
+    half = prepare(problem({"P": sp.csc_matrix(block), "q": np.ones(2 * k)}))
+    assert half.P_work == k * (k + 1) * (2 * k + 1) / 6 + k
 
 
 def test_a_factor_that_would_fill_in_sends_the_default_to_clarabel_before_admm_factors(monkeypatch):
