@@ -25,8 +25,8 @@
    instead. Where A is dense throughout (its rows are many dense ones), ADMM's one factorisation
    wins: on random dense QPs of 200-500 variables PIQP took 2.0-3.2x osqp's time, ADMM 1.1-1.4x.
    Nor where a small matrix's P has a dear factor, as the file's convexity check found it
-   (``P_WORK_ADMM``): PIQP would refactor it at every step, ADMM does once. At a tight tolerance ADMM's iteration count grows
-   fast while an interior-point method's barely changes. The rule is
+   (``P_WORK_ADMM``): PIQP would refactor it at every step, ADMM does once. At a tight tolerance
+   ADMM's iteration count grows fast while an interior-point method's barely changes. The rule is
    ``FIRST_RULE`` (:func:`first_by_rule`, on :func:`features`, which cost one pass over the stored
    entries; a rule may also name Clarabel). ``bin/bench-qp --default-record`` times every first
    step on the generated families and the Maros-Meszaros files (``docs/qp-default-record.csv``)
