@@ -514,9 +514,8 @@ class _Run:
         x, y, z = self.x, self.y, self.z
         if status == "optimal" and m:  # report y in the dual cone where it passes the same test
             saved, yv = self.info, self.valid_dual(y)
-            if np.array_equal(yv, y):
-                pass  # already there (an interior-point answer's duals): the last check stands
-            elif self.check(x, yv, z, claims=False) == "optimal":
+            # duals already in the cone (an interior-point answer's) need no second check
+            if np.array_equal(yv, y) or self.check(x, yv, z, claims=False) == "optimal":
                 self.y = yv
             else:
                 self.info = saved
