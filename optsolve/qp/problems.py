@@ -77,17 +77,36 @@ def _sizes_rule(problem: Problem) -> None:
 
 
 def symmetric_P(problem: Problem):
-    """P as a full symmetric CSC matrix (zero when absent) and how it was stored ('full' or 'upper')."""
+    """P as a full symmetric CSC matrix (zero when absent) and how it was stored ('full' or 'upper'). The usual
+    cases by index arithmetic on P's arrays (a few scipy calls cost most of a small problem's solve otherwise);
+    a pattern that is not symmetric, and every refusal, by the general path (:func:`_symmetric_general`)."""
     n = problem["q"].shape[0]
     if "P" not in problem:
         return sp.csc_matrix((n, n)), "full"
     P = sp.csc_matrix(problem["P"])
     P.sum_duplicates()
     P.eliminate_zeros()
+    rows, cols = P.indices, np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
+    storage = problem.get("P_storage") or ("full" if np.any(rows > cols) else "upper")
+    if storage == "upper" and not np.any(rows > cols):  # P plus its strict upper triangle's transpose
+        up = rows < cols
+        return sp.csc_matrix((np.concatenate([P.data, P.data[up]]), (np.concatenate([rows, cols[up]]),
+                              np.concatenate([cols, rows[up]]))), shape=P.shape), storage
+    T = P.tocsr()  # P' by columns: where P's pattern is symmetric, its arrays are P's, its data P's transposed
+    if storage == "full" and np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices):
+        big = float(np.abs(P.data).max(initial=0.0))
+        if float(np.abs(P.data - T.data).max(initial=0.0)) <= SYMMETRY_RTOL * max(big, 1.0):
+            half = sp.csc_matrix((P.data + T.data, P.indices.copy(), P.indptr.copy()), shape=P.shape)
+            half.eliminate_zeros()  # as scipy's sum P + P' stores it, then halved
+            half.data *= 0.5
+            return half, storage
+    return _symmetric_general(problem, P, storage)
+
+
+def _symmetric_general(problem: Problem, P: sp.csc_matrix, storage: str):
+    """:func:`symmetric_P` by scipy's operations, with its refusals: entries below the diagonal of an 'upper' P,
+    or a P that is not symmetric."""
     lower, upper = sp.tril(P, -1), sp.triu(P, 1)
-    storage = problem.get("P_storage")
-    if storage is None:
-        storage = "upper" if lower.nnz == 0 else "full"
     if storage == "upper":
         if lower.nnz:
             r, c = lower.nonzero()
