@@ -139,7 +139,8 @@ class Solver:
     default_method: str = ""
     cpu_only: bool = True
     blas_threads: int | None = None  # BLAS/OpenMP threads of a solve unless the user sets --threads; None: all
-    thread_libraries: tuple[str, ...] = ()  # modules with thread pools the methods use, loaded before the limit
+    thread_libraries: tuple[str, ...] = ("scipy.linalg",)  # modules with thread pools the methods use, loaded
+    # before the limit (scipy.linalg loads scipy's own BLAS)
 
     @property
     def method_names(self) -> tuple[str, ...]:

@@ -56,8 +56,9 @@ def choose(default: int | None) -> int:
     return ALL if default is None else default
 
 
-# Modules whose thread pools every solve may use: loaded before a limit, which reaches loaded libraries only.
-LIBRARIES = ("numpy", "scipy.linalg")
+# Modules whose thread pools every solve may use: loaded before a limit, which reaches loaded libraries only (a
+# solver's own, scipy.linalg's by default, are its :attr:`optsolve.core.solve.Solver.thread_libraries`).
+LIBRARIES = ("numpy",)
 
 
 _FOUND: list = []  # [(modules imported when the pools were listed, threadpoolctl's ThreadpoolController)]

@@ -131,6 +131,8 @@ CLAIMS = {"infeasible": "Primal infeasible: prim_inf_cert dy has A'dy ~ 0 and u'
 
 class QPSolver(Solver):
     blas_threads = 1  # its default thread count: see "BLAS threads" in docs/benchmarks.md
+    thread_libraries = ()  # numpy's BLAS only (scipy's LAPACK serves the file's convexity check, before the limit):
+    # importing scipy.linalg would cost each command 57 ms, a sixth of a small file's
     command = "qp"
     methods = METHODS
     default_method = DEFAULT_METHOD

@@ -194,6 +194,21 @@ def test_the_users_thread_count_wins_over_the_default():
         threads.check("x")
 
 
+def test_a_qp_solve_limits_numpys_threads_without_loading_scipy_linalg():
+    """qp's methods use numpy's BLAS only: the limit holds there, and scipy.linalg (57 ms to import, a sixth of a
+    small file's command) is not loaded for it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, optsolve.qp\n"
+            "r = optsolve.qp.solve(np.eye(3), np.ones(3), np.eye(3), -np.ones(3), np.ones(3))\n"
+            "print(r.status.value, r.stats['threads'], 'scipy.linalg' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    status, used, loaded = out.stdout.split()
+    assert status == "optimal" and used in ("1", "None") and loaded == "False", out.stdout
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_solver_declares_its_thread_default(kind):
     solver = importlib.import_module(f"optsolve.{kind}").SOLVER
