@@ -280,8 +280,12 @@ def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | N
     eq = equality_rows(qp)
     s = ruiz_scale(QPProblem(P=qp.P, q=qp.q, A=qp.A[eq], l=qp.l[eq], u=qp.u[eq]), KKT_SCALING)  # free rows left out
     n, m = qp.n, int(eq.sum())
-    K = sp.bmat([[s.P, s.A.T], [s.A, None]], format="csr") if m else s.P.tocsr()
-    rhs = np.concatenate([-s.q, s.l]) if m else -s.q
+    AT = s.A.T
+
+    def residual(sol):  # [-q; l] - [P A'; A 0] [x; y], by products with P and A (building that matrix costs more)
+        x, y = sol[:n], sol[n:]
+        return np.concatenate([-s.q - (s.P @ x + AT @ y), s.l - s.A @ x]) if m else -s.q - s.P @ x
+
     H = (s.P + KKT_DELTA * sp.eye(n, format="csc")).tocsc()
     try:
         factor = (Reduced.of(H, s.A, np.full(m, KKT_DELTA)) if m else None) or \
@@ -291,7 +295,7 @@ def solve_kkt(qp: QPProblem, eps_abs: float, eps_rel: float, deadline: float | N
     sol = np.zeros(n + m)
     with np.errstate(over="ignore", invalid="ignore"):
         for step in range(1, KKT_REFINE + 1):
-            sol = sol + factor.solve(rhs - K @ sol)
+            sol = sol + factor.solve(residual(sol))
             if not np.all(np.isfinite(sol)):
                 return None
             x, y = sol[:n], sol[n:]
