@@ -87,8 +87,9 @@ def symmetric_P(problem: Problem):
     P.sum_duplicates()
     P.eliminate_zeros()
     rows, cols = P.indices, np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
-    storage = problem.get("P_storage") or ("full" if np.any(rows > cols) else "upper")
-    if storage == "upper" and not np.any(rows > cols):  # P plus its strict upper triangle's transpose
+    below = bool(np.any(rows > cols))
+    storage = problem.get("P_storage") or ("full" if below else "upper")
+    if storage == "upper" and not below:  # P plus its strict upper triangle's transpose
         up = rows < cols
         return sp.csc_matrix((np.concatenate([P.data, P.data[up]]), (np.concatenate([rows, cols[up]]),
                               np.concatenate([cols, rows[up]]))), shape=P.shape), storage
