@@ -77,6 +77,38 @@ def test_upper_triangle_equals_full_P():
     assert a.stats["P_storage"] == "upper" and "P_storage" not in b.stats
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_symmetric_P_by_index_arithmetic_is_scipys_sum(seed):
+    """symmetric_P's own path (upper storage; a full P with a symmetric pattern, rounding off its symmetry, sums
+    that cancel to zero) gives scipy's (P + P') / 2 and P + triu(P, 1)' bit for bit."""
+    from optsolve.qp.problems import _symmetric_general, symmetric_P
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    M = sp.random(n, n, density=0.1, random_state=rng, format="csc")
+    M.data = rng.standard_normal(M.nnz) * 10.0 ** rng.uniform(-3, 3, M.nnz)
+    S = (M @ M.T + sp.eye(n)).tocoo()  # positive definite, as the file's check asks
+    near = S.copy()
+    near.data = near.data * (1.0 + 1e-13 * rng.standard_normal(near.nnz))  # symmetric within SYMMETRY_RTOL
+    cancel = S.copy()
+    off = cancel.row < cancel.col
+    cancel.data[off] = 5e-324  # its mirror -5e-324 below: the sum is zero, and scipy's sum drops it
+    mirrored = np.isin(cancel.row * n + cancel.col, cancel.col[off] * n + cancel.row[off])
+    cancel.data[(cancel.row > cancel.col) & mirrored] = -5e-324
+    for P, storage in ((sp.triu(S).tocsc(), None), (sp.triu(S).tocsc(), "upper"), (S.tocsc(), None),
+                       (near.tocsc(), "full"), (cancel.tocsc(), None)):
+        problem = SCHEMA.validate(dict({"P": P, "q": np.zeros(n)}, **({"P_storage": storage} if storage else {})),
+                                  source="test")
+        got, kind = symmetric_P(problem)
+        Q = sp.csc_matrix(problem["P"])
+        Q.sum_duplicates()
+        Q.eliminate_zeros()
+        want, want_kind = _symmetric_general(problem, Q, kind)
+        assert kind == want_kind and got.dtype == want.dtype
+        for a, b in ((got.indptr, want.indptr), (got.indices, want.indices), (got.data, want.data)):
+            np.testing.assert_array_equal(a, b)
+
+
 def _infeasible():
     # x1 + x2 >= 2 and x1 + x2 <= 1
     return SCHEMA.validate({"P": sp.eye(2), "q": [0.0, 0.0], "A": sp.csc_matrix([[1.0, 1.0], [1.0, 1.0]]),
