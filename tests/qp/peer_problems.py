@@ -11,9 +11,9 @@ QP and its updates of q, l and u), ``feasibility_test.py``, ``polishing_test.py`
 ``primal_infeasibility_test.py``, ``dual_infeasibility_test.py``, ``non_convex_test.py``,
 ``update_matrices_test.py``, ``warm_start_test.py``, ``codegen_matrices_test.py`` and ``derivative_test.py``.
 
-Matrices and numbers are the peers'; the code is written here. qpsolvers' form ``G x <= h, A x = b,
-lb <= x <= ub`` becomes one ``l <= A x <= u`` block (inequalities, then equalities, then the box as identity
-rows). OSQP's tests draw their random problems from ``np.random.seed``; here they are drawn with numpy's
+Matrices and numbers are the peers'; the code that builds them is this module's. qpsolvers' form
+``G x <= h, A x = b, lb <= x <= ub`` becomes one ``l <= A x <= u`` block (inequalities, then equalities, then the
+box as identity rows). OSQP's tests draw their random problems from ``np.random.seed``; here they are drawn with numpy's
 ``default_rng`` with the same seeds, sizes, densities and distributions, so the numbers differ from OSQP's
 (``sparse_uniform`` stands for ``scipy.sparse.random``: that many uniform entries at distinct places).
 

@@ -8,7 +8,7 @@ objective f must be within OBJ_RTOL max(1, |f*|) of the reference optimum f*: Cl
 call, not optsolve's ``clarabel`` method), or the closed form where Clarabel cannot give one (a zero cost).
 Where P is positive definite the solution is unique, and x must be within sqrt(2 OBJ_RTOL max(1, |f*|) / lambda_min)
 of x* (the peer's stated solution, else Clarabel's): strong convexity turns an objective error into that
-distance. The same checks hold for OSQP's ADMM as written here (``admm``) and for the osqp package (``osqp``).
+distance. The same checks hold for this package's OSQP ADMM (``admm``) and for the osqp package (``osqp``).
 A few problems go through the command line too, to check its JSON document, exit code and ``verify``.
 """
 
@@ -201,7 +201,7 @@ def test_default_method(name, tol):
 @pytest.mark.parametrize("method", ["admm", "osqp"])
 @pytest.mark.parametrize("name", CONVEX)
 def test_admm_methods(name, method, tol):
-    """OSQP's ADMM as written here, and the osqp package beside it, on the same problems and by the same checks."""
+    """This package's OSQP ADMM, and the osqp package beside it, on the same problems and by the same checks."""
     res = optsolve.qp.solve_problem(validated(PROBLEMS[name][1]), method=method, **TOLERANCES[tol])
     faults = claim_faults(name, res, tol)
     assert not faults, describe(name, res) + ": " + "; ".join(faults)
