@@ -112,7 +112,8 @@ P_WORK_ADMM = 3e6  # P's factor this dear (the file's convexity check: the sum o
 SWITCH_AFTER = 10.0  # ADMM hands over to PIQP after iterations costing its setup and this many factorisations
 ROW_SPREAD = 3.0  # ADMM's rho per row from its active set: x this on rows at a bound, / this on the others
 FILL_CLARABEL = 25.0  # a KKT factor with this many times the matrix's entries, and dear: Clarabel (see fills_in)
-P_FILL_GATE = 2.0  # the KKT matrix's symbolic step runs where P's own factor holds this many times P's entries
+P_FILL_GATE = 4.0  # the KKT matrix's symbolic step runs where P's own factor holds this many times P's entries
+# (8.5 on CVXQP*_L; STCQP1/2, at 2.7, paid the step's 30-48 ms for a KKT fill of 1.8)
 SYMBOLIC_MAX_ENTRIES = 1_000_000  # and where the KKT matrix has at most this many entries (about 1 s of the step)
 DEAR_WORK = 1e9  # the sum of the factor's squared column counts (its multiply-adds, twice) above which a
 # factorisation is dear: 0.7 s in QDLDL here (4.7e9 on CVXQP3_L: 3.4 s; 1.4e9 on flow 20,000: 0.49 s)
