@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from optsolve.core.generate import Family, Param
 from optsolve.core.problem import Field, Problem, Schema
+from optsolve.qp.ldl import columns
 
 INFINITY = 1e19  # |bound| at or above this is infinite
 SYMMETRY_RTOL = 1e-10
@@ -86,21 +87,22 @@ def symmetric_P(problem: Problem):
     P = sp.csc_matrix(problem["P"])
     P.sum_duplicates()
     P.eliminate_zeros()
-    rows, cols = P.indices, np.repeat(np.arange(P.shape[1]), np.diff(P.indptr))
+    rows, cols = P.indices, columns(P)
     below = bool(np.any(rows > cols))
     storage = problem.get("P_storage") or ("full" if below else "upper")
     if storage == "upper" and not below:  # P plus its strict upper triangle's transpose
         up = rows < cols
         return sp.csc_matrix((np.concatenate([P.data, P.data[up]]), (np.concatenate([rows, cols[up]]),
                               np.concatenate([cols, rows[up]]))), shape=P.shape), storage
-    T = P.tocsr()  # P' by columns: where P's pattern is symmetric, its arrays are P's, its data P's transposed
-    if storage == "full" and np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices):
-        big = float(np.abs(P.data).max(initial=0.0))
-        if float(np.abs(P.data - T.data).max(initial=0.0)) <= SYMMETRY_RTOL * max(big, 1.0):
-            half = sp.csc_matrix((P.data + T.data, P.indices.copy(), P.indptr.copy()), shape=P.shape)
-            half.eliminate_zeros()  # as scipy's sum P + P' stores it, then halved
-            half.data *= 0.5
-            return half, storage
+    if storage == "full":
+        T = P.tocsr()  # P' by columns: where P's pattern is symmetric, its arrays are P's, its data P's transposed
+        if np.array_equal(T.indptr, P.indptr) and np.array_equal(T.indices, P.indices):
+            big = float(np.abs(P.data).max(initial=0.0))
+            if float(np.abs(P.data - T.data).max(initial=0.0)) <= SYMMETRY_RTOL * max(big, 1.0):
+                half = sp.csc_matrix((P.data + T.data, P.indices.copy(), P.indptr.copy()), shape=P.shape)
+                half.eliminate_zeros()  # as scipy's sum P + P' stores it, then halved
+                half.data *= 0.5
+                return half, storage
     return _symmetric_general(problem, P, storage)
 
 
